@@ -1,0 +1,15 @@
+"""Find the parts of any Hugging Face transformer that adaptation methods attach to."""
+
+from adaptlab.backbone.discovery import find_backbone, is_norm
+from adaptlab.backbone.overrides import BackboneOverrides
+from adaptlab.backbone.parts import ROLES, Backbone, BlockParts, get_module
+
+__all__ = [
+    "ROLES",
+    "Backbone",
+    "BackboneOverrides",
+    "BlockParts",
+    "find_backbone",
+    "get_module",
+    "is_norm",
+]

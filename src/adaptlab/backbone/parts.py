@@ -1,0 +1,57 @@
+"""The parts of a transformer that adaptation methods attach to, as found by discovery."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+ROLES: tuple[str, ...] = ("query", "key", "value", "attention_out", "ffn_in", "ffn_out")
+"""Linear-layer roles a method may target inside each block."""
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """The linear layers and norms of one transformer block, by role; names are model-absolute."""
+
+    index: int
+    name: str
+    query: str
+    key: str
+    value: str
+    attention_out: str
+    ffn_in: tuple[str, ...]  # one for a plain FFN, two (gate, up) for a gated FFN
+    ffn_out: str  # its input is the FFN's intermediate activation: the "neurons"
+    norms: tuple[str, ...]
+
+    def role(self, role: str) -> tuple[str, ...]:
+        """Module names that play `role` in this block."""
+        value = getattr(self, role)
+        return value if isinstance(value, tuple) else (value,)
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """Everything adaptation needs to know about a model's layout, without re-implementing it."""
+
+    model_class: str
+    blocks_name: str
+    blocks: tuple[BlockParts, ...]
+    embeddings: str  # the module holding the input embeddings (and their norm, if any)
+    head: tuple[str, ...]  # task-specific modules: outside the base model, plus a pooler
+    norms: tuple[str, ...]  # every LayerNorm / RMSNorm in the base model
+    hidden_size: int
+    intermediate_size: int
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    def modules_with_role(self, role: str) -> list[str]:
+        """Names of the modules playing `role` across all blocks, bottom to top."""
+        return [name for block in self.blocks for name in block.role(role)]
+
+
+def get_module(model: nn.Module, name: str) -> nn.Module:
+    """The submodule at dotted `name` (the model itself for the empty name)."""
+    return model.get_submodule(name) if name else model

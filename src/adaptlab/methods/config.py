@@ -1,0 +1,48 @@
+"""Base class and checks shared by every method's frozen config dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from adaptlab.errors import ConfigError
+
+FINE_TUNING_LR = 2e-5
+"""Learning rate for methods that update pretrained weights (paper-effectiveness App. A.2)."""
+ADAPTER_LR = 1e-4
+"""Learning rate for methods that train few parameters (paper-effectiveness App. A.2)."""
+
+ACTIVATIONS = ("tanh", "relu", "gelu", "swish")
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """A method's options; subclasses are frozen dataclasses validated on construction."""
+
+    name: ClassVar[str]
+    default_learning_rate: ClassVar[float] = ADAPTER_LR
+
+    def to_dict(self) -> dict[str, Any]:
+        """Options as a JSON-ready mapping (tuples become lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+def require(condition: bool, method: str, message: str) -> None:
+    """Raise a one-line ConfigError naming the method when `condition` is false."""
+    if not condition:
+        raise ConfigError(f"{method}: {message}")
+
+
+def check_positive_int(method: str, option: str, value: object) -> None:
+    """`value` must be an int >= 1 (bools are refused)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    require(ok, method, f"{option} must be a positive integer, got {value!r}")
+
+
+def check_activation(method: str, value: object) -> None:
+    """`value` must name a supported bottleneck activation."""
+    require(
+        value in ACTIVATIONS,
+        method,
+        f"activation must be one of {', '.join(ACTIVATIONS)}, got {value!r}",
+    )

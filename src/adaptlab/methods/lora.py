@@ -1,0 +1,107 @@
+"""LoRA: a low-rank update W + (alpha / r) B A of chosen linear layers (Hu et al. 2022).
+
+Defaults follow Hu et al. §4-5: rank 8, alpha 8, the query and value projections; A starts
+Kaiming-uniform and B at zero, so the model is unchanged at initialisation. `merge` folds
+B A into W for inference and `unmerge` takes it out again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from adaptlab.backbone import ROLES, Backbone, get_module
+from adaptlab.methods.config import MethodConfig, check_positive_int, require
+from adaptlab.methods.handle import Switch
+from adaptlab.methods.insertion import insert, inserted_parameters
+from adaptlab.methods.registry import Method, register
+from adaptlab.methods.results import ApplyContext, MethodResult
+
+
+@dataclass(frozen=True)
+class LoRAConfig(MethodConfig):
+    """rank r, scaling alpha / r, dropout on the LoRA input, target roles in each block."""
+
+    name = "lora"
+    rank: int = 8
+    alpha: float = 8.0
+    dropout: float = 0.0
+    targets: tuple[str, ...] = ("query", "value")
+
+    def __post_init__(self) -> None:
+        check_positive_int("lora", "rank", self.rank)
+        require(self.alpha > 0, "lora", f"alpha must be > 0, got {self.alpha!r}")
+        require(0 <= self.dropout < 1, "lora", f"dropout must be in [0, 1), got {self.dropout!r}")
+        require(len(self.targets) > 0, "lora", "targets must name at least one role")
+        for role in self.targets:
+            require(role in ROLES, "lora", f"unknown target {role!r}; roles: {', '.join(ROLES)}")
+
+
+class LoRA(nn.Module):
+    """The low-rank pair (A, B) of one linear layer, applied by a forward hook."""
+
+    def __init__(
+        self, layer: nn.Linear, config: LoRAConfig, generator: torch.Generator, switch: Switch
+    ) -> None:
+        super().__init__()
+        self.A = nn.Parameter(torch.empty(config.rank, layer.in_features))
+        self.B = nn.Parameter(torch.zeros(layer.out_features, config.rank))
+        nn.init.kaiming_uniform_(self.A, a=math.sqrt(5), generator=generator)
+        self.dropout = nn.Dropout(config.dropout)
+        self.scaling = config.alpha / config.rank
+        self.switch = switch
+        self.merged = False
+
+    def delta(self) -> torch.Tensor:
+        """The weight update (alpha / r) B A."""
+        return (self.B @ self.A) * self.scaling
+
+    def hook(self, module: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> Any:
+        if self.merged or not self.switch.enabled:
+            return None
+        return output + F.linear(F.linear(self.dropout(args[0]), self.A), self.B) * self.scaling
+
+    @torch.no_grad()
+    def merge(self, layer: nn.Linear) -> None:
+        """Fold the update into `layer`'s weight; the hook then adds nothing."""
+        if not self.merged:
+            layer.weight += self.delta().to(layer.weight.dtype)
+            self.merged = True
+
+    @torch.no_grad()
+    def unmerge(self, layer: nn.Linear) -> None:
+        """Take the update back out of `layer`'s weight."""
+        if self.merged:
+            layer.weight -= self.delta().to(layer.weight.dtype)
+            self.merged = False
+
+
+def apply(
+    model: nn.Module, backbone: Backbone, config: LoRAConfig, ctx: ApplyContext
+) -> MethodResult:
+    result = MethodResult(groups={"lora": set()})
+    for target in (name for role in config.targets for name in backbone.modules_with_role(role)):
+        layer = get_module(model, target)
+        assert isinstance(layer, nn.Linear)
+        lora = LoRA(layer, config, ctx.generator(target), ctx.switch)
+        name, hook = insert(model, target, "lora", lora)
+        result.inserted[name] = lora
+        result.hooks.append(hook)
+        result.groups["lora"] |= inserted_parameters(name, lora)
+    return result
+
+
+register(
+    Method(
+        "lora",
+        LoRAConfig,
+        apply,
+        "low-rank update of chosen linear layers (default query, value)",
+        sites=lambda config: frozenset(config.targets),
+    )
+)

@@ -1,0 +1,39 @@
+"""Parameter-name helpers: canonical names (tied weights once), by module, bias or norm."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from torch import nn
+
+from adaptlab.backbone import get_module, is_norm
+
+INSERTED_PREFIX = "adaptlab_"
+"""Child-module name prefix of everything adaptlab inserts into a model."""
+
+
+def canonical_names(model: nn.Module) -> dict[int, str]:
+    """id(parameter) -> the name `named_parameters` gives it (each tied tensor once)."""
+    return {id(p): n for n, p in model.named_parameters()}
+
+
+def parameters_under(model: nn.Module, module_names: Iterable[str]) -> set[str]:
+    """Canonical names of every parameter inside the named modules."""
+    names = canonical_names(model)
+    return {names[id(p)] for m in module_names for p in get_module(model, m).parameters()}
+
+
+def pretrained_names(model: nn.Module) -> set[str]:
+    """Canonical names of the model's own parameters (nothing adaptlab inserted)."""
+    return {n for n, _ in model.named_parameters() if f".{INSERTED_PREFIX}" not in f".{n}"}
+
+
+def bias_names(model: nn.Module) -> set[str]:
+    """Pretrained bias terms (BitFit's parameters)."""
+    return {n for n in pretrained_names(model) if n.rsplit(".", 1)[-1] == "bias"}
+
+
+def norm_names(model: nn.Module) -> set[str]:
+    """Parameters of every LayerNorm / RMSNorm in the model."""
+    norms = [n for n, m in model.named_modules() if is_norm(m) and INSERTED_PREFIX not in n]
+    return parameters_under(model, norms)
