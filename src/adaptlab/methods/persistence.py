@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import transformers
 from torch import nn
 
 from adaptlab.errors import AdapterFileError
+from adaptlab.fileio import atomic_write
 from adaptlab.methods.adapt import adapt, get_handle, remove
 from adaptlab.methods.registry import make_config
 from adaptlab.version import __version__
@@ -53,7 +53,7 @@ def save_adapter(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensor_path = folder / TENSORS
-    _atomic_write(tensor_path, safetensors.torch.save(tensors))
+    atomic_write(tensor_path, safetensors.torch.save(tensors))
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -81,7 +81,7 @@ def save_adapter(
             "sha256": _sha256(tensor_path),
         },
     }
-    _atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2).encode())
+    atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2).encode())
     return folder
 
 
@@ -182,15 +182,3 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: file.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a crash never leaves a half file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

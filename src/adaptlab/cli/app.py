@@ -1,0 +1,59 @@
+"""The `adaptlab` command line: thin commands that parse, call one function, and print."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+from rich.console import Console
+
+from adaptlab.cli import data_cmd, eval_cmd, methods_cmd, predict_cmd, train_cmd
+from adaptlab.errors import AdaptlabError
+
+app = typer.Typer(
+    name="adaptlab",
+    help="Adapt pretrained transformers with few trainable parameters, compare, analyse.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+) -> None:
+    """Adapt pretrained transformers with few trainable parameters, compare, analyse."""
+
+
+app.command("train")(train_cmd.train)
+app.command("eval")(eval_cmd.evaluate)
+app.command("predict")(predict_cmd.predict)
+app.command("methods")(methods_cmd.methods)
+app.add_typer(data_cmd.app, name="data")
+
+_stderr = Console(stderr=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; user errors print one line (a traceback only with --debug) and exit 1."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    if debug:  # accepted anywhere on the line, handed to the top-level option
+        args = ["--debug", *(a for a in args if a != "--debug")]
+    try:
+        app(args=args, prog_name="adaptlab", standalone_mode=False)
+    except AdaptlabError as error:
+        if debug:
+            raise
+        _stderr.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _stderr.print("interrupted")
+        sys.exit(130)

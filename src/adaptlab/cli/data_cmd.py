@@ -1,0 +1,65 @@
+"""`adaptlab data`: look at built-in corpora and data files before training on them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from adaptlab.cli.options import LabelColumn, Task, TextColumn, TextPairColumn, data_options
+from adaptlab.data import builtin_datasets, describe, load_dataset
+
+app = typer.Typer(help="Inspect data sets.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_builtin() -> None:
+    """List the built-in offline corpora.
+
+    Example:
+
+        adaptlab data list
+    """
+    table = Table(title="built-in data sets")
+    table.add_column("name")
+    table.add_column("description")
+    for name, description in builtin_datasets().items():
+        table.add_row(name, description)
+    Console().print(table)
+
+
+@app.command("show")
+def show(
+    source: Annotated[str, typer.Argument(help="Built-in name, data file or folder, or hf:NAME.")],
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+) -> None:
+    """Show a data set's splits, sizes, label counts and two examples.
+
+    Example:
+
+        adaptlab data show rotten-tomatoes
+    """
+    dataset = load_dataset(
+        source, **data_options(text_column, text_pair_column, label_column, task)
+    )
+    info = describe(dataset)
+    console = Console()
+    console.print(f"[bold]{dataset.name}[/] ({dataset.task}): {dataset.description}")
+    table = Table()
+    table.add_column("split")
+    table.add_column("examples", justify="right")
+    columns = list(next(iter(info["splits"].values()))["labels"])
+    for column in columns:
+        table.add_column(column, justify="right")
+    for split, summary in info["splits"].items():
+        values = [summary["labels"].get(column, 0) for column in columns]
+        cells = [f"{v:,}" if isinstance(v, int) else f"{v:.3g}" for v in values]
+        table.add_row(split, f"{summary['size']:,}", *cells)
+    console.print(table)
+    for example in info["examples"]:
+        console.print(example, highlight=False)

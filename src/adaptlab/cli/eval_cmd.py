@@ -1,0 +1,81 @@
+"""`adaptlab eval`: score a trained adapter on a split of a data set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from adaptlab.cli.options import (
+    DataOption,
+    Device,
+    LabelColumn,
+    Task,
+    TextColumn,
+    TextPairColumn,
+    data_options,
+)
+from adaptlab.data import TextEncoder, load_dataset
+from adaptlab.errors import ConfigError, DataError
+from adaptlab.train.evaluate import evaluate as run_evaluation
+from adaptlab.train.restore import load_trained
+
+SPLITS = ("train", "dev", "test")
+
+
+def evaluate(
+    adapter: Annotated[
+        Path, typer.Option(help="Adapter folder, or a run folder holding adapter/.")
+    ],
+    data: DataOption,
+    split: Annotated[
+        str, typer.Option(help="train, dev or test (the data set's fixed splits).")
+    ] = "test",
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
+    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+    device: Device = "cpu",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Evaluate a trained adapter on the fixed train / dev / test split of a data set.
+
+    Example:
+
+        adaptlab eval --adapter runs/rt-houlsby --data rotten-tomatoes --split test
+    """
+    if split not in SPLITS:
+        raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    loaded, manifest = load_trained(adapter, device)
+    dataset = load_dataset(data, **data_options(text_column, text_pair_column, label_column, task))
+    labels = manifest.get("label_names") or []
+    if dataset.task != manifest["task"]:
+        raise DataError(
+            f"{data} is a {dataset.task} data set, the adapter was trained for {manifest['task']}"
+        )
+    if list(dataset.label_names) != list(labels):
+        raise DataError(
+            f"{data} has labels {list(dataset.label_names)}, the adapter was trained on {labels}"
+        )
+    encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
+    features = encoder.encode(dataset.splits[split])
+    result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
+    if as_json:
+        print(
+            json.dumps(
+                {"split": split, "examples": len(features), "loss": result.loss, **result.metrics}
+            )
+        )
+        return
+    table = Table(title=f"{adapter} on {dataset.name} {split} ({len(features)} examples)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in {"loss": result.loss, **result.metrics}.items():
+        table.add_row(name, f"{value:.4f}")
+    Console().print(table)

@@ -1,0 +1,115 @@
+"""`adaptlab train`: one training run, written to a folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from adaptlab.cli.options import (
+    DataOption,
+    Device,
+    LabelColumn,
+    Task,
+    TextColumn,
+    TextPairColumn,
+    data_options,
+)
+from adaptlab.errors import ConfigError
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.run import RunSpec, execute
+
+
+def train(
+    model: Annotated[
+        str, typer.Option(help="minilm-l6, mpnet-base, smollm2-135m, a HF name or a folder.")
+    ],
+    data: DataOption,
+    out: Annotated[
+        Path, typer.Option(help="Run folder to write (adapter/, metrics.json, train.log).")
+    ],
+    method: Annotated[
+        str, typer.Option(help="Method or combination, e.g. houlsby, lora+bitfit.")
+    ] = "houlsby",
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
+    ] = None,
+    train_size: Annotated[
+        int | None, typer.Option(help="Sample n training examples (and n dev).")
+    ] = None,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 10,
+    batch_size: Annotated[int, typer.Option(help="Batch size.")] = 16,
+    learning_rate: Annotated[
+        float | None, typer.Option(help="Learning rate; default 2e-5 (full, freeze) or 1e-4.")
+    ] = None,
+    warmup_ratio: Annotated[float, typer.Option(help="Share of steps for linear warm-up.")] = 0.1,
+    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    seed: Annotated[int, typer.Option(help="Seed for sampling, initialisation and shuffling.")] = 0,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+    device: Device = "cpu",
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Adapt a model to a data set, keep the best epoch on dev, and test it.
+
+    Example:
+
+        adaptlab train --model minilm-l6 --data rotten-tomatoes --method houlsby \\
+            --train-size 1000 --epochs 10 --seed 0 --out runs/rt-houlsby
+
+        adaptlab train --model minilm-l6 --data reviews.csv --method lora -o rank=16 --out runs/lora
+    """
+    spec = RunSpec(
+        model=model,
+        data=data,
+        method=method_spec(method, option),
+        train_size=train_size,
+        train=TrainConfig(
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            warmup_ratio=warmup_ratio,
+            max_length=max_length,
+            seed=seed,
+        ),
+        data_options=data_options(text_column, text_pair_column, label_column, task),
+        device=device,
+    )
+    record = execute(spec, out, progress=progress, overwrite=overwrite)
+    console = Console()
+    metric = record["metric"]
+    console.print(
+        f"best epoch {record['best_epoch']}: dev {metric} {record['dev'][metric]:.4f}, "
+        f"test {metric} {record['test'][metric]:.4f}"
+    )
+    console.print(json.dumps(record["test"], indent=None), highlight=False)
+    console.print(
+        f"trainable {record['trainable_parameters']:,} of {record['total_parameters']:,} "
+        f"parameters; adapter {record['adapter_bytes']:,} bytes; {record['wall_seconds']:.0f} s; "
+        f"written to {out}"
+    )
+
+
+def method_spec(method: str, pairs: list[str] | None) -> object:
+    """The method name, or {name: options} from KEY=VALUE pairs (values parsed as JSON)."""
+    if not pairs:
+        return method
+    if "+" in method:
+        raise ConfigError(f"--option applies to one method, not the combination {method!r}")
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"method option {pair!r} is not KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return {method: options}

@@ -1,0 +1,131 @@
+"""Load a pretrained transformer with the head a task needs, from a built-in, folder or hub name."""
+
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from adaptlab.errors import ConfigError
+from adaptlab.models.quiet import quiet_transformers
+from adaptlab.models.resolve import ModelSource, load_errors, resolve_model
+
+ModelKind = Literal["single_label", "multi_label", "token", "regression", "causal_lm", "base"]
+MODEL_KINDS: tuple[str, ...] = get_args(ModelKind)
+
+_AUTO_CLASSES: dict[str, Any] = {
+    "single_label": AutoModelForSequenceClassification,
+    "multi_label": AutoModelForSequenceClassification,
+    "regression": AutoModelForSequenceClassification,
+    "token": AutoModelForTokenClassification,
+    "causal_lm": AutoModelForCausalLM,
+    "base": AutoModel,
+}
+_PROBLEM_TYPES = {
+    "single_label": "single_label_classification",
+    "multi_label": "multi_label_classification",
+    "regression": "regression",
+}
+_LABELLED_KINDS = ("single_label", "multi_label", "token", "regression")
+
+
+@dataclass
+class LoadedModel:
+    """A model in float32 with its tokenizer, and the name the user gave for it."""
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    model_id: str
+
+
+def load_model(
+    name_or_path: str,
+    kind: ModelKind = "base",
+    *,
+    label_names: Sequence[str] | None = None,
+    num_labels: int | None = None,
+    seed: int | None = None,
+) -> LoadedModel:
+    """Load a model for `kind`; a new head is sized by the labels and reproducible given `seed`."""
+    head = head_config(kind, label_names, num_labels)
+    source = resolve_model(name_or_path)
+    tokenizer = _tokenizer(name_or_path, source)
+    with quiet_transformers(), load_errors(name_or_path, source):
+        config = AutoConfig.from_pretrained(
+            source.location, local_files_only=source.local_files_only, **head
+        )
+        if getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = tokenizer.pad_token_id
+        rng = torch.random.fork_rng(devices=[]) if seed is not None else nullcontext()
+        with rng:
+            if seed is not None:
+                torch.manual_seed(seed)
+            model = _AUTO_CLASSES[kind].from_pretrained(
+                source.location,
+                config=config,
+                dtype=torch.float32,
+                local_files_only=source.local_files_only,
+                ignore_mismatched_sizes="num_labels" in head,
+            )
+    return LoadedModel(model=model, tokenizer=tokenizer, model_id=name_or_path)
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    """Load the tokenizer of a built-in name, folder or hub name, with a pad token set."""
+    return _tokenizer(name_or_path, resolve_model(name_or_path))
+
+
+def head_config(
+    kind: str, label_names: Sequence[str] | None, num_labels: int | None
+) -> dict[str, Any]:
+    """The config overrides (label count and names, problem type) that a `kind` head needs."""
+    if kind not in MODEL_KINDS:
+        raise ConfigError(f"unknown model kind {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
+    if kind not in _LABELLED_KINDS:
+        if label_names is not None or num_labels is not None:
+            raise ConfigError(f"model kind {kind!r} has no label head: drop label_names/num_labels")
+        return {}
+    head: dict[str, Any] = {}
+    if kind in _PROBLEM_TYPES:
+        head["problem_type"] = _PROBLEM_TYPES[kind]
+    if label_names is not None:
+        names = list(label_names)
+        if len(set(names)) != len(names):
+            raise ConfigError(f"label names must be unique, got {names}")
+        if num_labels is not None and num_labels != len(names):
+            raise ConfigError(f"num_labels={num_labels} but {len(names)} label names: {names}")
+        head["id2label"] = dict(enumerate(names))
+        head["label2id"] = {name: i for i, name in enumerate(names)}
+        num_labels = len(names)
+    if kind == "regression" and num_labels not in (None, 1):
+        raise ConfigError(f"a regression head has 1 output, not {num_labels}")
+    if kind == "regression":
+        num_labels = 1
+    minimum = 2 if kind == "single_label" else 1
+    if num_labels is not None and num_labels < minimum:
+        raise ConfigError(f"a {kind} head needs at least {minimum} labels, got {num_labels}")
+    if num_labels is not None:
+        head["num_labels"] = num_labels
+    return head
+
+
+def _tokenizer(name_or_path: str, source: ModelSource) -> PreTrainedTokenizerBase:
+    """Load a tokenizer and give it a pad token (its eos) if it has none, so batches can pad."""
+    with quiet_transformers(), load_errors(name_or_path, source):
+        tokenizer = AutoTokenizer.from_pretrained(
+            source.location, local_files_only=source.local_files_only
+        )
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer

@@ -1,0 +1,84 @@
+"""Turn a model name into a place from_pretrained loads, and load failures into one-line errors."""
+
+import difflib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub.errors import HFValidationError
+
+from adaptlab.errors import ModelNotFoundError
+from adaptlab.models.builtin import BUILTIN_MODELS, builtin_model_folder, install_hint
+from adaptlab.models.hub import hub_usable
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where from_pretrained finds a model, and whether it must stay off the network."""
+
+    location: str
+    local_files_only: bool
+
+
+def resolve_model(name_or_path: str) -> ModelSource:
+    """A built-in name, else an existing folder, else a hub name (local HF cache only offline)."""
+    if name_or_path in BUILTIN_MODELS:
+        return ModelSource(str(builtin_model_folder(name_or_path)), local_files_only=True)
+    folder = Path(name_or_path).expanduser()
+    if folder.is_dir():
+        return ModelSource(str(folder), local_files_only=True)
+    if _looks_like_path(name_or_path):
+        raise ModelNotFoundError(f"cannot load model {name_or_path!r}: no such folder")
+    return ModelSource(name_or_path, local_files_only=not hub_usable())
+
+
+@contextmanager
+def load_errors(name_or_path: str, source: ModelSource) -> Iterator[None]:
+    """Re-raise from_pretrained's cannot-find and cannot-read errors as a one-line error."""
+    try:
+        yield
+    except HFValidationError as err:
+        reason = "not a built-in, not a folder, and not a valid Hugging Face model name"
+        raise ModelNotFoundError(_message(name_or_path, reason)) from err
+    except OSError as err:
+        if source.local_files_only and not Path(source.location).is_dir():
+            reason = "the Hugging Face hub is offline or unreachable, and no local HF cache copy"
+        else:
+            reason = _first_line(err)
+        raise ModelNotFoundError(_message(name_or_path, reason)) from err
+
+
+def _looks_like_path(name_or_path: str) -> bool:
+    """Whether a name is meant as a folder: hub names are 'name' or 'owner/name'."""
+    return (
+        name_or_path.startswith((".", "/", "~"))
+        or name_or_path.count("/") > 1
+        or "\\" in name_or_path
+    )
+
+
+def _message(name_or_path: str, reason: str) -> str:
+    """One line naming the model, why it failed, and the built-in it may have meant."""
+    message = f"cannot load model {name_or_path!r}: {reason}"
+    meant = _builtin_meant(name_or_path)
+    if meant is not None:
+        hint = install_hint(BUILTIN_MODELS[meant])
+        message += f" (did you mean the built-in {meant!r}? it ships in: {hint})"
+    return message
+
+
+def _builtin_meant(name_or_path: str) -> str | None:
+    """The built-in whose name the given one contains or resembles, if any."""
+    lowered = name_or_path.lower()
+    for name in BUILTIN_MODELS:
+        if name in lowered:
+            return name
+    close = difflib.get_close_matches(lowered, list(BUILTIN_MODELS), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _first_line(err: BaseException) -> str:
+    """The first non-empty line of an exception's message."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__

@@ -1,0 +1,46 @@
+"""Training hyper-parameters, validated, with the papers' defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from adaptlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The protocol of paper-effectiveness §3 / App. A.2: AdamW, linear schedule, batch 16.
+
+    learning_rate None means the method family's default (2e-5 for methods that update
+    pretrained weights, 1e-4 for adapters and other few-parameter methods).
+    """
+
+    epochs: int = 10
+    batch_size: int = 16
+    learning_rate: float | None = None
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    max_length: int = 128
+    eval_batch_size: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "max_length", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(
+                    f"{name.replace('_', '-')} must be a positive integer, got {value!r}"
+                )
+        if self.learning_rate is not None and not 0 < self.learning_rate < 1:
+            raise ConfigError(f"learning-rate must be in (0, 1), got {self.learning_rate!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight-decay must be >= 0, got {self.weight_decay!r}")
+        if self.max_grad_norm <= 0:
+            raise ConfigError(f"max-grad-norm must be > 0, got {self.max_grad_norm!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,68 @@
+"""Evaluate a model on encoded examples: loss, metrics, and the raw outputs for prediction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from adaptlab.data import TextEncoder
+from adaptlab.tasks import TaskKind
+from adaptlab.train.batches import batches
+from adaptlab.train.metrics import compute_metrics
+
+
+@dataclass
+class Evaluation:
+    """Mean loss, metrics, and per-example outputs (logits; token rows padded with -100 labels)."""
+
+    loss: float
+    metrics: dict[str, float]
+    outputs: np.ndarray
+    labels: np.ndarray
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    encoder: TextEncoder,
+    features: Sequence[dict[str, Any]],
+    task: TaskKind,
+    label_names: Sequence[str],
+    batch_size: int = 64,
+) -> Evaluation:
+    """Run `model` over `features` in eval mode and score it."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    losses, weights, outputs, labels = [], [], [], []
+    for batch in batches(encoder, features, batch_size, device):
+        result = model(**batch)
+        losses.append(float(result.loss))
+        weights.append(len(batch["input_ids"]))
+        outputs.append(result.logits.float().cpu().numpy())
+        labels.append(batch["labels"].cpu().numpy())
+    model.train(was_training)
+    if task == "token":
+        outputs, labels = _pad_rows(outputs, -1e9), _pad_rows(labels, -100)
+    all_outputs, all_labels = np.concatenate(outputs), np.concatenate(labels)
+    return Evaluation(
+        loss=float(np.average(losses, weights=weights)),
+        metrics=compute_metrics(task, all_outputs, all_labels, label_names),
+        outputs=all_outputs,
+        labels=all_labels,
+    )
+
+
+def _pad_rows(arrays: list[np.ndarray], fill: float) -> list[np.ndarray]:
+    """Pad batches of (batch, length, ...) to one length so they concatenate."""
+    length = max(a.shape[1] for a in arrays)
+    padded = []
+    for a in arrays:
+        widths = [(0, 0), (0, length - a.shape[1])] + [(0, 0)] * (a.ndim - 2)
+        padded.append(np.pad(a, widths, constant_values=fill))
+    return padded

@@ -1,0 +1,159 @@
+"""The training loop of paper-effectiveness §3 / App. A.2.
+
+AdamW with a linear schedule and warm-up, a fixed number of epochs, evaluation on dev after
+every epoch, and the best epoch's weights kept (restored into the model at the end).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from adaptlab.data import TextEncoder
+from adaptlab.errors import AdaptlabError
+from adaptlab.tasks import TaskKind
+from adaptlab.train.batches import batch_count, batches
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.evaluate import evaluate
+from adaptlab.train.metrics import PRIMARY_METRIC
+
+log = logging.getLogger("adaptlab.train")
+
+
+class TrainingError(AdaptlabError):
+    """Training cannot go on (a NaN loss, say)."""
+
+
+@dataclass
+class EpochRecord:
+    """One epoch: where it ended, its mean training loss and its dev scores."""
+
+    epoch: int
+    step: int
+    train_loss: float
+    dev_loss: float
+    dev_metrics: dict[str, float]
+    seconds: float
+
+
+@dataclass
+class TrainHistory:
+    """Per-epoch records and the best epoch (by the task's primary dev metric)."""
+
+    metric: str
+    epochs: list[EpochRecord] = field(default_factory=list)
+    best_epoch: int = 0
+
+    @property
+    def best(self) -> EpochRecord:
+        return self.epochs[self.best_epoch - 1]
+
+
+def train(
+    model: nn.Module,
+    encoder: TextEncoder,
+    train_features: Sequence[dict[str, Any]],
+    dev_features: Sequence[dict[str, Any]],
+    task: TaskKind,
+    label_names: Sequence[str],
+    config: TrainConfig,
+    learning_rate: float,
+    *,
+    progress: bool = True,
+) -> TrainHistory:
+    """Train `model`'s trainable parameters; on return it holds the best epoch's weights."""
+    device = next(model.parameters()).device
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        [
+            {
+                "params": [p for _, p in trainable if p.ndim >= 2],
+                "weight_decay": config.weight_decay,
+            },
+            {"params": [p for _, p in trainable if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=learning_rate,
+    )
+    steps_per_epoch = batch_count(len(train_features), config.batch_size)
+    total_steps = steps_per_epoch * config.epochs
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _linear_warmup(math.ceil(config.warmup_ratio * total_steps), total_steps)
+    )
+    generator = torch.Generator().manual_seed(config.seed)
+    torch.manual_seed(config.seed)  # dropout masks
+    history = TrainHistory(metric=PRIMARY_METRIC[task])
+    best_score, best_state = -math.inf, None
+    step = 0
+    bar = tqdm(total=total_steps, disable=not progress, unit="step", dynamic_ncols=True)
+    for epoch in range(1, config.epochs + 1):
+        model.train()
+        started, losses = time.perf_counter(), []
+        bar.set_description(f"epoch {epoch}/{config.epochs}")
+        for batch in batches(encoder, train_features, config.batch_size, device, generator):
+            loss = model(**batch).loss
+            if not torch.isfinite(loss):
+                bar.close()
+                raise TrainingError(
+                    f"loss became {loss.item()} at epoch {epoch}, step {step + 1}; "
+                    f"lower the learning rate (now {learning_rate:g})"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for _, p in trainable], config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            losses.append(loss.item())
+            bar.update()
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        dev = evaluate(model, encoder, dev_features, task, label_names, config.eval_batch_size)
+        record = EpochRecord(
+            epoch=epoch,
+            step=step,
+            train_loss=sum(losses) / len(losses),
+            dev_loss=dev.loss,
+            dev_metrics=dev.metrics,
+            seconds=time.perf_counter() - started,
+        )
+        history.epochs.append(record)
+        score = dev.metrics[history.metric]
+        log.info(
+            "epoch %d step %d train_loss %.4f dev_loss %.4f dev_%s %.4f",
+            epoch,
+            step,
+            record.train_loss,
+            dev.loss,
+            history.metric,
+            score,
+        )
+        if score > best_score:
+            best_score, history.best_epoch = score, epoch
+            best_state = {n: p.detach().clone() for n, p in trainable}
+        bar.set_postfix(
+            loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{score:.4f}"}
+        )
+    bar.close()
+    assert best_state is not None
+    with torch.no_grad():
+        for name, param in trainable:
+            param.copy_(best_state[name])
+    return history
+
+
+def _linear_warmup(warmup: int, total: int) -> Callable[[int], float]:
+    """LR multiplier: linear ramp over `warmup` steps, then linear decay to 0 at `total`."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return factor

@@ -1,0 +1,217 @@
+"""One training run end to end: data, model, method, training, test, and its files.
+
+`execute` is what `adaptlab train` and every study run call. It validates everything it can
+before any long work, and writes its folder atomically: files go to a hidden sibling folder
+that is renamed into place only when the run has finished, so nothing half-written is left.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
+from adaptlab.errors import ConfigError
+from adaptlab.fileio import staging_folder
+from adaptlab.methods import adapt, save_adapter
+from adaptlab.methods.compose import resolve
+from adaptlab.methods.config import MethodConfig
+from adaptlab.models.loading import load_model
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.evaluate import evaluate
+from adaptlab.train.loop import train
+from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.version import __version__
+
+log = logging.getLogger("adaptlab.train")
+
+METRICS_FILE = "metrics.json"
+LOG_FILE = "train.log"
+ADAPTER_FOLDER = "adapter"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that defines a run; `method` is a name, {name: options} or a list of these."""
+
+    model: str
+    data: str
+    method: Any = "houlsby"
+    train_size: int | None = None
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data_options: Mapping[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
+
+    def methods(self) -> tuple[MethodConfig, ...]:
+        """The validated method configs of this run."""
+        return resolve(self.method, {})
+
+    def learning_rate(self) -> float:
+        """The given learning rate, or the lowest default of the run's methods (App. A.2)."""
+        if self.train.learning_rate is not None:
+            return self.train.learning_rate
+        return min(c.default_learning_rate for c in self.methods())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fully resolved spec, JSON-ready."""
+        return {
+            "model": self.model,
+            "data": self.data,
+            "methods": [{"name": c.name, "config": c.to_dict()} for c in self.methods()],
+            "train_size": self.train_size,
+            "train": {**self.train.to_dict(), "learning_rate": self.learning_rate()},
+            "data_options": dict(self.data_options),
+            "device": self.device,
+        }
+
+
+def prepare_data(spec: RunSpec) -> Dataset:
+    """The run's data set, cut to the low-resource protocol when `train_size` is set."""
+    dataset = load_dataset(spec.data, **spec.data_options)
+    if spec.train_size is not None:
+        dataset = low_resource(dataset, spec.train_size, spec.train.seed)
+    return dataset
+
+
+def execute(
+    spec: RunSpec,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    progress: bool = True,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Train, pick the best epoch on dev, test it; write `out` if given; return the record."""
+    started = time.perf_counter()
+    out_path = Path(out) if out is not None else None
+    if out_path is not None and out_path.exists() and any(out_path.iterdir()) and not overwrite:
+        raise ConfigError(
+            f"output folder {out_path} exists and is not empty; pass --overwrite or another --out"
+        )
+    device = _device(spec.device)
+    methods = spec.methods()  # fail on a bad method before loading anything
+    dataset = prepare_data(spec)
+    loaded = load_model(
+        spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
+    )
+    model = loaded.model.to(device)
+    handle = adapt(model, methods, seed=spec.train.seed)
+    encoder = TextEncoder(
+        loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length
+    )
+    features = {name: encoder.encode(examples) for name, examples in dataset.splits.items()}
+
+    staging = staging_folder(out_path) if out_path is not None else None
+    handler = _log_to(staging / LOG_FILE) if staging else None
+    try:
+        log.info("run %s", json.dumps(spec.to_dict()))
+        log.info("%s", handle.summary())
+        reset_peak_memory(device)
+        history = train(
+            model,
+            encoder,
+            features["train"],
+            features["dev"],
+            dataset.task,
+            dataset.label_names,
+            spec.train,
+            spec.learning_rate(),
+            progress=progress,
+        )
+        test = evaluate(
+            model,
+            encoder,
+            features["test"],
+            dataset.task,
+            dataset.label_names,
+            spec.train.eval_batch_size,
+        )
+        log.info("test %s", json.dumps(test.metrics))
+        counts = handle.parameter_counts()
+        record: dict[str, Any] = {
+            "spec": spec.to_dict(),
+            "data": {
+                "name": dataset.name,
+                "task": dataset.task,
+                "labels": list(dataset.label_names),
+                "sizes": {k: len(v) for k, v in dataset.splits.items()},
+            },
+            "metric": history.metric,
+            "epochs": [asdict(e) for e in history.epochs],
+            "best_epoch": history.best_epoch,
+            "dev": history.best.dev_metrics,
+            "test": test.metrics,
+            "test_loss": test.loss,
+            "trainable_parameters": counts["trainable"],
+            "total_parameters": counts["total"],
+            "parameter_groups": {
+                k: v for k, v in counts.items() if k not in ("trainable", "total")
+            },
+            "adapter_bytes": None,
+            "wall_seconds": None,
+            "peak_memory_bytes": peak_memory_bytes(device),
+            "versions": {
+                "adaptlab": __version__,
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+                "python": platform.python_version(),
+            },
+            "host": socket.gethostname(),
+        }
+        if staging is not None and out_path is not None:
+            adapter = save_adapter(
+                model,
+                staging / ADAPTER_FOLDER,
+                base_model_id=spec.model,
+                task=dataset.task,
+                label_names=dataset.label_names,
+                metrics={"dev": record["dev"], "test": record["test"]},
+            )
+            record["adapter_bytes"] = sum(f.stat().st_size for f in adapter.iterdir())
+            record["wall_seconds"] = time.perf_counter() - started
+            (staging / METRICS_FILE).write_text(json.dumps(record, indent=2))
+            if handler:
+                _close(handler)
+                handler = None
+            if out_path.exists():
+                shutil.rmtree(out_path)
+            staging.rename(out_path)
+        record["wall_seconds"] = time.perf_counter() - started
+        return record
+    finally:
+        if handler:
+            _close(handler)
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging)
+
+
+def _device(name: str) -> torch.device:
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} asked for, but CUDA is not available here")
+    return device
+
+
+def _log_to(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("adaptlab")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
+
+
+def _close(handler: logging.Handler) -> None:
+    logging.getLogger("adaptlab").removeHandler(handler)
+    handler.close()

@@ -1,0 +1,172 @@
+"""Training, evaluation and prediction end to end through the library and the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+from tiny_models import save_tiny_bert
+
+from adaptlab.cli.app import main
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.run import RunSpec, execute
+
+WORDS = {"fresh": ["great", "lovely", "superb", "fun"], "rotten": ["dull", "awful", "boring", "bad"]}
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
+
+
+@pytest.fixture(scope="module")
+def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A learnable two-class CSV: the label decides the sentiment words."""
+    rng = random.Random(0)
+    path = tmp_path_factory.mktemp("data") / "reviews.csv"
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for i in range(120):
+            label = "fresh" if i % 2 else "rotten"
+            writer.writerow([f"a {rng.choice(WORDS[label])} film , {rng.choice(WORDS[label])}", label])
+    return path
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main([*args])
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    return int(done.value.code or 0), out, err
+
+
+def spec(model: str, data: Path, **kwargs: object) -> RunSpec:
+    train = TrainConfig(epochs=2, batch_size=8, learning_rate=1e-3, seed=0)
+    return RunSpec(model=model, data=str(data), method=kwargs.pop("method", "houlsby"), train=train, **kwargs)  # type: ignore[arg-type]
+
+
+def test_run_writes_folder_and_record(tiny_model_dir: str, reviews: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    record = execute(spec(tiny_model_dir, reviews), out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["adapter", "metrics.json", "train.log"]
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["test"] == record["test"]
+    assert [e["epoch"] for e in saved["epochs"]] == [1, 2]
+    assert 1 <= saved["best_epoch"] <= 2
+    assert saved["spec"]["train"]["learning_rate"] == 1e-3
+    assert saved["trainable_parameters"] < saved["total_parameters"]
+    assert saved["adapter_bytes"] > 0 and saved["wall_seconds"] > 0
+    assert "epoch 2" in (out / "train.log").read_text()
+    assert not list(tmp_path.glob(".run.partial-*"))
+
+
+def test_same_seed_same_metrics(tiny_model_dir: str, reviews: Path) -> None:
+    first = execute(spec(tiny_model_dir, reviews, method="lora"), progress=False)
+    second = execute(spec(tiny_model_dir, reviews, method="lora"), progress=False)
+    losses = [[e["train_loss"] for e in run["epochs"]] for run in (first, second)]
+    assert losses[0] == losses[1]
+    assert first["test"] == second["test"]
+
+
+def test_default_learning_rates_follow_the_paper(tiny_model_dir: str, reviews: Path) -> None:
+    assert RunSpec(model=tiny_model_dir, data=str(reviews), method="full").learning_rate() == 2e-5
+    assert RunSpec(model=tiny_model_dir, data=str(reviews), method="houlsby").learning_rate() == 1e-4
+
+
+def test_cli_train_eval_predict(
+    tiny_model_dir: str, reviews: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cli-run"
+    code, stdout, _ = run_cli(
+        ["train", "--model", tiny_model_dir, "--data", str(reviews), "--method", "lora",
+         "-o", "rank=4", "--epochs", "1", "--learning-rate", "1e-3", "--out", str(out),
+         "--no-progress"],
+        capsys,
+    )
+    assert code == 0 and "best epoch 1" in stdout
+    manifest = json.loads((out / "adapter" / "manifest.json").read_text())
+    assert manifest["methods"][0]["config"]["rank"] == 4
+    record = json.loads((out / "metrics.json").read_text())
+
+    code, stdout, _ = run_cli(
+        ["eval", "--adapter", str(out), "--data", str(reviews), "--split", "test", "--json"], capsys
+    )
+    assert code == 0
+    assert json.loads(stdout)["accuracy"] == pytest.approx(record["test"]["accuracy"])
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a great film\n\na dull film\n")
+    code, stdout, _ = run_cli(["predict", "--adapter", str(out), "--input", str(texts), "--jsonl"], capsys)
+    rows = [json.loads(line) for line in stdout.splitlines()]
+    assert code == 0 and len(rows) == 2
+    assert all(r["label"] in ("fresh", "rotten") and 0.5 <= r["probability"] <= 1 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data", "missing.csv"], "missing.csv"),
+        (["--method", "adapterz"], "unknown method 'adapterz'"),
+        (["--epochs", "0"], "epochs must be a positive integer"),
+        (["--train-size", "100000"], "100000"),
+        (["--method", "houlsby", "-o", "hidden_size=0"], "hidden_size must be a positive integer"),
+        (["--model", "no-such-model-xyz"], "no-such-model-xyz"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    args: list[str], message: str, tiny_model_dir: str, reviews: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "never"
+    base = {"--model": tiny_model_dir, "--data": str(reviews)}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        base[flag] = value
+    argv = ["train", *[x for kv in base.items() for x in kv], "--out", str(out), "--no-progress"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 1
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists() and not list(tmp_path.glob(".never*"))
+
+
+def test_existing_output_needs_overwrite(
+    tiny_model_dir: str, reviews: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    code, _, err = run_cli(
+        ["train", "--model", tiny_model_dir, "--data", str(reviews), "--out", str(out)], capsys
+    )
+    assert code == 1 and "--overwrite" in err
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_nan_loss_stops_with_a_clear_message(tiny_model_dir: str, tmp_path: Path) -> None:
+    from adaptlab.train.loop import TrainingError
+
+    path = tmp_path / "scores.csv"
+    path.write_text("text,label\n" + "".join(f"text {i},{1e38 * (i % 3 + 1):.1f}\n" for i in range(30)))
+    with pytest.raises(TrainingError, match="loss became"):
+        execute(spec(tiny_model_dir, path, data_options={"task": "regression"}), progress=False)
+
+
+def test_token_task_trains_and_reports_span_f1(tiny_model_dir: str, tmp_path: Path) -> None:
+    lines = []
+    for i in range(40):
+        lines += [f"{'Paris' if i % 2 else 'Rome'}\tB-LOC", "is\tO", "nice\tO", ""]
+    path = tmp_path / "ner.txt"
+    path.write_text("\n".join(lines))
+    record = execute(spec(tiny_model_dir, path, method="lora"), progress=False)
+    assert record["metric"] == "span_f1"
+    assert {"span_f1", "span_precision", "span_recall"} <= set(record["test"])
+
+
+def test_methods_command_lists_every_method(capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, _ = run_cli(["methods"], capsys)
+    assert code == 0
+    for name in ("full", "houlsby", "lora", "bitfit", "lnfit", "freeze", "parallel", "pfeiffer"):
+        assert name in stdout
