@@ -26,7 +26,7 @@ class BackboneOverrides:
         """Accept an overrides object, a plain mapping (from JSON/YAML/CLI), or None."""
         if value is None:
             return cls()
-        if isinstance(value, cls):
+        if isinstance(value, BackboneOverrides):
             return value
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(value) - known)

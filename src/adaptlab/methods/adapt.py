@@ -58,8 +58,8 @@ def adapt(
     try:
         for config in configs:
             result = get_method(config.name).apply(model, parts, config, ctx)
-            for group, names in result.groups.items():
-                groups.setdefault(group, set()).update(names)
+            for group, members in result.groups.items():
+                groups.setdefault(group, set()).update(members)
             inserted[config.name] = result.inserted
             hooks += result.hooks
     except BaseException:
@@ -73,8 +73,8 @@ def adapt(
     params = dict(model.named_parameters())
     claimed: set[str] = set()
     ordered: dict[str, list[str]] = {}
-    for group, names in groups.items():  # a parameter counts in the first group that claims it
-        ordered[group] = [n for n in params if n in names and n not in claimed]
+    for group, members in groups.items():  # a parameter counts in the first group claiming it
+        ordered[group] = [n for n in params if n in members and n not in claimed]
         claimed.update(ordered[group])
     for name in claimed:
         params[name].requires_grad_(True)
@@ -88,7 +88,7 @@ def adapt(
         seed=seed,
         base_fingerprint=base_fingerprint,
         groups={g: names for g, names in ordered.items() if names},
-        inserted={name: mods for name, mods in inserted.items()},
+        inserted=inserted,
         hooks=hooks,
         switch=switch,
         initial={n: params[n].detach().clone() for n in claimed} if keep_initial else None,

@@ -34,7 +34,7 @@ class AdaptHandle:
     seed: int
     base_fingerprint: str
     groups: dict[str, list[str]]  # group -> canonical parameter names that train
-    inserted: dict[str, nn.Module]  # method name -> its inserted modules, by model-absolute name
+    inserted: dict[str, dict[str, nn.Module]]  # method -> its inserted modules, by absolute name
     hooks: list[RemovableHandle]
     switch: Switch
     initial: dict[str, torch.Tensor] | None = field(default=None, repr=False)

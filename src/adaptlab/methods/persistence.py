@@ -138,10 +138,11 @@ def load_adapter(model: nn.Module, folder: str | os.PathLike[str]) -> nn.Module:
     with torch.no_grad():
         for name, tensor in tensors.items():
             params[name].copy_(tensor)
-    if manifest.get("label_names") and getattr(model, "config", None) is not None:
+    config = getattr(model, "config", None)
+    if manifest.get("label_names") and config is not None:
         labels = manifest["label_names"]
-        model.config.id2label = dict(enumerate(labels))
-        model.config.label2id = {label: i for i, label in enumerate(labels)}
+        config.id2label = dict(enumerate(labels))
+        config.label2id = {label: i for i, label in enumerate(labels)}
     return model
 
 

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from adaptlab.errors import AdapterFileError
 from adaptlab.methods import load_adapter, read_manifest
 from adaptlab.methods.persistence import MANIFEST
@@ -38,6 +40,7 @@ def load_trained(
             "and call adaptlab.load_adapter"
         )
     loaded = load_model(base_id, task, label_names=manifest.get("label_names") or None)
-    load_adapter(loaded.model, folder)
-    loaded.model.to(device).eval()
+    model: nn.Module = loaded.model
+    load_adapter(model, folder)
+    model.to(device).eval()
     return loaded, manifest

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 import transformers
+from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.errors import ConfigError
@@ -105,7 +106,8 @@ def execute(
     loaded = load_model(
         spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
     )
-    model = loaded.model.to(device)
+    model: nn.Module = loaded.model
+    model.to(device)
     handle = adapt(model, methods, seed=spec.train.seed)
     encoder = TextEncoder(
         loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length

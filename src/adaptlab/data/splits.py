@@ -1,0 +1,74 @@
+"""Seeded, stratified index splits whose sizes are exact and documented."""
+
+import random
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from fractions import Fraction
+
+from adaptlab.tasks import TaskKind
+
+SPLIT_SEED = 0
+DEV_SHARE = Fraction(1, 10)
+TEST_SHARE = Fraction(1, 10)
+
+
+def stratum(label: Hashable, task: TaskKind, outside: Hashable) -> Hashable:
+    """The group a label stratifies by: its class or label set; for token tasks whether any
+    word is an entity (a tag other than `outside`); regression is not stratified."""
+    if task == "regression":
+        return None
+    if task == "token" and isinstance(label, tuple):
+        return any(tag != outside for tag in label)
+    return label
+
+
+def strata_order(keys: Sequence[Hashable], seed: int) -> list[list[int]]:
+    """Indices grouped by key (groups in a fixed order), each group shuffled with `seed`."""
+    groups: dict[Hashable, list[int]] = defaultdict(list)
+    for index, key in enumerate(keys):
+        groups[key].append(index)
+    rng = random.Random(seed)
+    ordered = []
+    for key in sorted(groups, key=repr):
+        members = groups[key]
+        rng.shuffle(members)
+        ordered.append(members)
+    return ordered
+
+
+def systematic_pick(stream: Sequence[int], share: Fraction) -> tuple[list[int], list[int]]:
+    """Pick every (1/share)-th item of a stratum-ordered stream: exactly floor(len * share)
+    picks, spread evenly, so every stratum gets its share within one item."""
+    picked: list[int] = []
+    rest: list[int] = []
+    for position, index in enumerate(stream):
+        step = (position + 1) * share // 1 > position * share // 1
+        (picked if step else rest).append(index)
+    return picked, rest
+
+
+def stratified_split(
+    keys: Sequence[Hashable], seed: int, held: Fraction, test_share: Fraction
+) -> tuple[list[int], list[int], list[int]]:
+    """Split indices into (train, dev, test): hold out `held` of each stratum, beyond one
+    example kept for training, and send `test_share` of the held-out part to test."""
+    keep: list[int] = []
+    stream: list[int] = []
+    for members in strata_order(keys, seed):
+        keep.append(members[0])
+        stream.extend(members[1:])
+    held_out, train = systematic_pick(stream, held)
+    test, dev = systematic_pick(held_out, test_share)
+    return sorted(keep + train), sorted(dev), sorted(test)
+
+
+def three_way_split(keys: Sequence[Hashable]) -> tuple[list[int], list[int], list[int]]:
+    """The fixed 80/10/10 stratified split used for single-file sources (seed 0)."""
+    held = DEV_SHARE + TEST_SHARE
+    return stratified_split(keys, SPLIT_SEED, held, TEST_SHARE / held)
+
+
+def carve_dev(keys: Sequence[Hashable]) -> tuple[list[int], list[int]]:
+    """The fixed stratified 10% dev set carved from a source's training split (seed 0)."""
+    train, dev, _ = stratified_split(keys, SPLIT_SEED, DEV_SHARE, Fraction(0))
+    return train, dev
