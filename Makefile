@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.adaptlab-installed
 DEMO   := runs/demo-houlsby
 
-.PHONY: setup demo test lint assets-mpnet clean
+.PHONY: setup demo test lint assets-mpnet browser clean
 
 setup: $(STAMP)
 
@@ -27,8 +27,14 @@ demo: setup
 	printf 'a gorgeous, funny and moving film\na tedious mess with nothing to say\n' \
 		| $(VENV)/bin/adaptlab predict --adapter $(DEMO) --input -
 
-test: setup
+test: setup browser
 	$(PY) -m pytest -q
+
+# Debian's Chromium for the report's browser test (installed when root and missing).
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends chromium >/dev/null; fi
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks

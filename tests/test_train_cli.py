@@ -154,15 +154,26 @@ def test_nan_loss_stops_with_a_clear_message(tiny_model_dir: str, tmp_path: Path
         execute(spec(tiny_model_dir, path, data_options={"task": "regression"}), progress=False)
 
 
-def test_token_task_trains_and_reports_span_f1(tiny_model_dir: str, tmp_path: Path) -> None:
+def test_token_task_trains_reports_span_f1_and_predicts_tags(
+    tiny_model_dir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lines = []
     for i in range(40):
         lines += [f"{'Paris' if i % 2 else 'Rome'}\tB-LOC", "is\tO", "nice\tO", ""]
     path = tmp_path / "ner.txt"
     path.write_text("\n".join(lines))
-    record = execute(spec(tiny_model_dir, path, method="lora"), progress=False)
+    record = execute(spec(tiny_model_dir, path, method="lora"), tmp_path / "ner-run", progress=False)
     assert record["metric"] == "span_f1"
     assert {"span_f1", "span_precision", "span_recall"} <= set(record["test"])
+    texts = tmp_path / "sentences.txt"
+    texts.write_text("Rome is nice\n")
+    code, stdout, _ = run_cli(
+        ["predict", "--adapter", str(tmp_path / "ner-run"), "--input", str(texts)], capsys
+    )
+    assert code == 0
+    words = stdout.split()
+    assert [w.split("/")[0] for w in words] == ["Rome", "is", "nice"]
+    assert all(w.split("/")[1] in ("O", "B-LOC") for w in words)
 
 
 def test_methods_command_lists_every_method(capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,3 +181,23 @@ def test_methods_command_lists_every_method(capsys: pytest.CaptureFixture[str]) 
     assert code == 0
     for name in ("full", "houlsby", "lora", "bitfit", "lnfit", "freeze", "parallel", "pfeiffer"):
         assert name in stdout
+
+
+def test_multi_label_and_regression_tasks_train(tiny_model_dir: str, tmp_path: Path) -> None:
+    rng = random.Random(1)
+    multi = tmp_path / "topics.csv"
+    regression = tmp_path / "scores.csv"
+    with multi.open("w", newline="") as m_file, regression.open("w", newline="") as r_file:
+        m_writer, r_writer = csv.writer(m_file), csv.writer(r_file)
+        m_writer.writerow(["text", "label"])
+        r_writer.writerow(["text", "label"])
+        for i in range(60):
+            labels = sorted({"sport" if i % 2 else "politics", *(["money"] if i % 3 == 0 else [])})
+            m_writer.writerow([f"story {i} about {' and '.join(labels)}", "|".join(labels)])
+            r_writer.writerow([f"{rng.choice(WORDS['fresh'])} film {i}", f"{rng.random() * 5:.3f}"])
+    record = execute(spec(tiny_model_dir, multi, method="bitfit"), progress=False)
+    assert record["data"]["task"] == "multi_label" and record["metric"] == "mean_rprecision"
+    assert 0.0 <= record["test"]["mean_rprecision"] <= 1.0
+    record = execute(spec(tiny_model_dir, regression, method="lnfit"), progress=False)
+    assert record["data"]["task"] == "regression" and record["metric"] == "spearman"
+    assert -1.0 <= record["test"]["spearman"] <= 1.0

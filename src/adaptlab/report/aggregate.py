@@ -1,0 +1,182 @@
+"""Numbers of the report: runs grouped over seeds, mean ± std, chosen learning rates,
+learning-rate robustness and mean dev curves. Pure functions, no plotting, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from adaptlab.report.records import Run, Setting
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The runs (one per seed) of one method at one learning rate in one setting."""
+
+    setting: Setting
+    method: str
+    learning_rate: float | None
+    metric: str
+    scores: tuple[float, ...]
+    dev_scores: tuple[float, ...]
+    trainable: int
+    total: int
+    seconds: float | None
+
+    @property
+    def n(self) -> int:
+        return len(self.scores)
+
+    @property
+    def mean(self) -> float:
+        return mean_std(self.scores)[0]
+
+    @property
+    def std(self) -> float:
+        return mean_std(self.scores)[1]
+
+    @property
+    def dev_mean(self) -> float | None:
+        """Mean dev score, or None when some run has none (then selection falls back to test)."""
+        if not self.dev_scores or len(self.dev_scores) != len(self.scores):
+            return None
+        return mean_std(self.dev_scores)[0]
+
+    @property
+    def trainable_pct(self) -> float:
+        return 100.0 * self.trainable / self.total if self.total else math.nan
+
+
+@dataclass(frozen=True)
+class MeanCurve:
+    """Dev loss and dev metric per training step, averaged over the seeds that reached it."""
+
+    steps: tuple[int, ...]
+    loss: tuple[float, ...]
+    metric: tuple[float, ...]
+    metric_std: tuple[float, ...]
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof=1; 0 for a single value)."""
+    if not values:
+        return math.nan, math.nan
+    mean = statistics.fmean(values)
+    return mean, statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def first_seen(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable, int]:
+    """Rank of each key by first appearance: keeps the study's own order of data and methods."""
+    order: dict[Hashable, int] = {}
+    for item in items:
+        order.setdefault(key(item), len(order))
+    return order
+
+
+def settings(runs: Sequence[Run]) -> list[Setting]:
+    """Distinct settings: data sets and models in study order, training sizes ascending."""
+    data = first_seen(runs, lambda r: r.setting.data)
+    models = first_seen(runs, lambda r: r.setting.model)
+    found = {r.setting for r in runs}
+    return sorted(found, key=lambda s: (data[s.data], models[s.model], s.train_size, s.full))
+
+
+def group_cells(runs: Sequence[Run]) -> list[Cell]:
+    """Runs grouped by (setting, method, learning rate): settings in order, then methods in
+    study order, then learning rates ascending."""
+    groups: dict[tuple[Setting, str, float | None], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.setting, run.method, run.learning_rate), []).append(run)
+    rank = {s: i for i, s in enumerate(settings(runs))}
+    methods = first_seen(runs, lambda r: r.method)
+    keys = sorted(groups, key=lambda k: (rank[k[0]], methods[k[1]], _rate_key(k[2])))
+    return [_cell(groups[key]) for key in keys]
+
+
+def _rate_key(rate: float | None) -> float:
+    return -math.inf if rate is None else rate
+
+
+def _cell(runs: Sequence[Run]) -> Cell:
+    first = runs[0]
+    walls = [r.wall_seconds for r in runs if r.wall_seconds is not None]
+    return Cell(
+        setting=first.setting,
+        method=first.method,
+        learning_rate=first.learning_rate,
+        metric=first.metric,
+        scores=tuple(r.test for r in runs),
+        dev_scores=tuple(r.dev for r in runs if r.dev is not None),
+        trainable=first.trainable,
+        total=first.total,
+        seconds=statistics.median(walls) if walls else None,
+    )
+
+
+def chosen(cells: Sequence[Cell]) -> list[Cell]:
+    """Per (setting, method), the learning rate with the best mean dev score (test when a cell
+    has no dev score); ties go to the first, i.e. the lowest rate. Keeps the cells' order."""
+    best: dict[tuple[Setting, str], Cell] = {}
+    for cell in cells:
+        key = (cell.setting, cell.method)
+        if key not in best or _selection_score(cell) > _selection_score(best[key]):
+            best[key] = cell
+    return [cell for cell in cells if best[(cell.setting, cell.method)] is cell]
+
+
+def _selection_score(cell: Cell) -> float:
+    dev = cell.dev_mean
+    return dev if dev is not None else cell.mean
+
+
+def ranked(cells: Sequence[Cell]) -> list[Cell]:
+    """Cells by mean test score, best first (stable: study order breaks ties)."""
+    return sorted(cells, key=lambda c: -c.mean)
+
+
+def robustness(cells: Sequence[Cell]) -> float | None:
+    """Mean over learning rates of the mean score, divided by the best mean score.
+
+    1.0 means every learning rate tried does as well as the best one. None with fewer than two
+    learning rates, or when the best mean is not positive (the ratio then means nothing).
+    """
+    means = [c.mean for c in cells]
+    if len({c.learning_rate for c in cells}) < 2 or max(means) <= 0:
+        return None
+    return statistics.fmean(means) / max(means)
+
+
+def mean_curve(runs: Sequence[Run]) -> MeanCurve | None:
+    """Mean over runs (seeds) of the dev curves, step by step; None when no run has epochs."""
+    by_step: dict[int, list[tuple[float, float]]] = {}
+    for run in runs:
+        for point in run.curve:
+            by_step.setdefault(point.step, []).append((point.dev_loss, point.dev_metric))
+    if not by_step:
+        return None
+    steps = sorted(by_step)
+    stats = [
+        (mean_std([v[0] for v in by_step[s]])[0], *mean_std([v[1] for v in by_step[s]]))
+        for s in steps
+    ]
+    return MeanCurve(
+        steps=tuple(steps),
+        loss=tuple(s[0] for s in stats),
+        metric=tuple(s[1] for s in stats),
+        metric_std=tuple(s[2] for s in stats),
+    )
+
+
+def runs_of(runs: Sequence[Run], cell: Cell) -> list[Run]:
+    """The runs that make up `cell`."""
+    return [
+        r
+        for r in runs
+        if (r.setting, r.method, r.learning_rate) == (cell.setting, cell.method, cell.learning_rate)
+    ]

@@ -1,0 +1,54 @@
+"""How numbers read in the report's text, tables and plot labels (plain text, not yet escaped)."""
+
+from __future__ import annotations
+
+import math
+
+
+def score(value: float) -> str:
+    """A metric value: three decimals (metrics are fractions such as accuracy or F1)."""
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
+def score_pm(mean: float, std: float) -> str:
+    """Mean ± standard deviation."""
+    return f"{score(mean)} ± {score(std)}"
+
+
+def rate(value: float | None) -> str:
+    """A learning rate the way papers write it: 2e-5, 1e-4, 3.5e-4."""
+    if value is None:
+        return "default"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def count(value: int) -> str:
+    """A parameter count: 110M, 1.2M, 36.9k, 512."""
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{unit}"
+    return str(value)
+
+
+def percent(value: float) -> str:
+    """A share of parameters: 100%, 2.31%, 0.081%."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.3g}%"
+
+
+def seconds(value: float | None) -> str:
+    """A duration: 42 s, 3.5 min, 1.2 h."""
+    if value is None:
+        return "n/a"
+    if value < 120:
+        return f"{value:.0f} s"
+    if value < 7200:
+        return f"{value / 60:.1f} min"
+    return f"{value / 3600:.1f} h"
+
+
+def p_value(value: float) -> str:
+    """A p-value stated in full: `p = 0.031`, or `p < 0.001`."""
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"

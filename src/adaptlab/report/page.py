@@ -1,0 +1,42 @@
+"""The whole HTML document: head with inline CSS, the sections in reading order, the footer."""
+
+from __future__ import annotations
+
+from adaptlab.report import sections
+from adaptlab.report.markup import Html, join, tag
+from adaptlab.report.style import CSS
+from adaptlab.report.view import StudyView
+
+
+def render(view: StudyView, title: str) -> str:
+    """The report page: self-contained (no script, no external CSS, font or image)."""
+    runs, settings = len(view.runs), len(view.settings)
+    lead = (
+        f"{runs} run{'s' if runs != 1 else ''} of {len(view.methods)} method"
+        f"{'s' if len(view.methods) != 1 else ''} in {settings} setting"
+        f"{'s' if settings != 1 else ''} (data set × training size"
+        f"{' × model' if view.with_model else ''})."
+    )
+    body = join(
+        [
+            tag("h1", title),
+            tag("p", lead, class_="lead"),
+            sections.what_to_use(view),
+            sections.results(view),
+            sections.efficiency(view),
+            sections.training_size(view),
+            sections.learning_rate(view),
+            sections.overfitting(view),
+            sections.footer(view, title),
+        ]
+    )
+    head = join(
+        [
+            Html('<meta charset="utf-8">'),
+            Html('<meta name="viewport" content="width=device-width, initial-scale=1">'),
+            tag("title", title),
+            Html(f"<style>{CSS}</style>"),
+        ]
+    )
+    document = join([Html("<head>"), head, Html("</head>"), Html("<body>"), tag("main", body)])
+    return f'<!DOCTYPE html>\n<html lang="en">\n{document}\n</body>\n</html>\n'

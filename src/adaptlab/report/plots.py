@@ -1,0 +1,165 @@
+"""The report's figures (paper-effectiveness figs. 3, 4, 5 and 9 in spirit), each returned as a
+`data:image/svg+xml;base64,...` URI so the HTML needs no other file.
+
+Built on `matplotlib.figure.Figure` directly (no pyplot), so no global backend is switched and
+nothing is drawn on screen; text is drawn as paths, so no font is needed to view the SVG.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.typing import RcKeyType
+
+from adaptlab.report import formatting as fmt
+from adaptlab.report.aggregate import Cell, MeanCurve
+
+_STYLE: dict[RcKeyType, Any] = {
+    "svg.fonttype": "path",
+    "svg.hashsalt": "adaptlab-report",  # stable ids: the same study gives the same file
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+Color = tuple[float, float, float, float]
+
+
+def palette(methods: Sequence[str]) -> dict[str, Color]:
+    """One colour per method, the same in every figure."""
+    cmap = matplotlib.colormaps["tab10" if len(methods) <= 10 else "tab20"]
+    return {m: tuple(cmap(i % cmap.N)) for i, m in enumerate(methods)}  # type: ignore[misc]
+
+
+def plain(text: str) -> str:
+    """Text for matplotlib with `$` escaped, so a method label is never parsed as mathtext."""
+    return text.replace("$", r"\$")
+
+
+def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
+    """Test score (mean ± std over seeds) against trainable parameters, log x; one point per
+    method at its chosen learning rate."""
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.6), layout="constrained")
+        ax = fig.add_subplot()
+        for c in cells:
+            ax.errorbar(
+                [c.trainable],
+                [c.mean],
+                yerr=[c.std],
+                fmt="o",
+                ms=7,
+                capsize=4,
+                color=colors[c.method],
+                label=plain(c.method),
+            )
+        ax.set_xscale("log")
+        ax.set_xlabel("trainable parameters (log scale)")
+        ax.set_ylabel(f"test {plain(cells[0].metric)}")
+        ax.set_title(plain(title))
+        _legend(ax)
+        return encode(fig)
+
+
+def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
+    """Test score against the number of training examples, one line per method (fig. 3)."""
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.6), layout="constrained")
+        ax = fig.add_subplot()
+        methods = list(dict.fromkeys(c.method for c in cells))
+        for method in methods:
+            line = sorted(
+                (c for c in cells if c.method == method), key=lambda c: c.setting.train_size
+            )
+            ax.errorbar(
+                [c.setting.train_size for c in line],
+                [c.mean for c in line],
+                yerr=[c.std for c in line],
+                fmt="-o",
+                capsize=3,
+                color=colors[method],
+                label=plain(method),
+            )
+        sizes = sorted({c.setting.train_size for c in cells})
+        if sizes[-1] >= 10 * sizes[0]:
+            ax.set_xscale("log")
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("training examples")
+        ax.set_ylabel(f"test {plain(cells[0].metric)}")
+        ax.set_title(plain(title))
+        _legend(ax)
+        return encode(fig)
+
+
+def learning_rates(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
+    """Box plots of test scores over seeds, per learning rate and method, seeds as dots (fig. 4)."""
+    rates = sorted({c.learning_rate for c in cells}, key=lambda r: -1.0 if r is None else r)
+    methods = list(dict.fromkeys(c.method for c in cells))
+    width = 0.8 / len(methods)
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.6), layout="constrained")
+        ax = fig.add_subplot()
+        for c in cells:
+            x = rates.index(c.learning_rate) + (methods.index(c.method) + 0.5) * width - 0.4
+            box = ax.boxplot(
+                [c.scores],
+                positions=[x],
+                widths=width * 0.8,
+                patch_artist=True,
+                medianprops={"color": "black"},
+                showfliers=False,
+            )
+            for patch in box["boxes"]:
+                patch.set(facecolor=colors[c.method], alpha=0.45, edgecolor=colors[c.method])
+            offsets = [(i / max(c.n - 1, 1) - 0.5) * width * 0.5 for i in range(c.n)]
+            ax.scatter([x + o for o in offsets], c.scores, s=9, color=colors[c.method], zorder=3)
+        ax.set_xticks(range(len(rates)), [fmt.rate(r) for r in rates])
+        ax.set_xlim(-0.6, len(rates) - 0.4)
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel(f"test {plain(cells[0].metric)}")
+        ax.set_title(plain(title))
+        handles = [Patch(facecolor=colors[m], alpha=0.6, label=plain(m)) for m in methods]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        return encode(fig)
+
+
+def dev_curves(
+    curves: Mapping[str, MeanCurve], metric: str, colors: Mapping[str, Color], title: str
+) -> str:
+    """Dev loss and dev metric against training steps, mean over seeds (figs. 5 and 9)."""
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.4), layout="constrained")
+        loss_ax, metric_ax = fig.subplots(1, 2)
+        for method, curve in curves.items():
+            color, label = colors[method], plain(method)
+            loss_ax.plot(curve.steps, curve.loss, "-o", ms=3, color=color, label=label)
+            metric_ax.plot(curve.steps, curve.metric, "-o", ms=3, color=color, label=label)
+            low = [m - s for m, s in zip(curve.metric, curve.metric_std, strict=True)]
+            high = [m + s for m, s in zip(curve.metric, curve.metric_std, strict=True)]
+            metric_ax.fill_between(curve.steps, low, high, color=color, alpha=0.12, lw=0)
+        loss_ax.set_ylabel("dev loss")
+        metric_ax.set_ylabel(f"dev {plain(metric)}")
+        for ax in (loss_ax, metric_ax):
+            ax.set_xlabel("training steps")
+        fig.suptitle(plain(title))
+        fig.legend(*loss_ax.get_legend_handles_labels(), loc="outside right upper", frameon=False)
+        return encode(fig)
+
+
+def _legend(ax: Any) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
+def encode(fig: Figure) -> str:
+    """The figure as an SVG data URI (base64 keeps the SVG's own ids and links out of the HTML)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -1,0 +1,109 @@
+"""The "what to use" verdict of one setting: the winner, its margin over the runner-up, and
+whether that margin is larger than the noise over seeds (two-sided Welch's t-test, p < 0.05).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+from adaptlab.report import formatting as fmt
+from adaptlab.report.aggregate import Cell, ranked
+from adaptlab.report.records import Setting
+
+ALPHA = 0.05
+TEST_NAME = "two-sided Welch's t-test"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Methods of one setting (each at its chosen learning rate), best mean test score first."""
+
+    setting: Setting
+    ranking: tuple[Cell, ...]
+    p_value: float | None  # winner vs runner-up; None when either has a single seed
+    tied: tuple[Cell, ...]  # the winner and every method not clearly worse than it
+
+    @property
+    def winner(self) -> Cell:
+        return self.ranking[0]
+
+    @property
+    def runner_up(self) -> Cell | None:
+        return self.ranking[1] if len(self.ranking) > 1 else None
+
+    @property
+    def gap(self) -> float | None:
+        return self.winner.mean - self.runner_up.mean if self.runner_up else None
+
+    @property
+    def clear(self) -> bool | None:
+        """True when the gap to the runner-up is significant; None when it cannot be tested."""
+        return None if self.p_value is None else self.p_value < ALPHA
+
+    @property
+    def cheapest_tied(self) -> Cell:
+        """The method with the fewest trainable parameters among those tied with the winner."""
+        return min(self.tied, key=lambda c: c.trainable)
+
+
+def welch_p(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Two-sided Welch's t-test p-value; None with fewer than two values on either side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if math.isclose(sum(a) / len(a), sum(b) / len(b), rel_tol=0.0, abs_tol=1e-12):
+        return 1.0
+    if max(a) == min(a) and max(b) == min(b):
+        return 0.0  # no spread at all on either side and different means
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = stats.ttest_ind(a, b, equal_var=False)
+    return float(result.pvalue)
+
+
+def verdict(cells: Sequence[Cell]) -> Verdict:
+    """The verdict over the chosen cells of one setting (one cell per method)."""
+    ranking = tuple(ranked(cells))
+    winner = ranking[0]
+    tied = tuple(c for c in ranking if c is winner or not _clearly_worse(winner, c))
+    p = welch_p(winner.scores, ranking[1].scores) if len(ranking) > 1 else None
+    return Verdict(setting=winner.setting, ranking=ranking, p_value=p, tied=tied)
+
+
+def _clearly_worse(winner: Cell, other: Cell) -> bool:
+    p = welch_p(winner.scores, other.scores)
+    return p is not None and p < ALPHA
+
+
+def sentence(v: Verdict, with_model: bool) -> str:
+    """The verdict as one plain-text paragraph (escape it before putting it in HTML)."""
+    head = f"{v.setting.label(with_model)}: "
+    w, r = v.winner, v.runner_up
+    if r is None:
+        return head + f"only {w.method} was run ({_stats(w)}); nothing to compare it with."
+    text = (
+        head + f"{w.method} wins with {w.metric} {_stats(w)}, "
+        f"{fmt.score(w.mean - r.mean)} above the runner-up {r.method} ({_stats(r)}); "
+    )
+    if v.p_value is None:
+        return text + "with a single seed there is no spread over seeds to weigh the gap against."
+    test = f"{TEST_NAME} {fmt.p_value(v.p_value)}"
+    if v.clear:
+        return text + f"the gap is larger than the spread over seeds ({test})."
+    text += f"the gap is within the spread over seeds ({test})"
+    cheap = v.cheapest_tied
+    if cheap is w:
+        return text + f", and {w.method} also trains the fewest parameters of the tied methods."
+    return text + (
+        f", so {cheap.method}, the cheapest method not clearly worse than the winner "
+        f"({fmt.percent(cheap.trainable_pct)} of parameters trained), is as good a choice."
+    )
+
+
+def _stats(cell: Cell) -> str:
+    seeds = "1 seed" if cell.n == 1 else f"{cell.n} seeds"
+    return f"{fmt.score_pm(cell.mean, cell.std)}, lr {fmt.rate(cell.learning_rate)}, {seeds}"

@@ -1,0 +1,121 @@
+"""Read result records (one dict per finished run) into small typed `Run`s, checking the contract.
+
+The report never trains: everything it shows comes from these fields. A record that lacks one
+ends in a `ConfigError` naming the run and the field, so a half-written store fails clearly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adaptlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What runs must share to be compared: model, data set and number of training examples."""
+
+    model: str
+    data: str
+    train_size: int
+    full: bool  # True when the whole training split was used (spec train_size None)
+
+    def label(self, with_model: bool) -> str:
+        """A short human name such as `sst2 · 1000 examples`."""
+        size = f"full ({self.train_size} examples)" if self.full else f"{self.train_size} examples"
+        text = f"{self.data} · {size}"
+        return f"{text} · {self.model}" if with_model else text
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """Dev loss and dev primary metric at the end of one epoch."""
+
+    step: int
+    dev_loss: float
+    dev_metric: float
+
+
+@dataclass(frozen=True)
+class Run:
+    """The fields of one record the report uses."""
+
+    run_id: str
+    study: str
+    setting: Setting
+    method: str
+    learning_rate: float | None
+    seed: int | None
+    metric: str
+    test: float
+    dev: float | None
+    trainable: int
+    total: int
+    wall_seconds: float | None
+    curve: tuple[CurvePoint, ...]
+    versions: tuple[tuple[str, str], ...]
+    host: str
+
+
+def read_runs(records: Sequence[Mapping[str, Any]]) -> list[Run]:
+    """All records as `Run`s, in the given order; ConfigError on an empty list or a bad record."""
+    if not records:
+        raise ConfigError(
+            "no result records to report on; run the study first (or check the store)"
+        )
+    return [read_run(record, index) for index, record in enumerate(records)]
+
+
+def read_run(record: Mapping[str, Any], index: int = 0) -> Run:
+    """One record as a `Run`; ConfigError naming the run and the field when one is missing."""
+    name = str(record.get("run_id", f"#{index + 1}"))
+    try:
+        return _read(record)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(
+            f"result record {name} is incomplete or malformed ({type(error).__name__}: {error}); "
+            "is it from a finished run of this adaptlab version?"
+        ) from None
+
+
+def _read(record: Mapping[str, Any]) -> Run:
+    spec, data, metric = record["spec"], record["data"], str(record["metric"])
+    train = spec["train"]
+    size = spec.get("train_size")
+    setting = Setting(
+        model=str(spec["model"]),
+        data=str(data["name"]),
+        train_size=int(size if size is not None else data["sizes"]["train"]),
+        full=size is None,
+    )
+    dev = record.get("dev") or {}
+    rate = train.get("learning_rate")
+    seed = train.get("seed")
+    wall = record.get("wall_seconds")
+    return Run(
+        run_id=str(record["run_id"]),
+        study=str(record.get("study", "")),
+        setting=setting,
+        method=str(record["method_label"]),
+        learning_rate=float(rate) if rate is not None else None,
+        seed=int(seed) if seed is not None else None,
+        metric=metric,
+        test=float(record["test"][metric]),
+        dev=float(dev[metric]) if metric in dev else None,
+        trainable=int(record["trainable_parameters"]),
+        total=int(record["total_parameters"]),
+        wall_seconds=float(wall) if wall is not None else None,
+        curve=tuple(_point(epoch, metric) for epoch in record.get("epochs") or ()),
+        versions=tuple(sorted((str(k), str(v)) for k, v in (record.get("versions") or {}).items())),
+        host=str(record.get("host", "")),
+    )
+
+
+def _point(epoch: Mapping[str, Any], metric: str) -> CurvePoint:
+    return CurvePoint(
+        step=int(epoch["step"]),
+        dev_loss=float(epoch["dev_loss"]),
+        dev_metric=float(epoch["dev_metrics"][metric]),
+    )

@@ -1,0 +1,188 @@
+"""The report's sections, each a function of the study view returning escaped HTML.
+
+A section whose data is absent (a single training size, a single learning rate, no epochs)
+is replaced by a one-line note rather than an empty plot.
+"""
+
+from __future__ import annotations
+
+from adaptlab.report import formatting as fmt
+from adaptlab.report import plots
+from adaptlab.report.markup import Html, figure, join, note, section, table, tag
+from adaptlab.report.recommend import ALPHA, TEST_NAME, sentence
+from adaptlab.report.records import Setting
+from adaptlab.report.view import StudyView
+
+CHOSEN = "Each method's learning rate is chosen by its mean dev score"
+PROTOCOL = (
+    CHOSEN + "; ★ marks the method with "
+    "the best mean test score at its chosen learning rate (● marks the chosen rate when a "
+    "method was run at several). ± is the sample standard deviation over seeds."
+)
+
+
+def what_to_use(view: StudyView) -> Html:
+    """The verdict per setting: winner, margin over the runner-up, and whether it is noise."""
+    items = [tag("li", sentence(view.verdict(s), view.with_model)) for s in view.settings]
+    how = (
+        f"A gap counts as larger than the spread over seeds when a {TEST_NAME} on the per-seed "
+        f"test scores of the two methods gives p < {ALPHA}. " + CHOSEN + "."
+    )
+    return section(
+        "what-to-use", "What to use", tag("ul", join(items), class_="verdicts"), note(how)
+    )
+
+
+def results(view: StudyView) -> Html:
+    """Per setting: mean ± std of the test metric per method and learning rate, best marked."""
+    parts = [tag("p", PROTOCOL, class_="lead")]
+    for setting in view.settings:
+        parts += [tag("h3", setting.label(view.with_model)), _results_table(view, setting)]
+    return section("results", "Results", *parts)
+
+
+def _results_table(view: StudyView, setting: Setting) -> Html:
+    best = view.verdict(setting).winner
+    cells = view.cells_in(setting)
+    several = {c.method for c in cells if len(view.rates_of(setting, c.method)) > 1}
+    rows = [
+        [
+            ("★\u00a0" if c is best else "") + c.method,
+            fmt.rate(c.learning_rate) + (" ●" if c.method in several and view.is_chosen(c) else ""),
+            c.n,
+            fmt.score_pm(c.mean, c.std),
+            fmt.score(c.dev_mean) if c.dev_mean is not None else "n/a",
+            fmt.count(c.trainable),
+            fmt.percent(c.trainable_pct),
+            fmt.seconds(c.seconds),
+        ]
+        for c in cells
+    ]
+    metric = best.metric
+    headers = ["method", "learning rate", "seeds", f"test {metric}", f"dev {metric}"]
+    headers += ["trainable", "trainable %", "time / run"]
+    return table(headers, rows, ["best" if c is best else "" for c in cells])
+
+
+def efficiency(view: StudyView) -> Html:
+    """Test score against trainable parameters (log scale), one point per method."""
+    colors = plots.palette(view.methods)
+    figures = []
+    for setting in view.settings:
+        label = setting.label(view.with_model)
+        uri = plots.efficiency(view.chosen_in(setting), colors, label)
+        figures.append(figure(uri, f"test score against trainable parameters, {label}"))
+    lead = tag(
+        "p", "Mean ± std over seeds, each method at its chosen learning rate.", class_="lead"
+    )
+    return section("efficiency", "Score against trainable parameters", lead, *figures)
+
+
+def training_size(view: StudyView) -> Html:
+    """Test score against the number of training examples (paper fig. 3), per data set."""
+    title = "Score against training size"
+    lines = [(m, d) for m, d in view.data_lines() if len(view.sizes_of(m, d)) > 1]
+    if not lines:
+        return section(
+            "training-size", title, note("Left out: every data set has one training size.")
+        )
+    colors = plots.palette(view.methods)
+    parts = [tag("p", "Does the gap between methods close as training data grows?", class_="lead")]
+    for model, data in view.data_lines():
+        name = f"{data} · {model}" if view.with_model else data
+        if (model, data) not in lines:
+            parts.append(note(f"{name}: one training size only, no curve."))
+            continue
+        cells = [c for s in view.sizes_of(model, data) for c in view.chosen_in(s)]
+        uri = plots.training_size(cells, colors, name)
+        parts.append(figure(uri, f"test score against training examples, {name}"))
+    return section("training-size", title, *parts)
+
+
+def learning_rate(view: StudyView) -> Html:
+    """Box plots per learning rate and method (paper fig. 4) and a robustness number per method."""
+    title = "Learning-rate robustness"
+    found = [s for s in view.settings if len(view.rates_in(s)) > 1]
+    if not found:
+        return section(
+            "learning-rate", title, note("Left out: every setting has one learning rate.")
+        )
+    colors = plots.palette(view.methods)
+    parts = [tag("p", ROBUSTNESS, class_="lead")]
+    for setting in view.settings:
+        label = setting.label(view.with_model)
+        if setting not in found:
+            parts.append(note(f"{label}: one learning rate only."))
+            continue
+        uri = plots.learning_rates(view.cells_in(setting), colors, label)
+        parts += [figure(uri, f"test score per learning rate, {label}"), _robustness(view, setting)]
+    return section("learning-rate", title, *parts)
+
+
+ROBUSTNESS = (
+    "Robustness = mean over learning rates of the mean test score, divided by the best mean "
+    "test score: 1.0 means every learning rate tried is as good as the best one."
+)
+
+
+def _robustness(view: StudyView, setting: Setting) -> Html:
+    rows = []
+    for method in view.methods:
+        cells = [c for c in view.cells_in(setting) if c.method == method]
+        if not cells:
+            continue
+        value = view.robustness(setting, method)
+        best, worst = max(cells, key=lambda c: c.mean), min(cells, key=lambda c: c.mean)
+        rows.append(
+            [
+                method,
+                len(cells),
+                "n/a (one rate)" if value is None else f"{value:.3f}",
+                f"{fmt.score(best.mean)} @ {fmt.rate(best.learning_rate)}",
+                f"{fmt.score(worst.mean)} @ {fmt.rate(worst.learning_rate)}",
+            ]
+        )
+    return table(["method", "learning rates", "robustness", "best mean", "worst mean"], rows)
+
+
+def overfitting(view: StudyView) -> Html:
+    """Dev loss and dev metric against training steps per method (paper figs. 5 and 9)."""
+    title = "Overfitting: dev curves"
+    colors = plots.palette(view.methods)
+    parts = [tag("p", CURVES, class_="lead")]
+    for setting in view.settings:
+        label = setting.label(view.with_model)
+        curves = view.curves(setting)
+        if not curves:
+            parts.append(note(f"{label}: the runs recorded no epochs."))
+            continue
+        uri = plots.dev_curves(curves, view.chosen_in(setting)[0].metric, colors, label)
+        parts.append(figure(uri, f"dev loss and dev metric against training steps, {label}"))
+    return section("overfitting", title, *parts)
+
+
+CURVES = (
+    "Mean over seeds at each method's chosen learning rate (band: ± std of the dev metric). "
+    "A dev loss that climbs while training goes on is overfitting."
+)
+
+
+def footer(view: StudyView, title: str) -> Html:
+    """Study name, run count, models, versions and hosts, for provenance."""
+    runs = view.runs
+    seconds = [r.wall_seconds for r in runs if r.wall_seconds is not None]
+    facts = [
+        ("report", title),
+        ("study", ", ".join(dict.fromkeys(r.study for r in runs if r.study)) or "n/a"),
+        ("runs", f"{len(runs)} ({fmt.seconds(sum(seconds)) if seconds else 'n/a'} of training)"),
+        ("models", ", ".join(dict.fromkeys(r.setting.model for r in runs))),
+        ("data", ", ".join(dict.fromkeys(r.setting.data for r in runs))),
+        ("versions", "; ".join(dict.fromkeys(_versions(r.versions) for r in runs)) or "n/a"),
+        ("hosts", ", ".join(dict.fromkeys(r.host for r in runs if r.host)) or "n/a"),
+    ]
+    rows = join(join([tag("dt", k), tag("dd", v)]) for k, v in facts)
+    return tag("footer", tag("dl", rows))
+
+
+def _versions(pairs: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{name} {version}" for name, version in pairs)

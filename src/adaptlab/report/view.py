@@ -1,0 +1,79 @@
+"""Everything the report's sections show about a study, computed once from its runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from adaptlab.report import aggregate
+from adaptlab.report.aggregate import Cell, MeanCurve
+from adaptlab.report.recommend import Verdict, verdict
+from adaptlab.report.records import Run, Setting
+
+
+@dataclass(frozen=True)
+class StudyView:
+    """The runs, their cells (per setting, method, learning rate), and derived numbers."""
+
+    runs: tuple[Run, ...]
+    settings: tuple[Setting, ...]
+    methods: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    chosen: tuple[Cell, ...]  # per (setting, method): the learning rate chosen on dev
+
+    @property
+    def with_model(self) -> bool:
+        """Whether setting labels must name the model (the study compares models)."""
+        return len({s.model for s in self.settings}) > 1
+
+    def cells_in(self, setting: Setting) -> list[Cell]:
+        return [c for c in self.cells if c.setting == setting]
+
+    def chosen_in(self, setting: Setting) -> list[Cell]:
+        return [c for c in self.chosen if c.setting == setting]
+
+    def verdict(self, setting: Setting) -> Verdict:
+        return verdict(self.chosen_in(setting))
+
+    def is_chosen(self, cell: Cell) -> bool:
+        return any(c is cell for c in self.chosen)
+
+    def rates_in(self, setting: Setting) -> list[float | None]:
+        return list(dict.fromkeys(c.learning_rate for c in self.cells_in(setting)))
+
+    def rates_of(self, setting: Setting, method: str) -> list[float | None]:
+        return [c.learning_rate for c in self.cells_in(setting) if c.method == method]
+
+    def robustness(self, setting: Setting, method: str) -> float | None:
+        return aggregate.robustness([c for c in self.cells_in(setting) if c.method == method])
+
+    def data_lines(self) -> list[tuple[str, str]]:
+        """(model, data) pairs in setting order: the units of the training-size plot."""
+        return list(dict.fromkeys((s.model, s.data) for s in self.settings))
+
+    def sizes_of(self, model: str, data: str) -> list[Setting]:
+        return [s for s in self.settings if (s.model, s.data) == (model, data)]
+
+    def curves(self, setting: Setting) -> dict[str, MeanCurve]:
+        """Mean dev curve per method at its chosen learning rate.
+
+        Methods whose runs recorded no epochs are left out.
+        """
+        found = {}
+        for cell in self.chosen_in(setting):
+            curve = aggregate.mean_curve(aggregate.runs_of(self.runs, cell))
+            if curve is not None:
+                found[cell.method] = curve
+        return found
+
+
+def study_view(runs: Sequence[Run]) -> StudyView:
+    """Group and choose once; sections only read the result."""
+    cells = aggregate.group_cells(runs)
+    return StudyView(
+        runs=tuple(runs),
+        settings=tuple(aggregate.settings(runs)),
+        methods=tuple(dict.fromkeys(r.method for r in runs)),
+        cells=tuple(cells),
+        chosen=tuple(aggregate.chosen(cells)),
+    )
