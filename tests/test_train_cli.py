@@ -6,6 +6,7 @@ import csv
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tiny_models import save_tiny_bert
@@ -14,7 +15,10 @@ from adaptlab.cli.app import main
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
 
-WORDS = {"fresh": ["great", "lovely", "superb", "fun"], "rotten": ["dull", "awful", "boring", "bad"]}
+WORDS = {
+    "fresh": ["great", "lovely", "superb", "fun"],
+    "rotten": ["dull", "awful", "boring", "bad"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +36,9 @@ def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
         writer.writerow(["text", "label"])
         for i in range(120):
             label = "fresh" if i % 2 else "rotten"
-            writer.writerow([f"a {rng.choice(WORDS[label])} film , {rng.choice(WORDS[label])}", label])
+            writer.writerow(
+                [f"a {rng.choice(WORDS[label])} film , {rng.choice(WORDS[label])}", label]
+            )
     return path
 
 
@@ -44,9 +50,9 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return int(done.value.code or 0), out, err
 
 
-def spec(model: str, data: Path, **kwargs: object) -> RunSpec:
+def spec(model: str, data: Path, method: str = "houlsby", **kwargs: Any) -> RunSpec:
     train = TrainConfig(epochs=2, batch_size=8, learning_rate=1e-3, seed=0)
-    return RunSpec(model=model, data=str(data), method=kwargs.pop("method", "houlsby"), train=train, **kwargs)  # type: ignore[arg-type]
+    return RunSpec(model=model, data=str(data), method=method, train=train, **kwargs)
 
 
 def test_run_writes_folder_and_record(tiny_model_dir: str, reviews: Path, tmp_path: Path) -> None:
@@ -74,7 +80,9 @@ def test_same_seed_same_metrics(tiny_model_dir: str, reviews: Path) -> None:
 
 def test_default_learning_rates_follow_the_paper(tiny_model_dir: str, reviews: Path) -> None:
     assert RunSpec(model=tiny_model_dir, data=str(reviews), method="full").learning_rate() == 2e-5
-    assert RunSpec(model=tiny_model_dir, data=str(reviews), method="houlsby").learning_rate() == 1e-4
+    assert (
+        RunSpec(model=tiny_model_dir, data=str(reviews), method="houlsby").learning_rate() == 1e-4
+    )
 
 
 def test_cli_train_eval_predict(
@@ -82,9 +90,24 @@ def test_cli_train_eval_predict(
 ) -> None:
     out = tmp_path / "cli-run"
     code, stdout, _ = run_cli(
-        ["train", "--model", tiny_model_dir, "--data", str(reviews), "--method", "lora",
-         "-o", "rank=4", "--epochs", "1", "--learning-rate", "1e-3", "--out", str(out),
-         "--no-progress"],
+        [
+            "train",
+            "--model",
+            tiny_model_dir,
+            "--data",
+            str(reviews),
+            "--method",
+            "lora",
+            "-o",
+            "rank=4",
+            "--epochs",
+            "1",
+            "--learning-rate",
+            "1e-3",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
         capsys,
     )
     assert code == 0 and "best epoch 1" in stdout
@@ -100,7 +123,9 @@ def test_cli_train_eval_predict(
 
     texts = tmp_path / "texts.txt"
     texts.write_text("a great film\n\na dull film\n")
-    code, stdout, _ = run_cli(["predict", "--adapter", str(out), "--input", str(texts), "--jsonl"], capsys)
+    code, stdout, _ = run_cli(
+        ["predict", "--adapter", str(out), "--input", str(texts), "--jsonl"], capsys
+    )
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert code == 0 and len(rows) == 2
     assert all(r["label"] in ("fresh", "rotten") and 0.5 <= r["probability"] <= 1 for r in rows)
@@ -118,7 +143,11 @@ def test_cli_train_eval_predict(
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
-    args: list[str], message: str, tiny_model_dir: str, reviews: Path, tmp_path: Path,
+    args: list[str],
+    message: str,
+    tiny_model_dir: str,
+    reviews: Path,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "never"
@@ -149,7 +178,9 @@ def test_nan_loss_stops_with_a_clear_message(tiny_model_dir: str, tmp_path: Path
     from adaptlab.train.loop import TrainingError
 
     path = tmp_path / "scores.csv"
-    path.write_text("text,label\n" + "".join(f"text {i},{1e38 * (i % 3 + 1):.1f}\n" for i in range(30)))
+    path.write_text(
+        "text,label\n" + "".join(f"text {i},{1e38 * (i % 3 + 1):.1f}\n" for i in range(30))
+    )
     with pytest.raises(TrainingError, match="loss became"):
         execute(spec(tiny_model_dir, path, data_options={"task": "regression"}), progress=False)
 
@@ -162,7 +193,9 @@ def test_token_task_trains_reports_span_f1_and_predicts_tags(
         lines += [f"{'Paris' if i % 2 else 'Rome'}\tB-LOC", "is\tO", "nice\tO", ""]
     path = tmp_path / "ner.txt"
     path.write_text("\n".join(lines))
-    record = execute(spec(tiny_model_dir, path, method="lora"), tmp_path / "ner-run", progress=False)
+    record = execute(
+        spec(tiny_model_dir, path, method="lora"), tmp_path / "ner-run", progress=False
+    )
     assert record["metric"] == "span_f1"
     assert {"span_f1", "span_precision", "span_recall"} <= set(record["test"])
     texts = tmp_path / "sentences.txt"

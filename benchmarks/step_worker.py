@@ -1,0 +1,224 @@
+"""Measure one training configuration in this (fresh) process and write the result as JSON.
+
+Run by `methods_step.py`, once per configuration and round, so peak memory never mixes
+between configurations. Frameworks:
+
+- ``adaptlab``: ``adaptlab.adapt(model, method, **options)`` (adaptlab's environment);
+- ``peft``: PEFT's LoRA (adaptlab's environment, transformers 5);
+- ``adapters``: the `adapters` library's Houlsby adapter (its own environment, transformers 4.57);
+- ``hf``: plain transformers full fine-tuning, every parameter trains (any environment).
+
+Only torch, transformers, the standard library and the framework being measured are imported,
+the framework lazily: the `adapters` environment has no adaptlab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from step_harness import (
+    MEMORY_DEFINITION,
+    configure_threads,
+    count_parameters,
+    make_batch,
+    measure_training_steps,
+)
+from torch import nn
+
+Setup = tuple[nn.Module, dict[str, Any]]
+"""The model ready to train and what the framework reports about it."""
+
+
+def load_model(model_path: str) -> nn.Module:
+    """The MiniLM encoder with a fresh two-label classification head."""
+    import transformers
+    from transformers import AutoModelForSequenceClassification
+
+    transformers.logging.set_verbosity_error()
+    return AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
+
+
+def setup_adaptlab(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
+    """adaptlab's method with its defaults (the task head trains, as `adapt` does by default)."""
+    import adaptlab
+
+    handle = adaptlab.adapt(model, method, **options)
+    return model, {
+        "library": f"adaptlab {adaptlab.__version__}",
+        "library_counts": handle.parameter_counts(),
+    }
+
+
+def setup_peft(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
+    """PEFT LoRA; `extra_modules_to_save` adds modules (the pooler) so the head matches adaptlab's.
+
+    With task_type SEQ_CLS PEFT always trains a copy of ``classifier``; adaptlab's head is the
+    classifier and the pooler, so by default the trainable sets differ by the pooler.
+    """
+    import peft
+
+    if method != "lora":
+        raise ValueError(f"peft: only lora is benchmarked, got {method!r}")
+    extra = list(options.get("extra_modules_to_save", []))
+    config = peft.LoraConfig(
+        task_type="SEQ_CLS",
+        r=options["rank"],
+        lora_alpha=options["alpha"],
+        lora_dropout=options["dropout"],
+        target_modules=list(options["targets"]),
+        modules_to_save=list(extra) or None,  # PEFT extends the list it is given
+    )
+    wrapped = peft.get_peft_model(model, config)
+    trainable, _ = count_parameters(wrapped)
+    extra_params = sum(
+        p.numel()
+        for n, p in wrapped.named_parameters()
+        if p.requires_grad and any(f"{m}.modules_to_save." in n for m in extra)
+    )
+    return wrapped, {
+        "library": f"peft {peft.__version__}",
+        "peer_default_trainable": trainable - extra_params,
+        "extra_trainable": extra,
+    }
+
+
+def setup_adapters(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
+    """`adapters` Houlsby (DoubleSeqBnConfig); optionally also train the head and LayerNorms.
+
+    `train_adapter` trains the adapter and the classifier only; adaptlab's houlsby also trains
+    the pooler and every LayerNorm (as in Houlsby et al.), so `match_trainable` unfreezes those.
+    """
+    import adapters
+    from adapters import DoubleSeqBnConfig
+
+    if method != "houlsby":
+        raise ValueError(f"adapters: only houlsby is benchmarked, got {method!r}")
+    adapters.init(model)
+    config = DoubleSeqBnConfig(
+        reduction_factor=options["reduction_factor"], non_linearity=options["non_linearity"]
+    )
+    with_heads: Any = model  # adapters.init adds these methods to the model at run time
+    with_heads.add_adapter("houlsby", config=config)
+    with_heads.train_adapter("houlsby")
+    default_trainable, _ = count_parameters(model)
+    extra: list[str] = []
+    if options.get("match_trainable"):
+        for name, module in model.named_modules():
+            is_norm = isinstance(module, nn.LayerNorm) and ".adapters." not in f".{name}."
+            is_head = name in ("bert.pooler", "classifier")
+            if is_norm or is_head:
+                module.requires_grad_(True)
+                extra.append(name)
+    return model, {
+        "library": f"adapters {adapters.__version__}",
+        "peer_default_trainable": default_trainable,
+        "extra_trainable": extra,
+        "active_adapters": str(with_heads.active_adapters),
+        "adapter_config": config.to_dict(),
+    }
+
+
+def setup_hf(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
+    """Plain transformers full fine-tuning: every parameter trains."""
+    if method != "full":
+        raise ValueError(f"hf: only full fine-tuning is benchmarked, got {method!r}")
+    model.requires_grad_(True)
+    return model, {"library": "transformers"}
+
+
+SETUPS = {
+    "adaptlab": setup_adaptlab,
+    "peft": setup_peft,
+    "adapters": setup_adapters,
+    "hf": setup_hf,
+}
+
+
+def set_priority(nice: int) -> str:
+    """Give this process (and its autogroup, when it leads a new session) niceness `nice`.
+
+    Linux schedules autogroups (one per session) fairly against each other, so a plain
+    process nice does not take CPU from other sessions' work; the orchestrator starts the
+    worker in a new session and the worker sets that session's autogroup nice too.
+    """
+    os.nice(nice - os.nice(0))
+    try:
+        with open("/proc/self/autogroup", "w") as group:
+            group.write(str(nice))
+        with open("/proc/self/autogroup") as group:
+            return group.read().strip()
+    except OSError as exc:
+        return f"process nice {os.nice(0)}; autogroup unchanged ({exc.strerror})"
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Load, adapt, measure; everything the orchestrator needs as one JSON-ready mapping."""
+    import transformers
+
+    priority = set_priority(args.nice) if args.nice else None
+    configure_threads(args.threads)
+    options = json.loads(args.options)
+    start = time.perf_counter()
+    model = load_model(args.model_path)
+    vocab_size = int(getattr(model, "config").vocab_size)  # noqa: B009 (untyped attribute)
+    model, info = SETUPS[args.framework](model, args.method, options)
+    setup_seconds = time.perf_counter() - start
+    trainable, total = count_parameters(model)
+    batch = make_batch(vocab_size, args.batch_size, args.seq_len, args.seed)
+    measurement = measure_training_steps(model, batch, warmup=args.warmup, steps=args.steps)
+    missing_grads = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    return {
+        "framework": args.framework,
+        "method": args.method,
+        "options": options,
+        "trainable": trainable,
+        "total": total,
+        "setup_seconds": setup_seconds,
+        "params_without_grad": missing_grads,
+        **info,
+        "measurement": measurement.to_dict(),
+        "memory_definition": MEMORY_DEFINITION,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "nice": os.nice(0),
+        "priority": priority,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command line of one measurement (the orchestrator fills every option)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--framework", choices=sorted(SETUPS), required=True)
+    parser.add_argument("--method", required=True)
+    parser.add_argument("--options", default="{}", help="method options as JSON")
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON result")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--nice", type=int, default=0, help="niceness (negative needs root)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure and write the result file."""
+    args = parse_args(argv)
+    result = run(args)
+    args.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""`adaptlab study`: run a grid of training runs into a results store, watch it, report it."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from adaptlab.errors import AdaptlabError, ConfigError
+from adaptlab.study.executors import Executor, LocalExecutor
+from adaptlab.study.progress import format_duration
+from adaptlab.study.runner import default_store, run_study
+from adaptlab.study.spec import load_spec
+from adaptlab.study.status import StudyStatus, study_status
+from adaptlab.study.store import load_records
+
+app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
+
+
+class ExecutorName(StrEnum):
+    """Where runs execute."""
+
+    local = "local"
+    ray = "ray"
+
+
+class RunsFailed(AdaptlabError):
+    """Some runs of a study failed; the others are done and stored."""
+
+
+SpecArgument = Annotated[Path, typer.Argument(help="Study spec (YAML).", show_default=False)]
+StoreArgument = Annotated[
+    Path,
+    typer.Argument(help="Results store (.db), or the study spec to use its default store."),
+]
+
+
+@app.command("run")
+def run(
+    spec: SpecArgument,
+    store: Annotated[
+        Path | None,
+        typer.Option(help="Results store (SQLite); default: <name>.db beside the spec."),
+    ] = None,
+    executor: Annotated[
+        ExecutorName, typer.Option(help="local: one run after another; ray: Ray tasks.")
+    ] = ExecutorName.local,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address; default: start a local Ray.")
+    ] = None,
+    ray_cpus: Annotated[
+        int | None, typer.Option(help="CPUs of the local Ray started when no --address.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show each run's progress bar.")] = True,
+) -> None:
+    """Run every run of a study not yet in its store; run it again to resume.
+
+    Example:
+
+        adaptlab study run examples/quick.yaml
+
+        adaptlab study run examples/low-resource.yaml --executor ray --address auto
+    """
+    summary = run_study(
+        spec, store_path=store, executor=_executor(spec, executor, address, ray_cpus, progress)
+    )
+    failed = summary.failed
+    if failed:
+        raise RunsFailed(
+            f"{len(failed)} of {len(summary.outcomes)} runs failed (first: "
+            f"{failed[0].run.method_label}: {failed[0].error}); `adaptlab study status "
+            f"{summary.store}` lists them, and running this command again retries them"
+        )
+
+
+def _executor(
+    spec: Path, name: ExecutorName, address: str | None, ray_cpus: int | None, progress: bool
+) -> Executor:
+    if name is ExecutorName.local:
+        if address is not None or ray_cpus is not None:
+            raise ConfigError("--address and --ray-cpus need --executor ray")
+        return LocalExecutor(progress=progress)
+    from adaptlab.study.ray_executor import RayExecutor
+
+    return RayExecutor(load_spec(spec).resources, address=address, num_cpus=ray_cpus)
+
+
+@app.command("status")
+def status(store: StoreArgument) -> None:
+    """Show done / running / failed / left runs of each study in a store, with an ETA.
+
+    Example:
+
+        adaptlab study status examples/low-resource.db
+    """
+    studies = study_status(_store_path(store))
+    console = Console()
+    if not studies:
+        console.print(f"no study planned in {store} yet", soft_wrap=True, highlight=False)
+    for study in studies:
+        console.print(_totals(study))
+        console.print(_methods(study))
+        for error in study.errors[:5]:
+            console.print(f"[red]failed[/] {escape(error)}", highlight=False, soft_wrap=True)
+        if len(study.errors) > 5:
+            console.print(f"... and {len(study.errors) - 5} more failed runs")
+
+
+def _totals(study: StudyStatus) -> Table:
+    table = Table(title=f"study {escape(study.study)}")
+    for column in ("planned", "done", "running", "failed", "left", "mean run", "ETA"):
+        table.add_column(column, justify="right")
+    mean, eta = study.mean_seconds, study.eta_seconds
+    left = f"{study.left} ({study.interrupted} interrupted)" if study.interrupted else study.left
+    table.add_row(
+        str(study.planned),
+        str(study.done),
+        str(study.running),
+        str(study.failed),
+        str(left),
+        format_duration(mean) if mean is not None else "-",
+        format_duration(eta) if eta is not None else "-",
+    )
+    return table
+
+
+def _methods(study: StudyStatus) -> Table:
+    table = Table(title="by method")
+    table.add_column("method")
+    table.add_column("done", justify="right")
+    table.add_column("failed", justify="right")
+    for count in study.methods.values():
+        table.add_row(escape(count.label), f"{count.done}/{count.planned}", str(count.failed))
+    return table
+
+
+@app.command("report")
+def report(
+    store: StoreArgument,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="HTML file to write; default: the store's name + .html."),
+    ] = None,
+    title: Annotated[
+        str | None, typer.Option(help="Report title; default: the study names.")
+    ] = None,
+) -> None:
+    """Write an HTML report of a store's finished runs (tables and plots).
+
+    Example:
+
+        adaptlab study report examples/low-resource.db -o low-resource.html
+    """
+    from adaptlab.report import write_report
+
+    path = _store_path(store)
+    records = load_records(path)
+    studies = sorted({str(record["study"]) for record in records})
+    written = write_report(
+        records, out or path.with_suffix(".html"), title=title or ", ".join(studies) or path.stem
+    )
+    Console().print(
+        f"report of {len(records)} runs written to {written}", soft_wrap=True, highlight=False
+    )
+
+
+def _store_path(path: Path) -> Path:
+    """The store itself, or the default store of a study spec."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return default_store(path, load_spec(path))
+    return path

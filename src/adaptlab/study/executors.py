@@ -1,0 +1,77 @@
+"""Executors run planned runs and yield each outcome as it finishes; the caller writes the store.
+
+The local executor runs one run after another in this process (the default). The Ray executor
+(`ray_executor.py`) runs them as Ray tasks. Neither writes the store: the driver does, so a
+store has exactly one writer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from adaptlab.errors import AdaptlabError
+from adaptlab.study.planner import PlannedRun
+from adaptlab.train.run import RunSpec, execute
+
+Started = Callable[[PlannedRun], None]
+"""Called as a run is handed to a worker, before it starts training."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished run: its record, or the one-line error it failed with; seconds it took."""
+
+    run: PlannedRun
+    record: dict[str, Any] | None
+    error: str | None
+    seconds: float
+
+
+class Executor(Protocol):
+    """Runs planned runs, calling `started` for each, yielding outcomes as they finish."""
+
+    name: str
+
+    def run(
+        self, runs: Sequence[PlannedRun], started: Started
+    ) -> Generator[Outcome, None, None]: ...
+
+
+def run_one(spec: RunSpec, progress: bool) -> tuple[dict[str, Any] | None, str | None, float]:
+    """`execute(spec)` -> (record, None, seconds); a user error or out-of-memory is (None, line, s).
+
+    Any other exception is a bug and propagates.
+    """
+    started = time.perf_counter()
+    try:
+        record: dict[str, Any] | None = execute(spec, progress=progress)
+        error = None
+    except (AdaptlabError, torch.OutOfMemoryError) as failure:
+        record, error = None, one_line(failure)
+    return record, error, time.perf_counter() - started
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message, or its type name when it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class LocalExecutor:
+    """Runs one run after another in this process, each with its own progress bar."""
+
+    name = "local"
+
+    def __init__(self, progress: bool = True) -> None:
+        self.progress = progress
+
+    def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
+        for run in runs:
+            started(run)
+            record, error, seconds = run_one(run.spec, self.progress)
+            yield Outcome(run, record, error, seconds)

@@ -1,0 +1,282 @@
+"""The study spec: a validated grid of runs, read from YAML with errors that name key and line.
+
+    name: low-resource
+    models: [minilm-l6]
+    data: [rotten-tomatoes, {reviews.csv: {label_column: stars}}]
+    methods: [full, {houlsby: {hidden_size: 64}}, {method: lora, epochs: 20}]
+    train_sizes: [1000, 5000]       # null: the whole training split
+    seeds: [0, 1, 2]
+    learning_rates: default         # each method's own default, or a list crossed with every method
+    epochs: 10
+
+docs/studies.md documents every key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PlainValidator,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from adaptlab.errors import ConfigError
+from adaptlab.methods.compose import resolve
+from adaptlab.study.yamlfile import YamlDocument, read_yaml
+
+MethodParts = tuple[tuple[str, dict[str, Any]], ...]
+"""A method or combination as written: (name, options given in the spec) per part."""
+
+DEFAULT: Final = "default"
+_OVERRIDES = ("epochs", "batch_size", "learning_rates", "label")
+
+
+def _method_parts(value: object) -> MethodParts:
+    """Normalise `houlsby`, `lora+bitfit` or `{houlsby: {hidden_size: 64}}` and validate it."""
+    if isinstance(value, str):
+        parts: MethodParts = tuple((name.strip(), {}) for name in value.split("+"))
+    elif isinstance(value, dict) and value:
+        overrides = [key for key in _OVERRIDES if key in value]
+        if overrides:
+            raise ValueError(
+                f"to set {overrides[0]} for one method write "
+                f"{{method: ..., {overrides[0]}: ...}}, e.g. {{method: houlsby, epochs: 3}}"
+            )
+        if not all(isinstance(o, dict | None) for o in value.values()):
+            raise ValueError("method options must be a mapping, e.g. {houlsby: {hidden_size: 64}}")
+        parts = tuple((str(name), dict(options or {})) for name, options in value.items())
+    else:
+        raise ValueError(
+            "a method is a name (houlsby, lora+bitfit), {name: {option: value}}, "
+            "or {method: ..., epochs: ...}"
+        )
+    try:
+        resolve([{name: options} for name, options in parts], {})
+    except ConfigError as error:
+        raise ValueError(str(error)) from None
+    return parts
+
+
+def _learning_rates(value: object) -> tuple[float, ...] | Literal["default"]:
+    """`default`, or a non-empty list of distinct numbers in (0, 1)."""
+    if value == DEFAULT:
+        return DEFAULT
+    if not isinstance(value, list) or not value:
+        raise ValueError("must be `default` or a list of numbers such as [1e-4, 3e-4]")
+    for index, rate in enumerate(value):
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < 1:
+            raise ValueError(f"item {index} must be a number in (0, 1), got {rate!r}")
+    _refuse_repeats(value)
+    return tuple(float(rate) for rate in value)
+
+
+def _refuse_repeats(values: Iterable[object]) -> None:
+    seen: list[object] = []
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{value!r} is listed twice")
+        seen.append(value)
+
+
+MethodSpecField = Annotated[MethodParts, PlainValidator(_method_parts)]
+LearningRates = Annotated[tuple[float, ...] | Literal["default"], PlainValidator(_learning_rates)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class MethodEntry(_Strict):
+    """One method of the grid, with optional per-method epochs, batch size and learning rates."""
+
+    method: MethodSpecField
+    epochs: PositiveInt | None = None
+    batch_size: PositiveInt | None = None
+    learning_rates: LearningRates | None = None
+    label: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: object) -> object:
+        """`houlsby` and `{houlsby: {...}}` are short for `{method: ...}`."""
+        if isinstance(value, dict) and "method" in value:
+            return value
+        return {"method": value}
+
+    @property
+    def display_label(self) -> str:
+        """`label`, or the method with the options written in the spec: `houlsby(hidden_size=64)`"""
+        if self.label:
+            return self.label
+        return "+".join(name + _options_label(options) for name, options in self.method)
+
+    def run_method(self) -> list[dict[str, dict[str, Any]]]:
+        """The method as `RunSpec.method` takes it."""
+        return [{name: dict(options)} for name, options in self.method]
+
+
+def _options_label(options: dict[str, Any]) -> str:
+    if not options:
+        return ""
+    text = ", ".join(
+        f"{key}={value if isinstance(value, str) else json.dumps(value)}"
+        for key, value in options.items()
+    )
+    return f"({text})"
+
+
+class DataOptions(_Strict):
+    """How to read a data file (as `adaptlab train`'s column options); built-ins ignore them."""
+
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    task: Literal["single_label", "multi_label", "token", "regression"] | None = None
+    label_separator: str | None = None
+
+    def as_kwargs(self) -> dict[str, str]:
+        """The options given, as `load_dataset` keywords."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class DataEntry(_Strict):
+    """A data source (built-in name, file, folder or hf:NAME) and its reading options."""
+
+    source: Annotated[str, Field(min_length=1)]
+    options: DataOptions = DataOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: object) -> object:
+        """`rotten-tomatoes` or `{reviews.csv: {label_column: stars}}`."""
+        if isinstance(value, str):
+            return {"source": value}
+        if isinstance(value, dict) and len(value) == 1:
+            ((source, options),) = value.items()
+            return {"source": source, "options": options if options is not None else {}}
+        raise ValueError(
+            "a data entry is a name or path, or {path: {label_column: ..., text_column: ...}}"
+        )
+
+
+class Resources(_Strict):
+    """What one run needs from a Ray cluster (per task)."""
+
+    cpus: PositiveFloat = 1.0
+    gpus: NonNegativeFloat = 0.0
+
+
+class StudySpec(_Strict):
+    """A study: the grid models x data x train sizes x methods x learning rates x seeds."""
+
+    name: str
+    description: str = ""
+    models: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    data: Annotated[list[DataEntry], Field(min_length=1)]
+    methods: Annotated[list[MethodEntry], Field(min_length=1)]
+    train_sizes: Annotated[list[PositiveInt | None], Field(min_length=1)] = [None]
+    seeds: Annotated[list[NonNegativeInt], Field(min_length=1)] = [0]
+    learning_rates: LearningRates = DEFAULT
+    epochs: PositiveInt = 10
+    batch_size: PositiveInt = 16
+    max_length: PositiveInt = 128
+    device: str = "cpu"
+    resources: Resources = Resources()
+
+    @field_validator("name")
+    @classmethod
+    def _file_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+            raise ValueError(
+                f"name must be letters, digits, '.', '_' or '-' (it names the results file), "
+                f"got {value!r}"
+            )
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not re.fullmatch(r"cpu|mps|cuda(:[0-9]+)?", value):
+            raise ValueError(f"device must be cpu, cuda, cuda:N or mps, got {value!r}")
+        return value
+
+    @field_validator("models", "train_sizes", "seeds")
+    @classmethod
+    def _distinct(cls, values: list[Any]) -> list[Any]:
+        _refuse_repeats(values)
+        return values
+
+    @field_validator("data")
+    @classmethod
+    def _distinct_data(cls, values: list[DataEntry]) -> list[DataEntry]:
+        _refuse_repeats(entry.source for entry in values)
+        return values
+
+    @field_validator("methods")
+    @classmethod
+    def _distinct_labels(cls, values: list[MethodEntry]) -> list[MethodEntry]:
+        labels = [entry.display_label for entry in values]
+        for index, label in enumerate(labels):
+            if label in labels[:index]:
+                raise ValueError(
+                    f"methods {labels.index(label)} and {index} are both labelled {label!r}; "
+                    "remove one or give one a `label:`"
+                )
+        return values
+
+
+_KNOWN_KEYS: dict[str, type[BaseModel]] = {
+    "methods": MethodEntry,
+    "data": DataOptions,
+    "resources": Resources,
+}
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and validate a study spec; errors are one line naming the file, line and key."""
+    document = read_yaml(Path(path))
+    if not isinstance(document.data, dict):
+        raise ConfigError(
+            f"{document.path}: a study spec is a mapping with keys such as name, models, data, "
+            "methods (see docs/studies.md)"
+        )
+    try:
+        return StudySpec.model_validate(document.data)
+    except ValidationError as error:
+        raise ConfigError(describe_error(document, error)) from None
+
+
+def describe_error(document: YamlDocument, error: ValidationError) -> str:
+    """The first validation error as `FILE line N, KEY: message (and k more)`."""
+    errors = error.errors()
+    first = errors[0]
+    loc = first["loc"]
+    line, key = document.locate(loc)
+    kind = first["type"]
+    if kind == "missing":
+        message = f"required key {loc[-1]!r} is missing"
+    elif kind == "extra_forbidden":
+        owner = StudySpec if len(loc) == 1 else _KNOWN_KEYS.get(str(loc[0]))
+        known = f"; known keys: {', '.join(owner.model_fields)}" if owner else ""
+        message = f"unknown key {loc[-1]!r}{known}"
+    elif kind == "value_error":
+        message = str(first["ctx"]["error"])
+    else:
+        message = f"{first['msg'][0].lower()}{first['msg'][1:]}, got {first['input']!r}"
+    where = f"{document.path} line {line}" + (f", {key}" if key else "")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {message}{more}"

@@ -1,0 +1,101 @@
+"""Where each study in a results store stands: done, running, failed, left, and an ETA.
+
+Reads the store without its lock, so it works while `study run` writes. A row that says
+'running' but whose process is gone (Ctrl-C, kill -9, a crash) counts as interrupted: the next
+`study run` starts it again, so it is counted with the runs left.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adaptlab.study.store import PlanRow, ResultStore
+
+
+@dataclass
+class MethodCount:
+    """Planned, done and failed runs of one method label."""
+
+    label: str
+    planned: int = 0
+    done: int = 0
+    failed: int = 0
+
+
+@dataclass
+class StudyStatus:
+    """Counts of one study's planned runs by state, with the mean time of a done run."""
+
+    study: str
+    planned: int = 0
+    done: int = 0
+    running: int = 0
+    interrupted: int = 0
+    failed: int = 0
+    done_seconds: list[float] = field(default_factory=list)
+    methods: dict[str, MethodCount] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    """'label: error' of each failed run."""
+
+    @property
+    def left(self) -> int:
+        """Runs the next `study run` starts: never started, or interrupted."""
+        return self.planned - self.done - self.running - self.failed
+
+    @property
+    def mean_seconds(self) -> float | None:
+        """Mean wall time of a done run (start to finish), None before the first."""
+        return sum(self.done_seconds) / len(self.done_seconds) if self.done_seconds else None
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Mean wall time of done runs x runs running or left (one after another)."""
+        mean = self.mean_seconds
+        return None if mean is None else mean * (self.left + self.running)
+
+
+def study_status(store: str | Path) -> list[StudyStatus]:
+    """The status of every study planned in `store` (which must exist), by study name."""
+    with ResultStore(store, create=False) as results:
+        rows = results.plan_rows()
+    studies: dict[str, StudyStatus] = {}
+    for row in rows:
+        status = studies.setdefault(row.study, StudyStatus(row.study))
+        _count(status, row)
+    return list(studies.values())
+
+
+def _count(status: StudyStatus, row: PlanRow) -> None:
+    method = status.methods.setdefault(row.method_label, MethodCount(row.method_label))
+    status.planned += 1
+    method.planned += 1
+    if row.status == "done":
+        status.done += 1
+        method.done += 1
+        if row.started_at and row.finished_at:
+            status.done_seconds.append((row.finished_at - row.started_at).total_seconds())
+    elif row.status == "failed":
+        status.failed += 1
+        method.failed += 1
+        status.errors.append(f"{row.method_label}: {row.error}")
+    elif row.status == "running":
+        if _alive(row.host, row.pid):
+            status.running += 1
+        else:
+            status.interrupted += 1
+
+
+def _alive(host: str | None, pid: int | None) -> bool:
+    """Whether the process that marked a run running still exists (other hosts: assumed)."""
+    if host != socket.gethostname() or pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,256 @@
+"""The results store: one SQLite file holding one row per run, safe against crashes.
+
+Table `runs`: run_id (primary key), study, status ('running' | 'done' | 'failed'),
+method_label, spec (the planned RunSpec as JSON), record (the `execute` record as JSON, NULL
+until done), error, started_at / finished_at (UTC, ISO 8601), host, pid. Table `planned`
+holds each study's grid (study, run_id, position, method_label, spec) so `status` can count
+the runs still to do.
+
+Every change is one `BEGIN IMMEDIATE` transaction in WAL mode: a writer killed at any moment
+(kill -9 included) leaves the last committed state and never a partial row, and readers
+(`status`, reports) read while a study writes. synchronous=NORMAL keeps every commit through a
+process crash; a power cut may lose the last few commits (those runs simply run again) but
+cannot corrupt the file. Only the `study run` holding the store's lock
+file writes (see `lock.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from adaptlab.errors import ConfigError
+from adaptlab.study.planner import PlannedRun
+
+SCHEMA_VERSION = 1
+STATUSES = ("running", "done", "failed")
+
+_SCHEMA = (
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        study TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')),
+        method_label TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        record TEXT,
+        error TEXT,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL
+    )""",
+    """CREATE TABLE planned (
+        study TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        method_label TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        PRIMARY KEY (study, run_id)
+    )""",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """A planned run and where it stands: status None means not started yet."""
+
+    study: str
+    run_id: str
+    method_label: str
+    status: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    host: str | None
+    pid: int | None
+    error: str | None
+
+
+class ResultStore:
+    """A results store at `path`; created unless `create` is False (then it must exist)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise ConfigError(
+                f"no results store at {self.path}; `adaptlab study run SPEC` creates it"
+            )
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            if create:
+                self._create()
+            self._check_version()
+        except sqlite3.DatabaseError as error:
+            self._db.close()
+            raise ConfigError(f"{self.path} is not an adaptlab results store ({error})") from None
+        except BaseException:
+            self._db.close()
+            raise
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (a no-op when already closed)."""
+        self._db.close()
+
+    def set_plan(self, study: str, runs: Sequence[PlannedRun]) -> None:
+        """Replace `study`'s planned grid with `runs`, in their order."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM planned WHERE study = ?", (study,))
+            db.executemany(
+                "INSERT INTO planned VALUES (?, ?, ?, ?, ?)",
+                [
+                    (study, run.run_id, position, run.method_label, _json(run.spec.to_dict()))
+                    for position, run in enumerate(runs)
+                ],
+            )
+
+    def statuses(self) -> dict[str, str]:
+        """run_id -> status of every run ever started in this store."""
+        return dict(self._db.execute("SELECT run_id, status FROM runs").fetchall())
+
+    def start(self, run: PlannedRun) -> None:
+        """Mark `run` running (again, if it failed or was interrupted); a done run stays done."""
+        with self._transaction() as db:
+            db.execute(
+                """INSERT INTO runs (run_id, study, status, method_label, spec, started_at,
+                                     host, pid)
+                   VALUES (?, ?, 'running', ?, ?, ?, ?, ?)
+                   ON CONFLICT (run_id) DO UPDATE SET
+                       study = excluded.study, status = 'running',
+                       method_label = excluded.method_label, spec = excluded.spec,
+                       record = NULL, error = NULL, started_at = excluded.started_at,
+                       finished_at = NULL, host = excluded.host, pid = excluded.pid
+                   WHERE runs.status != 'done'""",
+                (
+                    run.run_id,
+                    run.study,
+                    run.method_label,
+                    _json(run.spec.to_dict()),
+                    _now(),
+                    socket.gethostname(),
+                    os.getpid(),
+                ),
+            )
+
+    def finish(self, run_id: str, record: dict[str, Any]) -> None:
+        """Store a finished run's record and mark it done."""
+        self._end(run_id, "done", _json(record), None)
+
+    def fail(self, run_id: str, error: str) -> None:
+        """Mark a run failed with its one-line error; the next `study run` retries it."""
+        self._end(run_id, "failed", None, error)
+
+    def records(self, status: str = "done") -> list[dict[str, Any]]:
+        """Rows of one status in plan order: the `execute` record plus run_id, study, method_label.
+
+        Runs no longer in any plan come last, oldest first.
+
+        Rows not done have no record; they give the planned `spec` and the `error` instead.
+        """
+        if status not in STATUSES:
+            raise ConfigError(f"unknown run status {status!r}; use one of {', '.join(STATUSES)}")
+        rows = self._db.execute(
+            """SELECT r.run_id, r.study, r.method_label, r.spec, r.record, r.error FROM runs r
+               LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
+               WHERE r.status = ?
+               ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id""",
+            (status,),
+        ).fetchall()
+        return [
+            {
+                **(json.loads(record) if record else {"spec": json.loads(spec), "error": error}),
+                "run_id": run_id,
+                "study": study,
+                "method_label": label,
+            }
+            for run_id, study, label, spec, record, error in rows
+        ]
+
+    def plan_rows(self) -> list[PlanRow]:
+        """Every planned run of every study in the store, in plan order, with its status."""
+        rows = self._db.execute(
+            """SELECT p.study, p.run_id, p.method_label, r.status, r.started_at,
+                      r.finished_at, r.host, r.pid, r.error
+               FROM planned AS p LEFT JOIN runs AS r USING (run_id)
+               ORDER BY p.study, p.position"""
+        ).fetchall()
+        return [
+            PlanRow(study, run_id, label, status, _time(started), _time(finished), host, pid, error)
+            for study, run_id, label, status, started, finished, host, pid, error in rows
+        ]
+
+    def _end(self, run_id: str, status: str, record: str | None, error: str | None) -> None:
+        with self._transaction() as db:
+            changed = db.execute(
+                """UPDATE runs SET status = ?, record = ?, error = ?, finished_at = ?
+                   WHERE run_id = ? AND status = 'running'""",
+                (status, record, error, _now(), run_id),
+            ).rowcount
+        if changed != 1:
+            raise RuntimeError(f"run {run_id} was not marked running in {self.path}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _create(self) -> None:
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        with self._transaction() as db:
+            if db.execute("PRAGMA user_version").fetchone()[0] == 0:
+                for statement in _SCHEMA:
+                    db.execute(statement)
+
+    def _check_version(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise ConfigError(
+                f"{self.path} is not a results store of this adaptlab version "
+                f"(schema {version}, expected {SCHEMA_VERSION})"
+            )
+
+
+def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The done runs' records of the store at `path` (which must exist), as `records()`."""
+    with ResultStore(path, create=False) as store:
+        return store.records()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None

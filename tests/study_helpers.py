@@ -1,0 +1,74 @@
+"""Helpers of the study tests: a learnable CSV, spec files, and one torch thread per test run."""
+
+from __future__ import annotations
+
+import csv
+import random
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+WORDS = {
+    "fresh": ["great", "lovely", "superb", "fun"],
+    "rotten": ["dull", "awful", "boring", "bad"],
+}
+
+
+def write_reviews(path: Path, rows: int = 60) -> Path:
+    """A two-class CSV whose label decides the sentiment words (learnable in an epoch)."""
+    rng = random.Random(0)
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for i in range(rows):
+            label = "fresh" if i % 2 else "rotten"
+            words = WORDS[label]
+            writer.writerow([f"a {rng.choice(words)} film , {rng.choice(words)}", label])
+    return path
+
+
+def write_spec(folder: Path, model: str, data: str, **keys: Any) -> Path:
+    """A study spec in `folder` with small defaults; `keys` add or replace top-level keys."""
+    spec = {
+        "name": "tiny",
+        "models": [model],
+        "data": [data],
+        "methods": ["full", "lora"],
+        "seeds": [0, 1],
+        "epochs": 1,
+        "batch_size": 8,
+        **keys,
+    }
+    path = folder / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def rows(store: Path) -> list[tuple[Any, ...]]:
+    """(run_id, status, finished_at, error) of every row of a store, by run_id."""
+    with sqlite3.connect(store) as db:
+        return db.execute(
+            "SELECT run_id, status, finished_at, error FROM runs ORDER BY run_id"
+        ).fetchall()
+
+
+def integrity(store: Path) -> str:
+    """SQLite's own verdict on the store file: 'ok' when sound."""
+    with sqlite3.connect(store) as db:
+        return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """One torch thread: tiny models train faster so on a small, shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

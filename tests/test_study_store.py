@@ -1,0 +1,127 @@
+"""The results store: its contract with reports, its transactions, and its lock."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from study_helpers import integrity
+
+from adaptlab.errors import ConfigError
+from adaptlab.study.lock import StoreLock
+from adaptlab.study.planner import plan_study
+from adaptlab.study.spec import load_spec
+from adaptlab.study.store import ResultStore, load_records
+
+
+@pytest.fixture
+def planned(tmp_path: Path) -> list:  # type: ignore[type-arg]
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\nmodels: [minilm-l6]\ndata: [rotten-tomatoes]\n"
+        "methods: [full, {houlsby: {hidden_size: 256}}, lora+bitfit]\n"
+    )
+    return plan_study(load_spec(spec), tmp_path)
+
+
+def fake_record(seconds: float) -> dict:  # type: ignore[type-arg]
+    return {"metric": "accuracy", "test": {"accuracy": 0.5}, "wall_seconds": seconds}
+
+
+def test_rows_follow_the_contract(tmp_path: Path, planned: list) -> None:  # type: ignore[type-arg]
+    path = tmp_path / "s.db"
+    full, houlsby, combo = planned
+    with ResultStore(path) as store:
+        store.set_plan("s", planned)
+        for run in planned:
+            store.start(run)
+        store.finish(full.run_id, fake_record(1.5))
+        store.finish(houlsby.run_id, fake_record(2.5))
+        store.fail(combo.run_id, "lora: rank too large")
+        assert store.statuses() == {
+            full.run_id: "done",
+            houlsby.run_id: "done",
+            combo.run_id: "failed",
+        }
+        failed = store.records("failed")
+    done = sorted(load_records(path), key=lambda record: record["method_label"])
+    assert [r["method_label"] for r in done] == ["full", "houlsby(hidden_size=256)"]
+    assert done[0] == {
+        **fake_record(1.5),
+        "run_id": full.run_id,
+        "study": "s",
+        "method_label": "full",
+    }
+    assert failed[0]["error"] == "lora: rank too large"
+    assert failed[0]["method_label"] == "lora+bitfit"
+    assert failed[0]["spec"] == combo.spec.to_dict()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        columns = [row[1] for row in db.execute("PRAGMA table_info(runs)")]
+        host, pid = db.execute("SELECT host, pid FROM runs LIMIT 1").fetchone()
+    assert columns == [
+        "run_id",
+        "study",
+        "status",
+        "method_label",
+        "spec",
+        "record",
+        "error",
+        "started_at",
+        "finished_at",
+        "host",
+        "pid",
+    ]
+    assert pid == os.getpid() and host
+    assert integrity(path) == "ok"
+
+
+def test_a_done_run_stays_done_and_a_failed_one_restarts(
+    tmp_path: Path,
+    planned: list,  # type: ignore[type-arg]
+) -> None:
+    full, houlsby, _ = planned
+    with ResultStore(tmp_path / "s.db") as store:
+        store.start(full)
+        store.finish(full.run_id, fake_record(1.0))
+        store.start(full)  # a second start of a done run changes nothing
+        store.start(houlsby)
+        store.fail(houlsby.run_id, "boom")
+        store.start(houlsby)
+        assert store.statuses() == {full.run_id: "done", houlsby.run_id: "running"}
+        assert len(store.records()) == 1
+        assert store.records("running")[0]["error"] is None
+        with pytest.raises(ConfigError, match="unknown run status 'finished'"):
+            store.records("finished")
+
+
+def test_a_failed_transaction_changes_nothing(tmp_path: Path, planned: list) -> None:  # type: ignore[type-arg]
+    with ResultStore(tmp_path / "s.db") as store:
+        store.set_plan("s", planned)
+        with pytest.raises(sqlite3.IntegrityError):  # the delete ran, the second insert fails
+            store.set_plan("s", [planned[0], planned[0]])
+        assert [row.run_id for row in store.plan_rows()] == [run.run_id for run in planned]
+
+
+def test_reading_a_missing_or_foreign_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no results store at .*study run"):
+        load_records(tmp_path / "missing.db")
+    (tmp_path / "notes.db").write_text("not a database, just text " * 100)
+    with pytest.raises(ConfigError, match="is not an adaptlab results store"):
+        load_records(tmp_path / "notes.db")
+    sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE x (a)").connection.close()
+    with pytest.raises(ConfigError, match="not a results store of this adaptlab version"):
+        load_records(tmp_path / "other.db")
+
+
+def test_the_lock_admits_one_study_run(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    with StoreLock(store):
+        with pytest.raises(ConfigError) as refused:
+            StoreLock(store).__enter__()
+        assert f"pid {os.getpid()}" in str(refused.value)
+        assert "in use by another `adaptlab study run`" in str(refused.value)
+    with StoreLock(store) as again:  # released on exit
+        assert again.path == tmp_path / "s.db.lock"
