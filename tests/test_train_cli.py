@@ -234,3 +234,22 @@ def test_multi_label_and_regression_tasks_train(tiny_model_dir: str, tmp_path: P
     record = execute(spec(tiny_model_dir, regression, method="lnfit"), progress=False)
     assert record["data"]["task"] == "regression" and record["metric"] == "spearman"
     assert -1.0 <= record["test"]["spearman"] <= 1.0
+
+
+def test_data_show_lists_splits_label_counts_and_examples(
+    reviews: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, stdout, _ = run_cli(["data", "show", str(reviews)], capsys)
+    assert code == 0
+    rows = {line.split("│")[1].strip(): line for line in stdout.splitlines() if "│" in line}
+    counts = {
+        name: [int(cell.strip().replace(",", "")) for cell in rows[name].split("│")[2:5]]
+        for name in ("examples", "fresh", "rotten")
+    }
+    assert sum(counts["examples"]) == 120  # train + dev + test: every row once
+    assert [f + r for f, r in zip(counts["fresh"], counts["rotten"], strict=True)] == counts[
+        "examples"
+    ]
+    assert stdout.count("'label':") == 2  # two training examples
+    code, _, err = run_cli(["data", "show", str(reviews), "--label-column", "stars"], capsys)
+    assert code == 1 and "stars" in err and "Traceback" not in err

@@ -50,16 +50,15 @@ def show(
     info = describe(dataset)
     console = Console()
     console.print(f"[bold]{dataset.name}[/] ({dataset.task}): {dataset.description}")
-    table = Table()
-    table.add_column("split")
-    table.add_column("examples", justify="right")
-    columns = list(next(iter(info["splits"].values()))["labels"])
-    for column in columns:
-        table.add_column(column, justify="right")
-    for split, summary in info["splits"].items():
-        values = [summary["labels"].get(column, 0) for column in columns]
-        cells = [f"{v:,}" if isinstance(v, int) else f"{v:.3g}" for v in values]
-        table.add_row(split, f"{summary['size']:,}", *cells)
+    splits = info["splits"]
+    table = Table()  # one column per split, one row per label: any number of labels fits
+    table.add_column("")
+    for split in splits:
+        table.add_column(split, justify="right")
+    table.add_row("examples", *(f"{summary['size']:,}" for summary in splits.values()))
+    for label in next(iter(splits.values()))["labels"]:
+        values = [summary["labels"].get(label, 0) for summary in splits.values()]
+        table.add_row(label, *(f"{v:,}" if isinstance(v, int) else f"{v:.3g}" for v in values))
     console.print(table)
     for example in info["examples"]:
         console.print(example, highlight=False)
