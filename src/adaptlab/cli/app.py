@@ -8,7 +8,15 @@ import click
 import typer
 from rich.console import Console
 
-from adaptlab.cli import data_cmd, eval_cmd, methods_cmd, predict_cmd, study_cmd, train_cmd
+from adaptlab.cli import (
+    analyze_cmd,
+    data_cmd,
+    eval_cmd,
+    methods_cmd,
+    predict_cmd,
+    study_cmd,
+    train_cmd,
+)
 from adaptlab.errors import AdaptlabError
 
 app = typer.Typer(
@@ -33,6 +41,7 @@ app.command("predict")(predict_cmd.predict)
 app.command("methods")(methods_cmd.methods)
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(study_cmd.app, name="study")
+app.add_typer(analyze_cmd.app, name="analyze")
 
 _stderr = Console(stderr=True)
 

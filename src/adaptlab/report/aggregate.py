@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from adaptlab.report.records import Run, Setting
+from adaptlab.report.records import Curve, Run, Setting
 
 T = TypeVar("T")
 
@@ -180,3 +180,20 @@ def runs_of(runs: Sequence[Run], cell: Cell) -> list[Run]:
         for r in runs
         if (r.setting, r.method, r.learning_rate) == (cell.setting, cell.method, cell.learning_rate)
     ]
+
+
+def mean_layer_scores(runs: Sequence[Run], measure: str) -> tuple[float, ...] | None:
+    """Per-layer `measure` averaged over the runs (seeds) that recorded it; None if none did."""
+    rows = [dict(r.layer_scores)[measure] for r in runs if measure in dict(r.layer_scores)]
+    if not rows or len({len(row) for row in rows}) != 1:
+        return None
+    return tuple(statistics.fmean(values) for values in zip(*rows, strict=True))
+
+
+def mean_landscape(runs: Sequence[Run]) -> Curve | None:
+    """The loss landscape averaged over the runs that recorded one on the same alphas."""
+    curves = [r.landscape for r in runs if r.landscape is not None]
+    if not curves or len({c[0] for c in curves}) != 1:
+        return None
+    losses = tuple(statistics.fmean(v) for v in zip(*(c[1] for c in curves), strict=True))
+    return curves[0][0], losses

@@ -27,6 +27,7 @@ def render(view: StudyView, title: str) -> str:
             sections.training_size(view),
             sections.learning_rate(view),
             sections.overfitting(view),
+            sections.analysis(view),
             sections.footer(view, title),
         ]
     )

@@ -154,6 +154,44 @@ def dev_curves(
         return encode(fig)
 
 
+def layer_similarity(
+    curves: Mapping[str, Sequence[float]], measure: str, colors: Mapping[str, Color], title: str
+) -> str:
+    """Per-layer similarity of each method's model to its base (paper-effectiveness fig. 2)."""
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.4), layout="constrained")
+        ax = fig.add_subplot()
+        for method, scores in curves.items():
+            ax.plot(
+                range(len(scores)), scores, "-o", ms=4, color=colors[method], label=plain(method)
+            )
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel(f"{measure.upper()} against the base model")
+        ax.set_title(plain(title))
+        _legend(ax)
+        return encode(fig)
+
+
+def landscapes(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    colors: Mapping[str, Color],
+    title: str,
+) -> str:
+    """Dev loss along theta0 + alpha (theta1 - theta0), one line per method (fig. 6)."""
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.4), layout="constrained")
+        ax = fig.add_subplot()
+        for method, (alphas, losses) in curves.items():
+            ax.plot(alphas, losses, "-o", ms=3, color=colors[method], label=plain(method))
+        for alpha in (0.0, 1.0):
+            ax.axvline(alpha, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel("alpha (0 = start of training, 1 = trained)")
+        ax.set_ylabel("dev loss")
+        ax.set_title(plain(title))
+        _legend(ax)
+        return encode(fig)
+
+
 def _legend(ax: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 

@@ -38,6 +38,10 @@ class CurvePoint:
     dev_metric: float
 
 
+Curve = tuple[tuple[float, ...], tuple[float, ...]]
+"""x values and y values of one analysis curve."""
+
+
 @dataclass(frozen=True)
 class Run:
     """The fields of one record the report uses."""
@@ -57,6 +61,10 @@ class Run:
     curve: tuple[CurvePoint, ...]
     versions: tuple[tuple[str, str], ...]
     host: str
+    layer_scores: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """(measure, score per layer) from the run's analysis: rsa / cka against its base."""
+    landscape: Curve | None = None
+    """(alphas, dev losses) from the run's analysis, when it was asked for."""
 
 
 def read_runs(records: Sequence[Mapping[str, Any]]) -> list[Run]:
@@ -110,7 +118,22 @@ def _read(record: Mapping[str, Any]) -> Run:
         curve=tuple(_point(epoch, metric) for epoch in record.get("epochs") or ()),
         versions=tuple(sorted((str(k), str(v)) for k, v in (record.get("versions") or {}).items())),
         host=str(record.get("host", "")),
+        **_analysis(record.get("analysis") or {}),
     )
+
+
+def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
+    """The `Run` fields of a record's "analysis" (study key `analysis: [rsa, landscape]`)."""
+    scores = tuple(
+        (name, tuple(float(row["score"]) for row in result["layers"]))
+        for name, result in analysis.items()
+        if name != "landscape"
+    )
+    curve = analysis.get("landscape")
+    landscape = None
+    if curve is not None:
+        landscape = (tuple(map(float, curve["alphas"])), tuple(map(float, curve["losses"])))
+    return {"layer_scores": scores, "landscape": landscape}
 
 
 def _point(epoch: Mapping[str, Any], metric: str) -> CurvePoint:
@@ -119,3 +142,4 @@ def _point(epoch: Mapping[str, Any], metric: str) -> CurvePoint:
         dev_loss=float(epoch["dev_loss"]),
         dev_metric=float(epoch["dev_metrics"][metric]),
     )
+

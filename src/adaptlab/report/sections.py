@@ -167,6 +167,36 @@ CURVES = (
 )
 
 
+def analysis(view: StudyView) -> Html:
+    """Per-layer RSA / CKA against the base (paper-effectiveness fig. 2) and loss landscapes
+    (fig. 6), when the study asked for them (`analysis:` in the spec); absent otherwise."""
+    if not view.measures and not view.has_landscapes:
+        return Html("")
+    colors = plots.palette(view.methods)
+    parts = [tag("p", ANALYSIS, class_="lead")]
+    for setting in view.settings:
+        label = setting.label(view.with_model)
+        for measure in view.measures:
+            curves = view.layer_curves(setting, measure)
+            if curves:
+                uri = plots.layer_similarity(curves, measure, colors, label)
+                parts.append(figure(uri, f"per-layer {measure} against the base model, {label}"))
+        landscapes = view.landscapes(setting)
+        if landscapes:
+            uri = plots.landscapes(landscapes, colors, label)
+            parts.append(figure(uri, f"dev loss along the training direction, {label}"))
+    return section("analysis", "What adaptation changed", *parts)
+
+
+ANALYSIS = (
+    "Each method's trained model against its own base (adaptation switched off) on the same "
+    "dev tokens, per layer: 1.0 means the representation is unchanged. Landscapes: dev loss at "
+    "θ0 + α (θ1 − θ0) over the trained parameters (α 0 = start, 1 = trained); a wide, flat "
+    "valley suggests better generalisation. Means over seeds at each method's chosen learning "
+    "rate."
+)
+
+
 def footer(view: StudyView, title: str) -> Html:
     """Study name, run count, models, versions and hosts, for provenance."""
     runs = view.runs

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from adaptlab.report import aggregate
 from adaptlab.report.aggregate import Cell, MeanCurve
 from adaptlab.report.recommend import Verdict, verdict
-from adaptlab.report.records import Run, Setting
+from adaptlab.report.records import Curve, Run, Setting
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,33 @@ class StudyView:
         found = {}
         for cell in self.chosen_in(setting):
             curve = aggregate.mean_curve(aggregate.runs_of(self.runs, cell))
+            if curve is not None:
+                found[cell.method] = curve
+        return found
+
+    @property
+    def measures(self) -> list[str]:
+        """Similarity measures (rsa, cka) some run recorded, in first-seen order."""
+        return list(dict.fromkeys(m for r in self.runs for m, _ in r.layer_scores))
+
+    @property
+    def has_landscapes(self) -> bool:
+        return any(r.landscape is not None for r in self.runs)
+
+    def layer_curves(self, setting: Setting, measure: str) -> dict[str, tuple[float, ...]]:
+        """Mean per-layer `measure` per method at its chosen learning rate (if recorded)."""
+        found = {}
+        for cell in self.chosen_in(setting):
+            curve = aggregate.mean_layer_scores(aggregate.runs_of(self.runs, cell), measure)
+            if curve is not None:
+                found[cell.method] = curve
+        return found
+
+    def landscapes(self, setting: Setting) -> dict[str, Curve]:
+        """Mean loss landscape per method at its chosen learning rate (if recorded)."""
+        found = {}
+        for cell in self.chosen_in(setting):
+            curve = aggregate.mean_landscape(aggregate.runs_of(self.runs, cell))
             if curve is not None:
                 found[cell.method] = curve
         return found

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import torch
 
 from adaptlab.errors import AdaptlabError
+from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.planner import PlannedRun
 from adaptlab.train.run import RunSpec, execute
 
@@ -42,14 +43,18 @@ class Executor(Protocol):
     ) -> Generator[Outcome, None, None]: ...
 
 
-def run_one(spec: RunSpec, progress: bool) -> tuple[dict[str, Any] | None, str | None, float]:
+def run_one(
+    spec: RunSpec, progress: bool, analysis: AnalysisRequest | None = None
+) -> tuple[dict[str, Any] | None, str | None, float]:
     """`execute(spec)` -> (record, None, seconds); a user error or out-of-memory is (None, line, s).
 
+    `analysis` names analyses to run on the trained model (their results join the record).
     Any other exception is a bug and propagates.
     """
     started = time.perf_counter()
+    hook = analysis.hook() if analysis is not None else None
     try:
-        record: dict[str, Any] | None = execute(spec, progress=progress)
+        record: dict[str, Any] | None = execute(spec, progress=progress, on_trained=hook)
         error = None
     except (AdaptlabError, torch.OutOfMemoryError) as failure:
         record, error = None, one_line(failure)
@@ -73,5 +78,5 @@ class LocalExecutor:
     def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
         for run in runs:
             started(run)
-            record, error, seconds = run_one(run.spec, self.progress)
+            record, error, seconds = run_one(run.spec, self.progress, run.analysis)
             yield Outcome(run, record, error, seconds)

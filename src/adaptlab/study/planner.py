@@ -18,6 +18,7 @@ from pathlib import Path
 from adaptlab.data import builtin_datasets
 from adaptlab.errors import ConfigError
 from adaptlab.models.builtin import BUILTIN_MODELS
+from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.spec import StudySpec
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec
@@ -25,12 +26,15 @@ from adaptlab.train.run import RunSpec
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One cell of the grid: its id, study, method label and the spec `execute` gets."""
+    """One cell of the grid: its id, study, method label, the spec `execute` gets, and the
+    analyses to run on the trained model (not part of the id: asking for them later does not
+    re-train runs already done)."""
 
     run_id: str
     study: str
     method_label: str
     spec: RunSpec
+    analysis: AnalysisRequest = AnalysisRequest()
 
     def describe(self) -> str:
         """A short human line: method · data · size · seed · learning rate · model."""
@@ -54,6 +58,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
     data = [(_local(d.source, base, set(builtin_datasets())), d.options) for d in spec.data]
     runs: list[PlannedRun] = []
     seen: dict[str, PlannedRun] = {}
+    analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens)
     grid = itertools.product(spec.seeds, models, data, spec.train_sizes, spec.methods)
     for seed, model, (source, options), size, entry in grid:
         rates = entry.learning_rates or spec.learning_rates
@@ -74,7 +79,9 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                 data_options=options.as_kwargs(),
                 device=spec.device,
             )
-            planned = PlannedRun(run_id(run_spec), spec.name, entry.display_label, run_spec)
+            planned = PlannedRun(
+                run_id(run_spec), spec.name, entry.display_label, run_spec, analysis
+            )
             twin = seen.setdefault(planned.run_id, planned)
             if twin is not planned:
                 raise ConfigError(

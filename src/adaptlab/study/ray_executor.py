@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.executors import Outcome, Started, one_line, run_one
 from adaptlab.study.planner import PlannedRun
 from adaptlab.study.spec import Resources
@@ -33,9 +34,11 @@ def import_ray() -> ModuleType:
     return ray
 
 
-def execute_task(spec: RunSpec) -> tuple[dict[str, Any] | None, str | None, float]:
-    """The body of one Ray task: run the spec without a progress bar."""
-    return run_one(spec, progress=False)
+def execute_task(
+    spec: RunSpec, analysis: AnalysisRequest | None = None
+) -> tuple[dict[str, Any] | None, str | None, float]:
+    """The body of one Ray task: run the spec (and its analyses) without a progress bar."""
+    return run_one(spec, progress=False, analysis=analysis)
 
 
 class RayExecutor:
@@ -75,7 +78,7 @@ class RayExecutor:
                 while queue and len(pending) < width:
                     run = queue.popleft()
                     started(run)
-                    pending[task.remote(run.spec)] = run
+                    pending[task.remote(run.spec, run.analysis)] = run
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
                     yield self._outcome(ray, ref, pending.pop(ref))

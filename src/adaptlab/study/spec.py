@@ -8,6 +8,7 @@
     seeds: [0, 1, 2]
     learning_rates: default         # each method's own default, or a list crossed with every method
     epochs: 10
+    analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
 
 docs/studies.md documents every key.
 """
@@ -36,6 +37,7 @@ from pydantic import (
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
+from adaptlab.study.analysis import AnalysisName
 from adaptlab.study.yamlfile import YamlDocument, read_yaml
 
 MethodParts = tuple[tuple[str, dict[str, Any]], ...]
@@ -196,6 +198,8 @@ class StudySpec(_Strict):
     max_length: PositiveInt = 128
     device: str = "cpu"
     resources: Resources = Resources()
+    analysis: list[AnalysisName] = []
+    analysis_tokens: Annotated[int, Field(ge=3)] = 5000
 
     @field_validator("name")
     @classmethod
@@ -214,7 +218,7 @@ class StudySpec(_Strict):
             raise ValueError(f"device must be cpu, cuda, cuda:N or mps, got {value!r}")
         return value
 
-    @field_validator("models", "train_sizes", "seeds")
+    @field_validator("models", "train_sizes", "seeds", "analysis")
     @classmethod
     def _distinct(cls, values: list[Any]) -> list[Any]:
         _refuse_repeats(values)

@@ -14,7 +14,7 @@ import platform
 import shutil
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,22 @@ class RunSpec:
         }
 
 
+@dataclass(frozen=True)
+class TrainedRun:
+    """What `execute` hands its `on_trained` callback before the model is released: the model at
+    its best epoch, still adapted (so `adaptlab.disabled` gives its base and the handle keeps
+    the starting weights), and the run's data set with every split encoded."""
+
+    model: nn.Module
+    encoder: TextEncoder
+    dataset: Dataset
+    features: Mapping[str, Sequence[dict[str, Any]]]
+
+
+OnTrained = Callable[[TrainedRun], Mapping[str, Any]]
+"""A callback whose JSON-ready result is stored as the record's "analysis"."""
+
+
 def prepare_data(spec: RunSpec) -> Dataset:
     """The run's data set, cut to the low-resource protocol when `train_size` is set."""
     dataset = load_dataset(spec.data, **spec.data_options)
@@ -92,8 +108,12 @@ def execute(
     *,
     progress: bool = True,
     overwrite: bool = False,
+    on_trained: OnTrained | None = None,
 ) -> dict[str, Any]:
-    """Train, pick the best epoch on dev, test it; write `out` if given; return the record."""
+    """Train, pick the best epoch on dev, test it; write `out` if given; return the record.
+
+    `on_trained`, if given, sees the trained model and data; its result joins the record.
+    """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
     if out_path is not None and out_path.exists() and any(out_path.iterdir()) and not overwrite:
@@ -171,6 +191,10 @@ def execute(
             },
             "host": socket.gethostname(),
         }
+        if on_trained is not None:
+            began = time.perf_counter()
+            record["analysis"] = dict(on_trained(TrainedRun(model, encoder, dataset, features)))
+            started += time.perf_counter() - began  # wall_seconds stays the run's own time
         if staging is not None and out_path is not None:
             adapter = save_adapter(
                 model,

@@ -1,0 +1,119 @@
+"""One call per analysis of a trained run: load it, measure, write JSON and a PNG plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN, alphas, loss_landscape
+from adaptlab.analysis.plots import landscape_figure, layer_figure, save_png
+from adaptlab.analysis.similarity import compare_to_base, get_measure
+from adaptlab.analysis.target import load_target
+from adaptlab.analysis.tokens import DEFAULT_TOKENS, sample_tokens
+from adaptlab.fileio import atomic_write
+
+ANALYSIS_FOLDER = "analysis"
+"""Where results go by default: inside the run (or adapter) folder analysed."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """An analysis result and the files it was written to."""
+
+    result: dict[str, Any]
+    json_path: Path
+    png_path: Path
+
+
+def similarity_analysis(
+    path: str | os.PathLike[str],
+    data: str,
+    measure: str = "rsa",
+    *,
+    tokens: int = DEFAULT_TOKENS,
+    seed: int = 0,
+    split: str = "dev",
+    data_options: Mapping[str, Any] | None = None,
+    out: str | os.PathLike[str] | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+) -> Written:
+    """Per-layer `measure` (rsa, cka, cka-debiased) of the trained run against its base."""
+    get_measure(measure)  # an unknown measure fails before anything loads
+    started = time.perf_counter()
+    target = load_target(path, data, data_options, split=split, device=device)
+    sample = sample_tokens(target.features, target.special_ids, tokens, seed)
+    scores = compare_to_base(
+        target.model,
+        target.encoder,
+        target.features,
+        sample,
+        (measure,),
+        seed=seed,
+        progress=progress,
+    )[measure]
+    result = {
+        "analysis": measure,
+        "adapter": str(path),
+        "data": target.data,
+        **scores.to_dict(),
+        "seconds": time.perf_counter() - started,
+    }
+    fig = layer_figure({str(path): scores.scores}, measure, f"{measure.upper()}: {target.data}")
+    return _write(result, fig, _folder(path, out), measure)
+
+
+def landscape_analysis(
+    path: str | os.PathLike[str],
+    data: str,
+    *,
+    points: int = DEFAULT_POINTS,
+    span: float = DEFAULT_SPAN,
+    split: str = "dev",
+    data_options: Mapping[str, Any] | None = None,
+    out: str | os.PathLike[str] | None = None,
+    device: str = "cpu",
+    batch_size: int = 64,
+    progress: bool = True,
+) -> Written:
+    """The loss along theta0 + a (theta1 - theta0) on `split` (§5)."""
+    grid = alphas(points, span)
+    started = time.perf_counter()
+    target = load_target(path, data, data_options, split=split, device=device)
+    curve = loss_landscape(
+        target.model,
+        target.encoder,
+        target.features,
+        target.task,
+        target.label_names,
+        grid,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    result = {
+        "analysis": "landscape",
+        "adapter": str(path),
+        "data": target.data,
+        **curve.to_dict(),
+        "seconds": time.perf_counter() - started,
+    }
+    fig = landscape_figure({str(path): (curve.alphas, curve.losses)}, f"loss: {target.data}")
+    return _write(result, fig, _folder(path, out), "landscape")
+
+
+def _folder(path: str | os.PathLike[str], out: str | os.PathLike[str] | None) -> Path:
+    folder = Path(out) if out is not None else Path(path) / ANALYSIS_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _write(result: dict[str, Any], fig: Any, folder: Path, name: str) -> Written:
+    json_path, png_path = folder / f"{name}.json", folder / f"{name}.png"
+    atomic_write(json_path, json.dumps(result, indent=2).encode())
+    save_png(fig, png_path)
+    return Written(result=result, json_path=json_path, png_path=png_path)

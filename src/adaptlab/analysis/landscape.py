@@ -1,0 +1,89 @@
+"""The loss along the line from the starting to the trained weights (paper-effectiveness §5).
+
+f(a) = L(theta0 + a (theta1 - theta0)) over the parameters that trained (§5, after Hao et al.
+2019), a in [-2, 2] at 20 evenly spaced points; a = 0 (the start) and a = 1 (the trained model)
+are always added so the curve shows both ends of training. theta0 is what `adapt` kept: the
+pretrained values for trained base weights, the seeded initial values of inserted modules
+and of the head. The model is restored bit-exactly afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from adaptlab.data import TextEncoder
+from adaptlab.errors import ConfigError
+from adaptlab.methods import get_handle
+from adaptlab.tasks import TaskKind
+from adaptlab.train.evaluate import evaluate
+
+DEFAULT_POINTS = 20
+DEFAULT_SPAN = 2.0
+
+
+@dataclass(frozen=True)
+class Landscape:
+    """Loss at each interpolation coefficient alpha (sorted)."""
+
+    alphas: tuple[float, ...]
+    losses: tuple[float, ...]
+
+    def loss_at(self, alpha: float) -> float:
+        """The loss measured at exactly `alpha` (0 and 1 always are)."""
+        return self.losses[self.alphas.index(alpha)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alphas": list(self.alphas), "losses": list(self.losses)}
+
+
+def alphas(points: int = DEFAULT_POINTS, span: float = DEFAULT_SPAN) -> tuple[float, ...]:
+    """`points` evenly spaced coefficients in [-span, span], plus 0 and 1."""
+    if points < 2:
+        raise ConfigError(f"--points must be at least 2, got {points}")
+    if span <= 0:
+        raise ConfigError(f"--span must be positive, got {span}")
+    grid = torch.linspace(-span, span, points, dtype=torch.float64).tolist()
+    return tuple(sorted({*(round(a, 12) for a in grid), 0.0, 1.0}))
+
+
+@torch.no_grad()
+def loss_landscape(
+    model: nn.Module,
+    encoder: TextEncoder,
+    features: Sequence[dict[str, Any]],
+    task: TaskKind,
+    label_names: Sequence[str],
+    coefficients: Sequence[float] | None = None,
+    *,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> Landscape:
+    """Mean loss on `features` at theta0 + a (theta1 - theta0) for each coefficient a."""
+    handle = get_handle(model)
+    if handle.initial is None:
+        raise ConfigError(
+            "the adaptation kept no initial weights (adapt(..., keep_initial=False)); "
+            "a loss landscape needs them"
+        )
+    params = dict(model.named_parameters())
+    names = handle.trainable_names
+    trained = {n: params[n].detach().clone() for n in names}
+    losses = []
+    grid = tuple(sorted(coefficients)) if coefficients is not None else alphas()
+    try:
+        for alpha in tqdm(grid, desc="landscape", disable=not progress, unit="point"):
+            for name in names:
+                start = handle.initial[name].to(params[name].device)
+                params[name].copy_(torch.lerp(start, trained[name], alpha))  # exact at 0, 1
+            result = evaluate(model, encoder, features, task, label_names, batch_size)
+            losses.append(result.loss)
+    finally:
+        for name in names:
+            params[name].copy_(trained[name])
+    return Landscape(alphas=grid, losses=tuple(losses))

@@ -1,0 +1,108 @@
+"""What an analysis runs on: a trained model (adaptation on, base one switch away) and data.
+
+A trained adapter or run folder is rebuilt with its base model loaded under the run's seed,
+so the head starts where training started and `adapt` reproduces the inserted modules'
+initial values: the handle then holds theta0 for every trained tensor (§5's landscape), and
+`disabled()` gives the base model from the same object, full fine-tuning included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
+from adaptlab.errors import ConfigError, DataError
+from adaptlab.methods import load_adapter, read_manifest
+from adaptlab.models.loading import load_model
+from adaptlab.tasks import TaskKind
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.restore import adapter_folder
+from adaptlab.train.run import METRICS_FILE
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class Target:
+    """An adapted model and the encoded examples to analyse it on."""
+
+    model: nn.Module
+    encoder: TextEncoder
+    features: Sequence[dict[str, Any]]
+    task: TaskKind
+    label_names: tuple[str, ...]
+    special_ids: frozenset[int]
+    data: str  # how the examples were chosen, for the report
+
+
+def load_target(
+    path: str | os.PathLike[str],
+    data: str,
+    data_options: Mapping[str, Any] | None = None,
+    *,
+    split: str = "dev",
+    device: str = "cpu",
+) -> Target:
+    """The trained model of `path` and the `split` of `data`.
+
+    When `path` is a run folder trained on `data` with a train size, the split is the run's own
+    low-resource split (same size and seed), so "dev" is the dev set the run was tuned on.
+    """
+    if split not in SPLITS:
+        raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    folder = adapter_folder(path)
+    manifest = read_manifest(folder)
+    base_id, task = manifest["base_model"]["id"], manifest.get("task")
+    if not base_id or not task:
+        raise ConfigError(f"{folder}: the manifest names no base model or task to analyse")
+    labels = tuple(manifest.get("label_names") or ())
+    loaded = load_model(base_id, task, label_names=labels or None, seed=manifest["seed"])
+    model: nn.Module = loaded.model
+    load_adapter(model, folder)
+    model.to(device).eval()
+    dataset = load_dataset(data, **dict(data_options or {}))
+    if dataset.task != task or tuple(dataset.label_names) != labels:
+        raise DataError(
+            f"{data} is a {dataset.task} data set with labels {list(dataset.label_names)}; "
+            f"the adapter was trained for {task} on {list(labels)}"
+        )
+    run = _run_record(Path(path), data)
+    dataset, max_length = _as_in_run(dataset, run)
+    encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
+    examples = dataset.splits[split]
+    return Target(
+        model=model,
+        encoder=encoder,
+        features=encoder.encode(examples),
+        task=dataset.task,
+        label_names=labels,
+        special_ids=frozenset(loaded.tokenizer.all_special_ids),
+        data=f"{dataset.name} {split} ({len(examples)} examples"
+        + (", the run's own split)" if run else ")"),
+    )
+
+
+def _run_record(path: Path, data: str) -> dict[str, Any] | None:
+    """The run's metrics.json when `path` is a run folder trained on `data`."""
+    record = path / METRICS_FILE
+    if not record.is_file():
+        return None
+    run: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
+    return run if run.get("spec", {}).get("data") == data else None
+
+
+def _as_in_run(dataset: Dataset, run: Mapping[str, Any] | None) -> tuple[Dataset, int]:
+    """The dataset cut as the run cut it, and the run's max length (the default without one)."""
+    if run is None:
+        return dataset, TrainConfig().max_length
+    spec = run["spec"]
+    if spec.get("train_size") is not None:
+        dataset = low_resource(dataset, spec["train_size"], spec["train"]["seed"])
+    return dataset, int(spec["train"]["max_length"])

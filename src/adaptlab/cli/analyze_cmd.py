@@ -1,0 +1,178 @@
+"""`adaptlab analyze`: what adaptation changed: per-layer RSA / CKA, loss landscapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from adaptlab.analysis import Written, landscape_analysis, similarity_analysis
+from adaptlab.cli.options import (
+    DataOption,
+    Device,
+    LabelColumn,
+    Task,
+    TextColumn,
+    TextPairColumn,
+    data_options,
+)
+
+app = typer.Typer(
+    help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes.",
+    no_args_is_help=True,
+)
+
+AdapterOption = Annotated[
+    Path, typer.Option(help="Run folder (or adapter folder) of a trained model.")
+]
+Split = Annotated[str, typer.Option(help="train, dev or test; a run folder's own split.")]
+Out = Annotated[
+    Path | None,
+    typer.Option(help="Folder for the JSON and PNG; default: <adapter>/analysis."),
+]
+Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).")]
+Seed = Annotated[int, typer.Option(help="Seed of the token sample.")]
+Progress = Annotated[bool, typer.Option(help="Show progress bars.")]
+
+
+@app.command("rsa")
+def rsa(
+    adapter: AdapterOption,
+    data: DataOption,
+    tokens: Tokens = 5000,
+    seed: Seed = 0,
+    split: Split = "dev",
+    out: Out = None,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+    device: Device = "cpu",
+    progress: Progress = True,
+) -> None:
+    """Per-layer RSA of the trained model against its base (adaptation switched off).
+
+    Example:
+
+        adaptlab analyze rsa --adapter runs/rt-houlsby --data rotten-tomatoes
+    """
+    options = data_options(text_column, text_pair_column, label_column, task)
+    written = similarity_analysis(
+        adapter,
+        data,
+        "rsa",
+        tokens=tokens,
+        seed=seed,
+        split=split,
+        data_options=options,
+        out=out,
+        device=device,
+        progress=progress,
+    )
+    _print_layers(written)
+
+
+@app.command("cka")
+def cka(
+    adapter: AdapterOption,
+    data: DataOption,
+    tokens: Tokens = 5000,
+    seed: Seed = 0,
+    debiased: Annotated[
+        bool, typer.Option(help="Use the unbiased HSIC estimator (Song et al. 2012).")
+    ] = False,
+    split: Split = "dev",
+    out: Out = None,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+    device: Device = "cpu",
+    progress: Progress = True,
+) -> None:
+    """Per-layer linear CKA of the trained model against its base.
+
+    Example:
+
+        adaptlab analyze cka --adapter runs/rt-houlsby --data rotten-tomatoes --debiased
+    """
+    options = data_options(text_column, text_pair_column, label_column, task)
+    written = similarity_analysis(
+        adapter,
+        data,
+        "cka-debiased" if debiased else "cka",
+        tokens=tokens,
+        seed=seed,
+        split=split,
+        data_options=options,
+        out=out,
+        device=device,
+        progress=progress,
+    )
+    _print_layers(written)
+
+
+@app.command("landscape")
+def landscape(
+    adapter: AdapterOption,
+    data: DataOption,
+    points: Annotated[int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).")] = 20,
+    span: Annotated[float, typer.Option(help="alpha runs from -span to span.")] = 2.0,
+    split: Split = "dev",
+    out: Out = None,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+    device: Device = "cpu",
+    progress: Progress = True,
+) -> None:
+    """Loss along theta0 + alpha (theta1 - theta0) over the trained parameters.
+
+    Example:
+
+        adaptlab analyze landscape --adapter runs/rt-houlsby --data rotten-tomatoes
+    """
+    options = data_options(text_column, text_pair_column, label_column, task)
+    written = landscape_analysis(
+        adapter,
+        data,
+        points=points,
+        span=span,
+        split=split,
+        data_options=options,
+        out=out,
+        device=device,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    table = Table(title=f"loss landscape of {adapter} on {written.result['data']}")
+    table.add_column("alpha", justify="right")
+    table.add_column("loss", justify="right")
+    for alpha, loss in zip(written.result["alphas"], written.result["losses"], strict=True):
+        table.add_row(f"{alpha:+.3f}", f"{loss:.4f}")
+    Console().print(table)
+    _print_files(written)
+
+
+def _print_layers(written: Written) -> None:
+    result = written.result
+    table = Table(
+        title=f"{result['measure']} of {result['adapter']} against its base, "
+        f"{result['tokens']} tokens of {result['data']}"
+    )
+    table.add_column("layer", justify="right")
+    table.add_column("module")
+    table.add_column(result["measure"], justify="right")
+    for row in result["layers"]:
+        table.add_row(str(row["layer"]), row["module"], f"{row['score']:.4f}")
+    Console().print(table)
+    _print_files(written)
+
+
+def _print_files(written: Written) -> None:
+    print(f"wrote {written.json_path} and {written.png_path}")

@@ -1,0 +1,104 @@
+"""`adaptlab analyze` on a trained run folder: tables, JSON, PNG, the run's own dev set."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+from tiny_models import save_tiny_bert
+
+import adaptlab
+from adaptlab.analysis import load_target
+from adaptlab.cli.app import main
+from adaptlab.models.loading import load_model
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.evaluate import evaluate
+from adaptlab.train.run import RunSpec, execute
+
+WORDS = {"fresh": ["great", "lovely", "superb", "fun"], "rotten": ["dull", "awful", "bad"]}
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    """A houlsby run (tiny BERT, 40 training examples) and its data file and record."""
+    root = tmp_path_factory.mktemp("analysis")
+    rng = random.Random(0)
+    data = root / "reviews.csv"
+    with data.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for i in range(160):
+            label = "fresh" if i % 2 else "rotten"
+            words = " ".join(rng.choice(WORDS[label]) for _ in range(1 + i % 5))
+            writer.writerow([f"a {words} film", label])
+    model = save_tiny_bert(str(root / "tiny-bert"))
+    train = TrainConfig(epochs=2, batch_size=8, learning_rate=1e-3, seed=4)
+    spec = RunSpec(model=model, data=str(data), method="houlsby", train_size=40, train=train)
+    record = execute(spec, root / "run", progress=False)
+    return root / "run", data, record
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(args)
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    return int(done.value.code or 0), out, err
+
+
+@pytest.mark.parametrize("measure", ["rsa", "cka"])
+def test_similarity_prints_one_line_per_layer_and_writes_json_and_png(
+    run_folder: tuple[Path, Path, dict], measure: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, data, _ = run_folder
+    args = ["analyze", measure, "--adapter", str(run), "--data", str(data), "--tokens", "60"]
+    code, out, _ = run_cli([*args, "--no-progress"], capsys)
+    assert code == 0
+    saved = json.loads((run / "analysis" / f"{measure}.json").read_text())
+    assert saved["measure"] == measure and saved["tokens"] == 60
+    assert "40 examples, the run's own split" in saved["data"]
+    assert [row["layer"] for row in saved["layers"]] == [0, 1, 2]
+    assert all(0.0 <= row["score"] <= 1.0 + 1e-9 for row in saved["layers"])
+    assert saved["layers"][0]["score"] == pytest.approx(1.0, abs=1e-6)  # embeddings untouched
+    assert (run / "analysis" / f"{measure}.png").read_bytes()[:4] == b"\x89PNG"
+    for row in saved["layers"]:
+        assert row["module"] in out
+
+
+def test_landscape_at_one_is_the_runs_best_dev_loss(
+    run_folder: tuple[Path, Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, data, record = run_folder
+    args = ["analyze", "landscape", "--adapter", str(run), "--data", str(data)]
+    code, out, _ = run_cli(
+        [*args, "--points", "3", "--out", str(tmp_path), "--no-progress"], capsys
+    )
+    assert code == 0
+    saved = json.loads((tmp_path / "landscape.json").read_text())
+    assert saved["alphas"] == [-2.0, 0.0, 1.0, 2.0]
+    best = record["epochs"][record["best_epoch"] - 1]
+    assert saved["losses"][2] == pytest.approx(best["dev_loss"], abs=1e-5)
+    assert (tmp_path / "landscape.png").is_file()
+    assert "+1.000" in out
+    target = load_target(run, str(data))  # a = 0 is the model as training started, head included
+    labels = record["data"]["labels"]
+    start = load_model(record["spec"]["model"], "single_label", label_names=labels, seed=4)
+    adaptlab.adapt(start.model, "houlsby", seed=4)
+    fresh = evaluate(start.model, target.encoder, target.features, "single_label", labels)
+    assert saved["losses"][1] == pytest.approx(fresh.loss, abs=1e-5)
+
+
+def test_user_errors_are_one_line(
+    run_folder: tuple[Path, Path, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, data, _ = run_folder
+    base = ["analyze", "rsa", "--adapter", str(run), "--data", str(data), "--no-progress"]
+    code, _, err = run_cli([*base, "--tokens", "100000"], capsys)
+    assert code == 1 and "pass --tokens" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli([*base, "--split", "valid"], capsys)
+    assert code == 1 and "--split must be one of" in err
+    code, _, err = run_cli([*base[:3], str(run / "nothing"), *base[4:]], capsys)
+    assert code == 1 and "no such adapter" in err
