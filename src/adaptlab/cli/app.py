@@ -13,6 +13,7 @@ from adaptlab.cli import (
     data_cmd,
     eval_cmd,
     methods_cmd,
+    neurons_cmd,
     predict_cmd,
     study_cmd,
     train_cmd,
@@ -42,6 +43,7 @@ app.command("methods")(methods_cmd.methods)
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(study_cmd.app, name="study")
 app.add_typer(analyze_cmd.app, name="analyze")
+app.add_typer(neurons_cmd.app, name="neurons")
 
 _stderr = Console(stderr=True)
 

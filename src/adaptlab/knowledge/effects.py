@@ -1,0 +1,93 @@
+"""Suppress (x0) or amplify (x2) knowledge neurons, beside as many random ones of their layers.
+
+Dai et al. (slides, "Suppressing KNs" / "Amplifying KNs"): set the knowledge neurons'
+activations to 0, or double them, and measure the change of the correct answer's probability.
+The control scales the same number of random neurons drawn from the same layers.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from tqdm.auto import tqdm
+
+from adaptlab.knowledge.facts import FactSet
+from adaptlab.knowledge.hooks import Neuron, scaled_neurons
+from adaptlab.knowledge.lm import KnowledgeLM
+from adaptlab.knowledge.neurons import FactNeurons
+from adaptlab.knowledge.scoring import mean_probability
+
+SUPPRESS, AMPLIFY = 0.0, 2.0
+
+
+@dataclass(frozen=True)
+class EffectRow:
+    """The correct answer's probability (mean over templates) before and after, for one fact."""
+
+    subject: str
+    object: str
+    neurons: int
+    before: float
+    knowledge: float  # with the fact's knowledge neurons scaled
+    random: float  # with as many random neurons of the same layers scaled
+
+    @property
+    def knowledge_change(self) -> float:
+        return (self.knowledge - self.before) / self.before
+
+    @property
+    def random_change(self) -> float:
+        return (self.random - self.before) / self.before
+
+
+def random_control(neurons: list[Neuron], num_neurons: int, rng: random.Random) -> list[Neuron]:
+    """One random neuron per given neuron, in the same layer, never one of `neurons`."""
+    taken = set(neurons)
+    chosen: list[Neuron] = []
+    for layer, _ in neurons:
+        while True:
+            candidate = (layer, rng.randrange(num_neurons))
+            if candidate not in taken:
+                taken.add(candidate)
+                chosen.append(candidate)
+                break
+    return chosen
+
+
+def neuron_effects(
+    lm: KnowledgeLM,
+    facts: FactSet,
+    results: list[FactNeurons],
+    factor: float,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[EffectRow]:
+    """Scale each fact's knowledge neurons by `factor` and, separately, a random control set."""
+    rng = random.Random(seed)
+    rows = []
+    for result in tqdm(results, desc=f"scaling x{factor:g}", disable=not progress, unit="fact"):
+        if not result.neurons:
+            continue
+        control = random_control(result.neurons, lm.num_neurons, rng)
+        before = mean_probability(lm, facts, result.fact)
+        with scaled_neurons(lm, result.neurons, factor):
+            knowledge = mean_probability(lm, facts, result.fact)
+        with scaled_neurons(lm, control, factor):
+            randomised = mean_probability(lm, facts, result.fact)
+        fact = result.fact
+        rows.append(
+            EffectRow(fact.subject, fact.object, len(result.neurons), before, knowledge, randomised)
+        )
+    return rows
+
+
+def summarise(rows: list[EffectRow]) -> dict[str, float]:
+    """Mean relative change of the correct answer's probability, knowledge vs random neurons."""
+    if not rows:
+        return {"facts": 0, "knowledge_change": float("nan"), "random_change": float("nan")}
+    return {
+        "facts": len(rows),
+        "knowledge_change": sum(r.knowledge_change for r in rows) / len(rows),
+        "random_change": sum(r.random_change for r in rows) / len(rows),
+    }

@@ -1,0 +1,93 @@
+"""A language model with its tokenizer and FFN neuron layers, masked or causal, for fact prompts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+from adaptlab.backbone import find_backbone
+from adaptlab.backbone.parts import get_module
+from adaptlab.errors import ConfigError
+from adaptlab.models import load_model, load_tokenizer
+from adaptlab.models.quiet import quiet_transformers
+from adaptlab.models.resolve import load_errors, resolve_model
+
+LMKind = Literal["masked", "causal"]
+
+
+@dataclass
+class KnowledgeLM:
+    """A model whose FFN intermediate neurons are attributed, probed and edited.
+
+    `ffn_out[l]` is block l's FFN output (down) projection: its input is the intermediate
+    activation, one value per neuron (for gated FFNs the product of gate and up projections).
+    """
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    kind: LMKind
+    ffn_out: list[nn.Linear]
+    model_id: str = ""
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.ffn_out)
+
+    @property
+    def num_neurons(self) -> int:
+        return self.ffn_out[0].in_features
+
+
+def wrap_lm(
+    model: nn.Module, tokenizer: PreTrainedTokenizerBase, kind: LMKind, model_id: str = ""
+) -> KnowledgeLM:
+    """Find `model`'s FFN output projections (via backbone discovery) and put it in eval mode."""
+    if kind not in ("masked", "causal"):
+        raise ConfigError(f"unknown language-model kind {kind!r}; choose masked or causal")
+    if kind == "masked" and tokenizer.mask_token_id is None:
+        raise ConfigError(
+            f"{type(model).__name__}: a masked LM needs a tokenizer with a mask token"
+        )
+    backbone = find_backbone(model)
+    layers = []
+    for block in backbone.blocks:
+        module = get_module(model, block.ffn_out)
+        assert isinstance(module, nn.Linear)
+        layers.append(module)
+    assert isinstance(model, PreTrainedModel)
+    return KnowledgeLM(model.eval(), tokenizer, kind, layers, model_id)
+
+
+def load_lm(name_or_path: str, kind: str | None = None) -> KnowledgeLM:
+    """Load a built-in name, folder or hub name as a masked or causal LM (inferred if None).
+
+    Architectures with a masked-LM head (BERT, RoBERTa, ...) load as masked LMs, others causal.
+    """
+    if kind not in (None, "masked", "causal"):
+        raise ConfigError(f"unknown language-model kind {kind!r}; choose masked or causal")
+    source = resolve_model(name_or_path)
+    if kind is None:
+        with quiet_transformers(), load_errors(name_or_path, source):
+            config = AutoConfig.from_pretrained(
+                source.location, local_files_only=source.local_files_only
+            )
+        kind = "masked" if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES else "causal"
+    if kind == "causal":
+        loaded = load_model(name_or_path, "causal_lm")
+        return wrap_lm(loaded.model, loaded.tokenizer, "causal", name_or_path)
+    tokenizer = load_tokenizer(name_or_path)
+    with quiet_transformers(), load_errors(name_or_path, source):
+        model = AutoModelForMaskedLM.from_pretrained(
+            source.location, dtype=torch.float32, local_files_only=source.local_files_only
+        )
+    return wrap_lm(model, tokenizer, "masked", name_or_path)

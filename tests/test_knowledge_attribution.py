@@ -1,0 +1,113 @@
+"""Integrated gradients over FFN neurons: completeness, batching, the activation baseline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_knowledge_lm import tiny_lm
+
+from adaptlab.knowledge.attribution import attribute, token_attribution
+from adaptlab.knowledge.hooks import answer_logits, replaced_activations
+from adaptlab.knowledge.lm import KnowledgeLM
+from adaptlab.knowledge.prompts import TokenQuery, token_queries
+
+PROMPT = ("The capital of [X] is [Y].", "France", "Paris")
+
+
+def _query(lm: KnowledgeLM) -> TokenQuery:
+    return token_queries(lm, *PROMPT)[0]
+
+
+def _probability(lm: KnowledgeLM, query: TokenQuery, layer: int, alpha: float) -> torch.Tensor:
+    """P(answer) with layer `layer`'s activation at the answer position scaled by alpha."""
+    ids = query.input_ids[None]
+    with torch.no_grad():
+        clean = {}
+
+        def keep(_: object, args: tuple[torch.Tensor, ...]) -> None:
+            clean["a"] = args[0][0, query.position].clone()
+
+        handle = lm.ffn_out[layer].register_forward_pre_hook(keep)
+        lm.model(input_ids=ids)
+        handle.remove()
+        with replaced_activations(
+            lm.ffn_out[layer], query.position, slice(None), alpha * clean["a"]
+        ):
+            return answer_logits(lm, ids, query.position).softmax(-1)[0, query.target]
+
+
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_completeness_error_shrinks_with_steps(arch: str) -> None:
+    lm = tiny_lm(arch)
+    query = _query(lm)
+    for layer in range(lm.num_layers):
+        delta = (_probability(lm, query, layer, 1.0) - _probability(lm, query, layer, 0.0)).item()
+        errors = [
+            abs(token_attribution(lm, query, steps).scores[layer].sum().item() - delta)
+            for steps in (2, 8, 64)
+        ]
+        assert errors[2] < errors[1] < errors[0]
+        assert errors[2] < 0.02 * abs(delta) + 1e-9
+
+
+def _naive(lm: KnowledgeLM, query: TokenQuery, steps: int) -> torch.Tensor:
+    """One forward and backward pass per layer and step, on the full prompt, no cache."""
+    ids = query.input_ids[None]
+    scores = []
+    captured: dict[str, torch.Tensor] = {}
+    for layer in range(lm.num_layers):
+
+        def keep(_: object, args: tuple[torch.Tensor, ...]) -> None:
+            captured["a"] = args[0][0, query.position].detach().clone()
+
+        handle = lm.ffn_out[layer].register_forward_pre_hook(keep)
+        with torch.no_grad():
+            lm.model(input_ids=ids)
+        handle.remove()
+        total = torch.zeros_like(captured["a"])
+        for k in range(1, steps + 1):
+            scaled = (k / steps * captured["a"]).requires_grad_(True)
+            with replaced_activations(lm.ffn_out[layer], query.position, slice(None), scaled):
+                logits = lm.model(input_ids=ids, use_cache=False).logits[0, query.position]
+            (grad,) = torch.autograd.grad(logits.softmax(-1)[query.target], scaled)
+            total += grad
+        scores.append(captured["a"] * total / steps)
+    return torch.stack(scores)
+
+
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_batched_equals_a_per_step_loop(arch: str) -> None:
+    lm = tiny_lm(arch)
+    query = _query(lm)
+    batched = token_attribution(lm, query, 6).scores
+    assert batched.abs().max() > 0
+    torch.testing.assert_close(batched, _naive(lm, query, 6), rtol=1e-4, atol=1e-10)
+    one_layer_per_batch = token_attribution(lm, query, 6, layers_per_batch=1).scores
+    torch.testing.assert_close(batched, one_layer_per_batch, rtol=1e-4, atol=1e-10)
+
+
+def test_activation_baseline_and_probability() -> None:
+    lm = tiny_lm("llama")
+    query = _query(lm)
+    result = token_attribution(lm, query, 3)
+    captured = {}
+
+    def keep(_: object, args: tuple[torch.Tensor, ...]) -> None:
+        captured["a"] = args[0][0, query.position].clone()
+
+    handle = lm.ffn_out[1].register_forward_pre_hook(keep)
+    with torch.no_grad():
+        logits = lm.model(input_ids=query.input_ids[None]).logits[0, query.position]
+    handle.remove()
+    torch.testing.assert_close(result.activations[1], captured["a"])
+    assert result.probability == pytest.approx(logits.softmax(-1)[query.target].item(), rel=1e-5)
+
+
+def test_multi_token_answers_average_their_tokens() -> None:
+    lm = tiny_lm("llama")
+    template, subject = "The capital of [X] is [Y]", "Argentina"
+    queries = token_queries(lm, template, subject, "Buenos Aires")
+    parts = [token_attribution(lm, q, 4) for q in queries]
+    whole = attribute(lm, template, subject, "Buenos Aires", 4)
+    torch.testing.assert_close(whole.scores, (parts[0].scores + parts[1].scores) / 2)
+    assert whole.probability == pytest.approx(parts[0].probability * parts[1].probability)

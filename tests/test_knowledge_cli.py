@@ -1,0 +1,80 @@
+"""`adaptlab neurons` end to end on a tiny random BERT masked LM saved as a model folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_knowledge_lm import tiny_lm
+
+from adaptlab.cli.app import main
+
+FACTS = {
+    "templates": {
+        "capital": ["The capital of [X] is [Y].", "[X]'s capital is [Y].", "[Y] is in [X]."],
+        "language": ["People in [X] speak [Y].", "The language of [X] is [Y]."],
+    },
+    "facts": [
+        ["France", "capital", "Paris"],
+        ["Peru", "capital", "Lima"],
+        ["Japan", "capital", "Tokyo"],
+        ["France", "language", "French"],
+        ["Peru", "language", "Spanish"],
+    ],
+}
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(args)
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    return int(done.value.code or 0), out, err
+
+
+def test_find_then_scale_edit_erase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lm = tiny_lm("bert")
+    model = tmp_path / "bert"
+    lm.model.save_pretrained(model)
+    lm.tokenizer.save_pretrained(model)
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(FACTS))
+    out = tmp_path / "kn"
+    code, printed, err = run(
+        ["neurons", "find", "--model", str(model), "--facts", str(facts), "--relation",
+         "capital", "--steps", "3", "--min-correct", "0", "--out", str(out)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "3 of 3 checked capital facts" in printed and "<Peru, capital, Lima>" in printed
+    saved = json.loads((out / "neurons.json").read_text())
+    assert saved["kind"] == "masked" and len(saved["results"]) == 3
+    assert sum(saved["histogram"]) == sum(len(r["neurons"]) for r in saved["results"]) > 0
+    assert (out / "layers.png").stat().st_size > 0
+    neurons = ["--neurons", str(out / "neurons.json")]
+    for command, written in [
+        ("suppress", "suppress.json"),
+        ("amplify", "amplify.json"),
+        ("erase", "erase.json"),
+        ("edit", "edit.json"),
+    ]:
+        code, printed, err = run(["neurons", command, *neurons], capsys)
+        assert code == 0, err
+        assert (out / written).is_file()
+    suppress = json.loads((out / "suppress.json").read_text())
+    assert suppress["factor"] == 0 and suppress["summary"]["facts"] == len(suppress["rows"])
+    erase = json.loads((out / "erase.json").read_text())
+    assert [r["neurons"] for r in erase["rows"]] == ["knowledge", "random"]
+    edit = json.loads((out / "edit.json").read_text())
+    assert set(edit["summary"]) == {"knowledge", "random"}
+
+
+def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["neurons", "suppress", "--neurons", str(tmp_path / "x.json")], capsys)
+    assert code == 1 and "does not exist" in err and "Traceback" not in err
+    code, _, err = run(
+        ["neurons", "find", "--model", "m", "--facts", "builtin:planets", "--relation", "r"],
+        capsys,
+    )
+    assert code == 1 and "no built-in fact set" in err
