@@ -116,3 +116,39 @@ def test_empty_records_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(AdaptlabError, match="no result records"):
         write_report([], tmp_path / "r.html", title="t")
     assert not (tmp_path / "r.html").exists()
+
+
+VALIDATION = {
+    "data": "rotten-tomatoes",
+    "kind": "models",
+    "candidates": {"minilm-l6": "minilm-l6", "minilm-l6-reinit": "minilm-l6@reinit"},
+    "fine_tuned": {"minilm-l6-reinit": 0.55, "minilm-l6": 0.78},
+    "scores": {
+        "minilm-l6": {"logme": -0.6, "hscore": 0.55},
+        "minilm-l6-reinit": {"logme": -0.7, "hscore": 0.41},
+    },
+    "estimators": {
+        "logme": {"kendall_tau": 1.0, "weighted_tau": 1.0, "pearson": None, "candidates": 2},
+        "hscore": {"kendall_tau": None, "weighted_tau": None, "pearson": None, "candidates": 2},
+    },
+}
+
+
+def test_transferability_validation_shows_only_when_saved(
+    tmp_path: Path, small_report: str
+) -> None:
+    assert 'id="transferability"' not in small_report
+    out = write_report([make_record()], tmp_path / "r.html", title="t", validations=[VALIDATION])
+    body = section(out.read_text(encoding="utf-8"), "transferability").replace("\n", "")
+    assert "rotten-tomatoes · candidates" in body
+    assert '<tr class="best"><td>★\u00a0logme</td><td>+1.000</td><td>+1.000</td><td>–</td>' in body
+    assert "<td>hscore</td><td>–</td><td>–</td><td>–</td><td>2</td>" in body
+    # candidates sorted by their fine-tuned score, with each estimator's score
+    assert body.index("<td>minilm-l6</td><td>0.780</td>") < body.index("minilm-l6@reinit")
+    assert "<td>minilm-l6@reinit</td><td>0.550</td><td>-0.7</td><td>0.41</td>" in body
+
+
+def test_a_malformed_validation_is_a_clear_error(tmp_path: Path) -> None:
+    broken = {**VALIDATION, "scores": {}}
+    with pytest.raises(AdaptlabError, match="transferability validation is malformed"):
+        write_report([make_record()], tmp_path / "r.html", title="t", validations=[broken])

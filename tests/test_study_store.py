@@ -13,7 +13,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import plan_study
 from adaptlab.study.spec import load_spec
-from adaptlab.study.store import ResultStore, load_records
+from adaptlab.study.store import ResultStore, load_records, load_validations
 
 
 @pytest.fixture
@@ -125,3 +125,39 @@ def test_the_lock_admits_one_study_run(tmp_path: Path) -> None:
         assert "in use by another `adaptlab study run`" in str(refused.value)
     with StoreLock(store) as again:  # released on exit
         assert again.path == tmp_path / "s.db.lock"
+
+
+def test_validations_are_kept_per_data_set_and_kind(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with ResultStore(path) as store:
+        store.save_validation("reuters-r8", "models", {"fine_tuned": {"a": 0.5}})
+        store.save_validation("reuters-r8", "models", {"fine_tuned": {"a": 0.7}})  # replaces
+        store.save_validation("reuters-r8", "layers", {"fine_tuned": {"a#L1": 0.6}})
+        with pytest.raises(ConfigError, match="a validation's kind is models or layers"):
+            store.save_validation("reuters-r8", "heads", {})
+    saved = load_validations(path)
+    assert [(v["data"], v["kind"], v["fine_tuned"]) for v in saved] == [
+        ("reuters-r8", "models", {"a": 0.7}),
+        ("reuters-r8", "layers", {"a#L1": 0.6}),
+    ]
+    assert all(v["created_at"] for v in saved)
+
+
+def test_a_store_of_the_first_schema_is_upgraded_in_place(
+    tmp_path: Path,
+    planned: list,  # type: ignore[type-arg]
+) -> None:
+    path = tmp_path / "old.db"
+    with ResultStore(path) as store:
+        store.start(planned[0])
+        store.finish(planned[0].run_id, fake_record(1.0))
+    with sqlite3.connect(path) as db:  # what a store written before validations looked like
+        db.execute("DROP TABLE validations")
+        db.execute("PRAGMA user_version = 1")
+    db.close()
+    assert len(load_records(path)) == 1  # opening upgrades it; the runs stay
+    assert load_validations(path) == []
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.close()
+    assert integrity(path) == "ok"

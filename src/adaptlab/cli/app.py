@@ -15,6 +15,7 @@ from adaptlab.cli import (
     methods_cmd,
     neurons_cmd,
     predict_cmd,
+    rank_cmd,
     study_cmd,
     train_cmd,
 )
@@ -40,6 +41,7 @@ app.command("train")(train_cmd.train)
 app.command("eval")(eval_cmd.evaluate)
 app.command("predict")(predict_cmd.predict)
 app.command("methods")(methods_cmd.methods)
+app.command("rank")(rank_cmd.rank_models)
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(study_cmd.app, name="study")
 app.add_typer(analyze_cmd.app, name="analyze")

@@ -17,7 +17,7 @@ from adaptlab.study.progress import format_duration
 from adaptlab.study.runner import default_store, run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import load_records
+from adaptlab.study.store import load_records, load_validations
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 
@@ -162,7 +162,10 @@ def report(
     records = load_records(path)
     studies = sorted({str(record["study"]) for record in records})
     written = write_report(
-        records, out or path.with_suffix(".html"), title=title or ", ".join(studies) or path.stem
+        records,
+        out or path.with_suffix(".html"),
+        title=title or ", ".join(studies) or path.stem,
+        validations=load_validations(path),
     )
     Console().print(
         f"report of {len(records)} runs written to {written}", soft_wrap=True, highlight=False

@@ -1,6 +1,6 @@
 """HTML report of a study: tables and plots from result records (never trains).
 
-`write_report(records, out, title=...)` is what `adaptlab study report` calls.
+`write_report(records, out, title=..., validations=...)` is what `adaptlab study report` calls.
 """
 
 from __future__ import annotations
@@ -11,24 +11,37 @@ from typing import Any
 
 from adaptlab.fileio import atomic_write
 from adaptlab.report.page import render
-from adaptlab.report.records import read_runs
+from adaptlab.report.records import read_runs, read_validations
 from adaptlab.report.view import study_view
 
 __all__ = ["write_report", "render_report"]
 
 
-def render_report(records: Sequence[Mapping[str, Any]], *, title: str) -> str:
-    """The report of `records` (one per finished run) as one self-contained HTML string."""
-    return render(study_view(read_runs(records)), title)
+def render_report(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    title: str,
+    validations: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The report of `records` (one per finished run) as one self-contained HTML string;
+    `validations` are the store's saved transferability validations, if any."""
+    view = study_view(read_runs(records), read_validations(validations))
+    return render(view, title)
 
 
-def write_report(records: Sequence[Mapping[str, Any]], out: Path, *, title: str) -> Path:
+def write_report(
+    records: Sequence[Mapping[str, Any]],
+    out: Path,
+    *,
+    title: str,
+    validations: Sequence[Mapping[str, Any]] = (),
+) -> Path:
     """Write the report of `records` to `out` atomically (temp file + rename); return `out`.
 
     Raises ConfigError (an AdaptlabError) on an empty list or a record that breaks the contract.
     """
     out = Path(out)
-    text = render_report(records, title=title)
+    text = render_report(records, title=title, validations=validations)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, text.encode("utf-8"))
     return out

@@ -52,3 +52,11 @@ def seconds(value: float | None) -> str:
 def p_value(value: float) -> str:
     """A p-value stated in full: `p = 0.031`, or `p < 0.001`."""
     return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+def candidate(name: str) -> str:
+    """A model candidate: a local folder by its last part (`runs/m/minilm-l6-first2@reinit`
+    -> `minilm-l6-first2@reinit`); built-in and hub names as they are."""
+    if name.startswith(("/", "./", "../", "~")):
+        return name.rstrip("/").rsplit("/", 1)[-1]
+    return name

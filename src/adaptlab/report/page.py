@@ -28,6 +28,7 @@ def render(view: StudyView, title: str) -> str:
             sections.learning_rate(view),
             sections.overfitting(view),
             sections.analysis(view),
+            sections.transferability(view),
             sections.footer(view, title),
         ]
     )

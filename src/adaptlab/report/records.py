@@ -143,3 +143,69 @@ def _point(epoch: Mapping[str, Any], metric: str) -> CurvePoint:
         dev_metric=float(epoch["dev_metrics"][metric]),
     )
 
+
+@dataclass(frozen=True)
+class Agreement:
+    """One estimator's correlations with the fine-tuned scores (None where undefined)."""
+
+    estimator: str
+    kendall_tau: float | None
+    weighted_tau: float | None
+    pearson: float | None
+    candidates: int
+
+
+@dataclass(frozen=True)
+class Validation:
+    """What `adaptlab rank --validate` saved in the store for one data set and kind."""
+
+    data: str
+    kind: str  # "models" or "layers"
+    estimators: tuple[str, ...]
+    candidates: tuple[tuple[str, float, tuple[float, ...]], ...]
+    """(candidate, fine-tuned test score, its score per estimator), best fine-tuned first."""
+    agreements: tuple[Agreement, ...]
+
+
+def read_validations(saved: Sequence[Mapping[str, Any]]) -> list[Validation]:
+    """The store's saved validations as `Validation`s; ConfigError on a malformed one."""
+    try:
+        return [_validation(item) for item in saved]
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(
+            f"a saved transferability validation is malformed ({type(error).__name__}: {error}); "
+            "run `adaptlab rank ... --validate STORE` again"
+        ) from None
+
+
+def _validation(item: Mapping[str, Any]) -> Validation:
+    agreements = tuple(
+        Agreement(
+            estimator=str(name),
+            kendall_tau=_optional(found["kendall_tau"]),
+            weighted_tau=_optional(found["weighted_tau"]),
+            pearson=_optional(found["pearson"]),
+            candidates=int(found["candidates"]),
+        )
+        for name, found in item["estimators"].items()
+    )
+    estimators = tuple(a.estimator for a in agreements)
+    rows = [
+        (
+            str(item["candidates"][key]),
+            float(score),
+            tuple(float(item["scores"][key][name]) for name in estimators),
+        )
+        for key, score in item["fine_tuned"].items()
+    ]
+    return Validation(
+        data=str(item["data"]),
+        kind=str(item["kind"]),
+        estimators=estimators,
+        candidates=tuple(sorted(rows, key=lambda row: -row[1])),
+        agreements=agreements,
+    )
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)

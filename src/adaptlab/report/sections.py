@@ -197,6 +197,51 @@ ANALYSIS = (
 )
 
 
+def transferability(view: StudyView) -> Html:
+    """How well each transferability estimator predicted this store's fine-tuned scores
+    (`adaptlab rank --validate`); absent when no validation was saved."""
+    if not view.validations:
+        return Html("")
+    parts = [tag("p", TRANSFERABILITY, class_="lead")]
+    for found in view.validations:
+        what = "per-layer candidates" if found.kind == "layers" else "candidates"
+        parts.append(tag("h3", f"{found.data} · {what}"))
+        best = max(
+            (a for a in found.agreements if a.kendall_tau is not None),
+            key=lambda a: a.kendall_tau or 0.0,
+            default=None,
+        )
+        rows = [
+            [
+                ("★\u00a0" if a is best else "") + a.estimator,
+                *(_signed(v) for v in (a.kendall_tau, a.weighted_tau, a.pearson)),
+                a.candidates,
+            ]
+            for a in found.agreements
+        ]
+        headers = ["estimator", "Kendall τ", "weighted τ", "Pearson r", "candidates"]
+        parts.append(table(headers, rows, ["best" if a is best else "" for a in found.agreements]))
+        scores = [
+            [fmt.candidate(name), fmt.score(fine_tuned), *(f"{v:.4g}" for v in values)]
+            for name, fine_tuned, values in found.candidates
+        ]
+        parts.append(table(["candidate", "fine-tuned test", *found.estimators], scores))
+    return section("transferability", "Picking the model before training", *parts)
+
+
+TRANSFERABILITY = (
+    "Transferability estimators score each candidate from its frozen features "
+    "(adaptlab rank); here each estimator's scores are correlated with the candidates' mean "
+    "fine-tuned test scores in this store. ★ marks the highest Kendall τ; τ and r near 1 mean "
+    "the estimator would have picked the model fine-tuning found best. A dash is undefined "
+    "(fewer than 3 candidates, or constant scores)."
+)
+
+
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.3f}"
+
+
 def footer(view: StudyView, title: str) -> Html:
     """Study name, run count, models, versions and hosts, for provenance."""
     runs = view.runs

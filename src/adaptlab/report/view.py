@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from adaptlab.report import aggregate
 from adaptlab.report.aggregate import Cell, MeanCurve
 from adaptlab.report.recommend import Verdict, verdict
-from adaptlab.report.records import Curve, Run, Setting
+from adaptlab.report.records import Curve, Run, Setting, Validation
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ class StudyView:
     methods: tuple[str, ...]
     cells: tuple[Cell, ...]
     chosen: tuple[Cell, ...]  # per (setting, method): the learning rate chosen on dev
+    validations: tuple[Validation, ...] = ()  # from `adaptlab rank --validate`, if run
 
     @property
     def with_model(self) -> bool:
@@ -94,7 +95,7 @@ class StudyView:
         return found
 
 
-def study_view(runs: Sequence[Run]) -> StudyView:
+def study_view(runs: Sequence[Run], validations: Sequence[Validation] = ()) -> StudyView:
     """Group and choose once; sections only read the result."""
     cells = aggregate.group_cells(runs)
     return StudyView(
@@ -103,4 +104,5 @@ def study_view(runs: Sequence[Run]) -> StudyView:
         methods=tuple(dict.fromkeys(r.method for r in runs)),
         cells=tuple(cells),
         chosen=tuple(aggregate.chosen(cells)),
+        validations=tuple(validations),
     )

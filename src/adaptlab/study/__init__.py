@@ -6,7 +6,7 @@ from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.runner import StudySummary, run_study
 from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import ResultStore, load_records
+from adaptlab.study.store import ResultStore, load_records, load_validations
 
 __all__ = [
     "PlannedRun",
@@ -16,6 +16,7 @@ __all__ = [
     "StudySummary",
     "load_records",
     "load_spec",
+    "load_validations",
     "plan_study",
     "run_study",
     "study_status",

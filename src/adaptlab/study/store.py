@@ -4,7 +4,9 @@ Table `runs`: run_id (primary key), study, status ('running' | 'done' | 'failed'
 method_label, spec (the planned RunSpec as JSON), record (the `execute` record as JSON, NULL
 until done), error, started_at / finished_at (UTC, ISO 8601), host, pid. Table `planned`
 holds each study's grid (study, run_id, position, method_label, spec) so `status` can count
-the runs still to do.
+the runs still to do. Table `validations` holds what `adaptlab rank --validate` found for this
+store's runs (data, kind: 'models' | 'layers', result JSON, created_at), one row per data set
+and kind, for the report.
 
 Every change is one `BEGIN IMMEDIATE` transaction in WAL mode: a writer killed at any moment
 (kill -9 included) leaves the last committed state and never a partial row, and readers
@@ -31,8 +33,17 @@ from typing import Any
 from adaptlab.errors import ConfigError
 from adaptlab.study.planner import PlannedRun
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("running", "done", "failed")
+VALIDATION_KINDS = ("models", "layers")
+
+_VALIDATIONS = """CREATE TABLE validations (
+        data TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('models', 'layers')),
+        result TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (data, kind)
+    )"""
 
 _SCHEMA = (
     """CREATE TABLE runs (
@@ -56,8 +67,12 @@ _SCHEMA = (
         spec TEXT NOT NULL,
         PRIMARY KEY (study, run_id)
     )""",
+    _VALIDATIONS,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+
+_UPGRADES = {1: (_VALIDATIONS, "PRAGMA user_version = 2")}
+"""Statements that bring a store of schema version N to N + 1 (additive: old rows stay)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,7 @@ class ResultStore:
         try:
             if create:
                 self._create()
+            self._upgrade()
             self._check_version()
         except sqlite3.DatabaseError as error:
             self._db.close()
@@ -200,6 +216,27 @@ class ResultStore:
             for study, run_id, label, status, started, finished, host, pid, error in rows
         ]
 
+    def save_validation(self, data: str, kind: str, result: dict[str, Any]) -> None:
+        """Keep what `rank --validate` found on `data` (replacing an earlier one of that kind)."""
+        if kind not in VALIDATION_KINDS:
+            raise ConfigError(f"a validation's kind is {' or '.join(VALIDATION_KINDS)}, not {kind}")
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO validations VALUES (?, ?, ?, ?)",
+                (data, kind, _json(result), _now()),
+            )
+
+    def validations(self) -> list[dict[str, Any]]:
+        """Every saved validation (per data set: models, then layers): its result plus data,
+        kind and created_at."""
+        rows = self._db.execute(
+            "SELECT data, kind, result, created_at FROM validations ORDER BY data, kind DESC"
+        ).fetchall()
+        return [
+            {**json.loads(result), "data": data, "kind": kind, "created_at": created}
+            for data, kind, result, created in rows
+        ]
+
     def _end(self, run_id: str, status: str, record: str | None, error: str | None) -> None:
         with self._transaction() as db:
             changed = db.execute(
@@ -229,6 +266,15 @@ class ResultStore:
                 for statement in _SCHEMA:
                     db.execute(statement)
 
+    def _upgrade(self) -> None:
+        """Bring an older store up to this schema, one version at a time."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        while version in _UPGRADES:
+            with self._transaction() as db:
+                for statement in _UPGRADES[version]:
+                    db.execute(statement)
+            version += 1
+
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
@@ -242,6 +288,12 @@ def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The done runs' records of the store at `path` (which must exist), as `records()`."""
     with ResultStore(path, create=False) as store:
         return store.records()
+
+
+def load_validations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The validations saved in the store at `path` (which must exist), as `validations()`."""
+    with ResultStore(path, create=False) as store:
+        return store.validations()
 
 
 def _json(value: Any) -> str:

@@ -1,0 +1,37 @@
+"""Transferability estimation: rank pretrained models and layers for a data set without
+fine-tuning each (LogME, H-score, NLEEP, kNN, GBC, TransRate, intra-class variance).
+See docs/select.md."""
+
+from adaptlab.select.base import Estimator, check_inputs
+from adaptlab.select.controls import Candidate, load_candidate, parse_candidate, write_candidate
+from adaptlab.select.features import POOLINGS, LayerFeatures, extract, sample_examples
+from adaptlab.select.layers import AGGREGATES, aggregate, layer_scores
+from adaptlab.select.rank import FeatureOptions, Ranking, RankRow, rank
+from adaptlab.select.registry import ESTIMATORS, make_estimators
+from adaptlab.select.validate import Agreement, Validation, agreement, validate
+
+__all__ = [
+    "AGGREGATES",
+    "ESTIMATORS",
+    "POOLINGS",
+    "Agreement",
+    "Candidate",
+    "Estimator",
+    "FeatureOptions",
+    "LayerFeatures",
+    "RankRow",
+    "Ranking",
+    "Validation",
+    "aggregate",
+    "agreement",
+    "check_inputs",
+    "extract",
+    "layer_scores",
+    "load_candidate",
+    "make_estimators",
+    "parse_candidate",
+    "rank",
+    "sample_examples",
+    "validate",
+    "write_candidate",
+]

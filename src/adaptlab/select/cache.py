@@ -1,0 +1,53 @@
+"""Features cached on disk as safetensors, keyed by everything that changes them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from adaptlab.models.cache import cache_dir
+from adaptlab.select.features import LayerFeatures
+from adaptlab.version import __version__
+
+
+def features_key(fields: Mapping[str, Any]) -> str:
+    """A short hash of the fields (model, model files, data, sample, seed, pooling, length)."""
+    text = json.dumps({**fields, "adaptlab": __version__}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def model_files_stamp(location: str) -> list[tuple[str, int, int]]:
+    """Names, sizes and mtimes of a model folder's weight files, so a rewritten folder misses."""
+    folder = Path(location)
+    if not folder.is_dir():
+        return []
+    return sorted(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.iterdir()
+        if p.suffix in (".safetensors", ".bin", ".gguf", ".json")
+    )
+
+
+def cached_features(
+    key: str, compute: Callable[[], LayerFeatures], *, use_cache: bool = True
+) -> tuple[LayerFeatures, bool]:
+    """The features under `key`, computed and written on a miss; also whether it was a hit."""
+    path = cache_dir() / "features" / f"{key}.safetensors"
+    if use_cache and path.is_file():
+        tensors = load_file(path)
+        return LayerFeatures(hidden=tensors["hidden"], labels=tensors["labels"]), True
+    features = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    save_file(
+        {"hidden": np.ascontiguousarray(features.hidden), "labels": features.labels}, temporary
+    )
+    temporary.replace(path)  # readers never see a half-written file
+    return features, False

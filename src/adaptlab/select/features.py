@@ -1,0 +1,95 @@
+"""Hidden states of every layer, pooled per example: what the estimators score.
+
+Extraction runs once per model, data sample, pooling and length, batched with a progress bar;
+the result is cached on disk (see `cache`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from adaptlab.data import Dataset, Example, TextEncoder, low_resource
+from adaptlab.errors import ConfigError
+from adaptlab.models import LoadedModel
+
+Pooling = Literal["mean", "first"]
+POOLINGS: tuple[str, ...] = get_args(Pooling)
+
+
+@dataclass(frozen=True)
+class LayerFeatures:
+    """`hidden[l]` holds the pooled features of layer l (0: embeddings) for every example."""
+
+    hidden: np.ndarray  # layers + 1 x n x d, float32
+    labels: np.ndarray  # n class ids (int64) or targets (float64)
+
+    @property
+    def layer_count(self) -> int:
+        """Transformer blocks (the embedding output is layer 0 and not counted)."""
+        return self.hidden.shape[0] - 1
+
+
+def sample_examples(dataset: Dataset, sample: int | None, seed: int) -> tuple[Example, ...]:
+    """`sample` training examples, stratified and drawn as a study's training set with `seed`
+    is (He et al. 2021 protocol, `low_resource`); all of them when `sample` is None or larger."""
+    if dataset.task not in ("single_label", "regression"):
+        raise ConfigError(
+            f"ranking needs a single-label or regression data set; {dataset.name} is {dataset.task}"
+        )
+    train = dataset.splits["train"]
+    if sample is None or sample >= len(train):
+        return tuple(train)
+    return low_resource(dataset, sample, seed).splits["train"]
+
+
+def labels_of(examples: Sequence[Example], task: str) -> np.ndarray:
+    """Class ids (int64) or regression targets (float64) of the examples."""
+    dtype = np.float64 if task == "regression" else np.int64
+    return np.asarray([example.label for example in examples], dtype=dtype)
+
+
+def extract(
+    loaded: LoadedModel,
+    examples: Sequence[Example],
+    dataset: Dataset,
+    *,
+    pooling: Pooling = "mean",
+    batch_size: int = 32,
+    max_length: int = 128,
+    progress: bool = True,
+) -> LayerFeatures:
+    """Pooled hidden states of all layers for `examples`, computed in batches without gradients."""
+    if pooling not in POOLINGS:
+        raise ConfigError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+    encoder = TextEncoder(loaded.tokenizer, dataset.task, len(dataset.label_names), max_length)
+    model = loaded.model.eval()
+    chunks: list[torch.Tensor] = []
+    batches = range(0, len(examples), batch_size)
+    bar = tqdm(batches, desc=f"features {loaded.model_id}", unit="batch", disable=not progress)
+    with torch.inference_mode():
+        for start in bar:
+            batch = encoder.collate(encoder.encode(examples[start : start + batch_size]))
+            batch.pop("labels", None)
+            out = model(**batch, output_hidden_states=True)
+            chunks.append(pool(torch.stack(out.hidden_states), batch["attention_mask"], pooling))
+    hidden = torch.cat(chunks, dim=1).float().numpy()
+    return LayerFeatures(hidden=hidden, labels=labels_of(examples, dataset.task))
+
+
+def pool(states: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
+    """layers x batch x tokens x d -> layers x batch x d: mean over real tokens, or the first
+    real token (position 0 with right padding, the first unmasked one with left padding)."""
+    weights = mask.to(states.dtype)
+    if pooling == "first":
+        first = mask.float().argmax(dim=1)
+        weights = torch.nn.functional.one_hot(first, mask.shape[1]).to(states.dtype)
+    weights = weights / weights.sum(dim=1, keepdim=True).clamp(min=1.0)
+    return torch.einsum("lbtd,bt->lbd", states, weights)

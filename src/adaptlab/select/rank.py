@@ -1,0 +1,156 @@
+"""Rank candidate models (and their layers) for a data set with transferability estimators."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from adaptlab.data import Dataset, Example
+from adaptlab.models.resolve import resolve_model
+from adaptlab.select.base import Estimator
+from adaptlab.select.cache import cached_features, features_key, model_files_stamp
+from adaptlab.select.controls import Candidate, load_candidate
+from adaptlab.select.features import LayerFeatures, Pooling, extract, sample_examples
+from adaptlab.select.layers import Aggregate, aggregate, layer_scores
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One candidate's score per estimator; `key` names the fine-tuned run it corresponds to
+    (a model folder name such as `minilm-l6-first3`), None when no run can correspond."""
+
+    name: str
+    key: str | None
+    scores: dict[str, float]
+    layers: dict[str, int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Scores of every candidate (and, if asked, every layer), with the time each part took."""
+
+    data: str
+    examples: int
+    estimators: tuple[str, ...]
+    rows: tuple[RankRow, ...]
+    layer_rows: tuple[RankRow, ...]
+    extract_seconds: float
+    score_seconds: float
+    cache_hits: int
+
+    def order(self, estimator: str, layers: bool = False) -> list[str]:
+        """Candidate names best first by `estimator`."""
+        rows = self.layer_rows if layers else self.rows
+        return [row.name for row in sorted(rows, key=lambda r: -r.scores[estimator])]
+
+
+@dataclass(frozen=True)
+class FeatureOptions:
+    """How features are drawn: sample size and seed, pooling, batching, token length, cache."""
+
+    sample: int | None = 2000
+    seed: int = 0
+    pooling: Pooling = "mean"
+    batch_size: int = 32
+    max_length: int = 128
+    use_cache: bool = True
+    progress: bool = True
+
+
+def rank(
+    candidates: Sequence[Candidate],
+    dataset: Dataset,
+    estimators: Sequence[Estimator],
+    *,
+    options: FeatureOptions = FeatureOptions(),
+    how: Aggregate = "last",
+    per_layer: bool = False,
+) -> Ranking:
+    """Score each candidate with each estimator (layers aggregated by `how`)."""
+    examples = sample_examples(dataset, options.sample, options.seed)
+    rows, layer_rows = [], []
+    extract_seconds = score_seconds = 0.0
+    hits = 0
+    for candidate in candidates:
+        start = time.perf_counter()
+        features, hit = candidate_features(candidate, dataset, examples, options)
+        extract_seconds += time.perf_counter() - start
+        hits += hit
+        start = time.perf_counter()
+        scores, chosen = {}, {}
+        per_layer_scores: dict[str, list[float]] = {}
+        for estimator in estimators:
+            if per_layer or how == "best":
+                per_layer_scores[estimator.name] = layer_scores(features, estimator)
+            result = aggregate(features, estimator, how, per_layer_scores.get(estimator.name))
+            scores[estimator.name], chosen[estimator.name] = result.score, result.layer
+        rows.append(RankRow(candidate.text, candidate.folder_name, scores, chosen))
+        if per_layer:
+            layer_rows.extend(_layer_rows(candidate, features, per_layer_scores))
+        score_seconds += time.perf_counter() - start
+    return Ranking(
+        data=dataset.name,
+        examples=len(examples),
+        estimators=tuple(e.name for e in estimators),
+        rows=tuple(rows),
+        layer_rows=tuple(layer_rows),
+        extract_seconds=extract_seconds,
+        score_seconds=score_seconds,
+        cache_hits=hits,
+    )
+
+
+def candidate_features(
+    candidate: Candidate, dataset: Dataset, examples: Sequence[Example], options: FeatureOptions
+) -> tuple[LayerFeatures, bool]:
+    """A candidate's features for `examples`, from the cache when they were extracted before."""
+    location = resolve_model(candidate.base).location
+    key = features_key(
+        {
+            "candidate": candidate.text,
+            "location": location,
+            "files": model_files_stamp(location),
+            "data": [dataset.name, dataset.description, dataset.task, len(examples)],
+            "sample": options.sample,
+            "seed": options.seed,
+            "pooling": options.pooling,
+            "max_length": options.max_length,
+        }
+    )
+
+    def compute() -> LayerFeatures:
+        loaded = load_candidate(candidate, options.seed)
+        return extract(
+            loaded,
+            examples,
+            dataset,
+            pooling=options.pooling,
+            batch_size=options.batch_size,
+            max_length=options.max_length,
+            progress=options.progress,
+        )
+
+    return cached_features(key, compute, use_cache=options.use_cache)
+
+
+def _layer_rows(
+    candidate: Candidate, features: LayerFeatures, per_layer: dict[str, list[float]]
+) -> list[RankRow]:
+    """One row per block 1..L; block k corresponds to fine-tuning the first k blocks."""
+    rows = []
+    last = features.layer_count
+    for layer in range(1, last + 1):
+        if layer == last:
+            key: str | None = candidate.folder_name
+        elif candidate.reinit:
+            key = None
+        else:
+            key = Candidate(
+                f"{candidate.base}@first{layer}", candidate.base, first_k=layer
+            ).folder_name
+        scores = {name: values[layer] for name, values in per_layer.items()}
+        rows.append(
+            RankRow(f"{candidate.text}#L{layer}", key, scores, dict.fromkeys(scores, layer))
+        )
+    return rows
