@@ -4,7 +4,9 @@ Used for peers whose declared dependencies would drag extra packages into `.venv
 needs seaborn and pandas to import) or that only need a package or two beside adaptlab's
 torch and transformers (knowledge-neurons needs einops). The overlay venv gets just `packages`,
 installed without dependencies, and a `.pth` file that puts `.venv`'s site-packages on its
-path. Created once, on demand; its Python is what a benchmark's peer subprocess runs.
+path (torch, transformers, ...; not the editable adaptlab, whose own `.pth` inside `.venv` is
+not read from there, so peer code runs without adaptlab). Created once, on demand; its Python
+is what a benchmark's peer subprocess runs.
 """
 
 from __future__ import annotations

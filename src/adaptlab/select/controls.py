@@ -19,6 +19,7 @@ from adaptlab.backbone import find_backbone
 from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.models import LoadedModel, load_model
+from adaptlab.models.quiet import quiet_transformers
 
 _CONTROL = re.compile(r"^(?P<base>.+)@(?:(?P<reinit>reinit)|first(?P<k>\d+))$")
 
@@ -106,6 +107,7 @@ def write_candidate(candidate: Candidate, out: Path, seed: int = 0) -> Path:
     """Save a candidate (control applied) as a model folder that `adaptlab train` loads."""
     loaded = load_candidate(candidate, seed)
     folder = out / candidate.folder_name
-    loaded.model.save_pretrained(folder)
-    loaded.tokenizer.save_pretrained(folder)
+    with quiet_transformers():
+        loaded.model.save_pretrained(folder)
+        loaded.tokenizer.save_pretrained(folder)
     return folder
