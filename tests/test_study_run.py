@@ -92,6 +92,7 @@ def test_a_study_writes_one_row_per_run_and_resumes_with_nothing_to_do(
         assert [e["epoch"] for e in record["epochs"]] == [1]
         assert record["best_epoch"] == 1 and "accuracy" in record["test"]
         assert 0 < record["trainable_parameters"] <= record["total_parameters"]
+        assert record["adapter_tensor_bytes"] == 4 * record["trainable_parameters"]
         assert record["versions"]["torch"] and record["host"] and record["wall_seconds"] > 0
     assert {r["spec"]["train"]["seed"] for r in records} == {0, 1}
     before = rows(store)
@@ -221,8 +222,10 @@ def test_report_hands_the_stores_records_to_the_report_package(
         results.finish(run.run_id, {"test": {"accuracy": 0.75}})
     calls: list[tuple[Any, ...]] = []
 
-    def write_report(records: list[dict[str, Any]], out: Path, *, title: str) -> Path:
-        calls.append((records, out, title))
+    def write_report(
+        records: list[dict[str, Any]], out: Path, *, title: str, validations: list[Any]
+    ) -> Path:
+        calls.append((records, out, title, validations))
         return out
 
     monkeypatch.setitem(sys.modules, "adaptlab.report", SimpleNamespace(write_report=write_report))
@@ -234,10 +237,10 @@ def test_report_hands_the_stores_records_to_the_report_package(
         "study": "tiny",
         "method_label": "lora",
     }
-    assert calls == [([record], tmp_path / "tiny.html", "tiny")]
+    assert calls == [([record], tmp_path / "tiny.html", "tiny", [])]
     cli(
         ["report", str(store), "--out", str(tmp_path / "r.html"), "--title", "T"],
         capsys,
         monkeypatch,
     )
-    assert calls[-1][1:] == (tmp_path / "r.html", "T")
+    assert calls[-1][1:] == (tmp_path / "r.html", "T", [])

@@ -66,6 +66,10 @@ def test_run_writes_folder_and_record(tiny_model_dir: str, reviews: Path, tmp_pa
     assert saved["spec"]["train"]["learning_rate"] == 1e-3
     assert saved["trainable_parameters"] < saved["total_parameters"]
     assert saved["adapter_bytes"] > 0 and saved["wall_seconds"] > 0
+    tensors = (out / "adapter" / "adapter.safetensors").stat().st_size
+    # the payload: 4 bytes per trainable float32, the file adds only its JSON header
+    assert saved["adapter_tensor_bytes"] == 4 * saved["trainable_parameters"]
+    assert saved["adapter_tensor_bytes"] < tensors < saved["adapter_tensor_bytes"] + 64 * 1024
     assert "epoch 2" in (out / "train.log").read_text()
     assert not list(tmp_path.glob(".run.partial-*"))
 

@@ -57,6 +57,11 @@ class AdaptHandle:
         counts["total"] = sum(p.numel() for p in params.values())
         return counts
 
+    def tensor_bytes(self) -> int:
+        """Bytes of the trainable tensors: what `save_adapter` stores, without its headers."""
+        params = dict(self.model.named_parameters())
+        return sum(params[n].numel() * params[n].element_size() for n in self.trainable_names)
+
     def summary(self) -> str:
         """A small table: trainable parameters per group and their share of the total."""
         counts = self.parameter_counts()

@@ -181,6 +181,7 @@ def execute(
                 k: v for k, v in counts.items() if k not in ("trainable", "total")
             },
             "adapter_bytes": None,
+            "adapter_tensor_bytes": handle.tensor_bytes(),
             "wall_seconds": None,
             "peak_memory_bytes": peak_memory_bytes(device),
             "versions": {
