@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -60,19 +60,7 @@ def rsa(
         adaptlab analyze rsa --adapter runs/rt-houlsby --data rotten-tomatoes
     """
     options = data_options(text_column, text_pair_column, label_column, task)
-    written = similarity_analysis(
-        adapter,
-        data,
-        "rsa",
-        tokens=tokens,
-        seed=seed,
-        split=split,
-        data_options=options,
-        out=out,
-        device=device,
-        progress=progress,
-    )
-    _print_layers(written)
+    _similarity("rsa", adapter, data, tokens, seed, split, out, options, device, progress)
 
 
 @app.command("cka")
@@ -100,19 +88,8 @@ def cka(
         adaptlab analyze cka --adapter runs/rt-houlsby --data rotten-tomatoes --debiased
     """
     options = data_options(text_column, text_pair_column, label_column, task)
-    written = similarity_analysis(
-        adapter,
-        data,
-        "cka-debiased" if debiased else "cka",
-        tokens=tokens,
-        seed=seed,
-        split=split,
-        data_options=options,
-        out=out,
-        device=device,
-        progress=progress,
-    )
-    _print_layers(written)
+    measure = "cka-debiased" if debiased else "cka"
+    _similarity(measure, adapter, data, tokens, seed, split, out, options, device, progress)
 
 
 @app.command("landscape")
@@ -159,7 +136,31 @@ def landscape(
     _print_files(written)
 
 
-def _print_layers(written: Written) -> None:
+def _similarity(
+    measure: str,
+    adapter: Path,
+    data: str,
+    tokens: int,
+    seed: int,
+    split: str,
+    out: Path | None,
+    options: dict[str, Any],
+    device: str,
+    progress: bool,
+) -> None:
+    """Run one per-layer similarity analysis and print its table."""
+    written = similarity_analysis(
+        adapter,
+        data,
+        measure,
+        tokens=tokens,
+        seed=seed,
+        split=split,
+        data_options=options,
+        out=out,
+        device=device,
+        progress=progress,
+    )
     result = written.result
     table = Table(
         title=f"{result['measure']} of {result['adapter']} against its base, "
