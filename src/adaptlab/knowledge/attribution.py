@@ -122,12 +122,17 @@ def _gradients(
             block = slice(g * steps, (g + 1) * steps)
             module = lm.ffn_out[layer]
             stack.enter_context(replaced_activations(module, clean.position, block, scaled[g]))
-        hidden, logits = head_input(lm, clean.ids.expand(rows, -1), clean.position, past)
-        weight = lm_head(lm).weight
+        hidden = head_input(lm, clean.ids.expand(rows, -1), clean.position, past)
+        head = lm_head(lm)
+        weight = head.weight
         with torch.no_grad():  # dP_t/dh = P_t (W_t - softmax(z) W), z = W h + b
-            probabilities = logits.softmax(-1)
-            expected = probabilities @ weight
-            grad_hidden = probabilities[:, target, None] * (weight[target] - expected)
+            logits = hidden @ weight.T  # in place from here on: V-sized rows
+            if head.bias is not None:
+                logits += head.bias
+            exp = logits.sub_(logits.amax(-1, keepdim=True)).exp_()
+            total = exp.sum(-1, keepdim=True)
+            expected = (exp @ weight).div_(total)
+            grad_hidden = (exp[:, target, None] / total) * (weight[target] - expected)
         return torch.autograd.grad(hidden, scaled, grad_outputs=grad_hidden)
 
 

@@ -121,26 +121,26 @@ def _model_inputs(input_ids: torch.Tensor, kind: str, past: Any) -> dict[str, An
 
 def head_input(
     lm: KnowledgeLM, input_ids: torch.Tensor, position: int, past: Any = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The LM head's input (batch, hidden) at `position` as autograd sees it, and the logits.
+) -> torch.Tensor:
+    """The LM head's input (batch, hidden) at `position`, as autograd sees it.
 
-    The head runs on that position only and on a detached input: the logits carry no graph,
-    so callers take the softmax's derivative in closed form instead of through the vocabulary.
+    The model's own head is handed no position at all, so the forward computes no
+    vocabulary-sized logits; callers apply `lm_head` where they need logits.
     """
     seen: list[torch.Tensor] = []
 
-    def only_position(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        hidden = args[0][:, position]
-        seen.append(hidden)
-        return (hidden[:, None].detach().contiguous(), *args[1:])
+    def no_position(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        seen.append(args[0][:, position])
+        return (args[0][:, :0], *args[1:])
 
-    with pre_hook(lm_head(lm), only_position):
-        logits = lm.model(**_model_inputs(input_ids, lm.kind, past)).logits[:, 0]
-    return seen[0], logits
+    with pre_hook(lm_head(lm), no_position):
+        lm.model(**_model_inputs(input_ids, lm.kind, past))
+    return seen[0]
 
 
 def answer_logits(
     lm: KnowledgeLM, input_ids: torch.Tensor, position: int, past: Any = None
 ) -> torch.Tensor:
     """The logits (batch, vocabulary) at `position`, computed there only (no gradient)."""
-    return head_input(lm, input_ids, position, past)[1]
+    with torch.no_grad():
+        return lm_head(lm)(head_input(lm, input_ids, position, past))
