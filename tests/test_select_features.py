@@ -52,21 +52,28 @@ def reviews(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_features_hold_every_layer_and_match_the_models_own_hidden_states(
-    model: str, reviews: str
+    model: str, tmp_path: Path
 ) -> None:
-    dataset = load_dataset(reviews)
+    varied = tmp_path / "varied.csv"  # lengths 1..9 words out of order: batches sort them
+    rows = [
+        f"{' '.join(['good'] * (1 + (i * 5) % 9))},{'fresh' if i % 2 else 'rotten'}"
+        for i in range(40)
+    ]
+    varied.write_text("text,label\n" + "\n".join(rows) + "\n")
+    dataset = load_dataset(str(varied))
     examples = sample_examples(dataset, None, 0)
     loaded = load_model(model, "base")
     features = extract(loaded, examples, dataset, batch_size=7, progress=False)
     assert features.hidden.shape == (LAYERS + 1, len(examples), loaded.model.config.hidden_size)
     assert features.layer_count == LAYERS
     assert list(features.labels) == [example.label for example in examples]
-    # batching and padding do not change an example's features
-    one = loaded.tokenizer(examples[3].text, return_tensors="pt")
-    with torch.inference_mode():
-        states = loaded.model(**one, output_hidden_states=True).hidden_states
-    expected = torch.stack(states)[:, 0].mean(dim=1).numpy()
-    np.testing.assert_allclose(features.hidden[:, 3], expected, atol=1e-5)
+    # batching by length, padding and the reordering do not change an example's features
+    for index, example in enumerate(examples):
+        one = loaded.tokenizer(example.text, return_tensors="pt")
+        with torch.inference_mode():
+            states = loaded.model(**one, output_hidden_states=True).hidden_states
+        expected = torch.stack(states)[:, 0].mean(dim=1).numpy()
+        np.testing.assert_allclose(features.hidden[:, index], expected, atol=1e-5)
 
 
 def test_first_token_pooling_takes_the_first_real_token_on_either_padding_side() -> None:

@@ -64,24 +64,32 @@ def extract(
     max_length: int = 128,
     progress: bool = True,
 ) -> LayerFeatures:
-    """Pooled hidden states of all layers for `examples`, computed in batches without gradients."""
+    """Pooled hidden states of all layers for `examples`, computed in batches without gradients.
+
+    Batches group examples of similar length (sorted by token count), so little padding is
+    computed; the rows come back in the order of `examples`.
+    """
     if pooling not in POOLINGS:
         raise ConfigError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(dataset.label_names), max_length)
+    encoded = encoder.encode(examples)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
     model = loaded.model.eval()
     chunks: list[torch.Tensor] = []
-    batches = range(0, len(examples), batch_size)
+    batches = range(0, len(order), batch_size)
     bar = tqdm(batches, desc=f"features {loaded.model_id}", unit="batch", disable=not progress)
     with torch.inference_mode():
         for start in bar:
-            batch = encoder.collate(encoder.encode(examples[start : start + batch_size]))
+            batch = encoder.collate([encoded[i] for i in order[start : start + batch_size]])
             batch.pop("labels", None)
             out = model(**batch, output_hidden_states=True)
             chunks.append(pool(torch.stack(out.hidden_states), batch["attention_mask"], pooling))
-    hidden = torch.cat(chunks, dim=1).float().numpy()
-    return LayerFeatures(hidden=hidden, labels=labels_of(examples, dataset.task))
+    by_length = torch.cat(chunks, dim=1)
+    hidden = torch.empty_like(by_length)
+    hidden[:, order] = by_length
+    return LayerFeatures(hidden=hidden.float().numpy(), labels=labels_of(examples, dataset.task))
 
 
 def pool(states: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
