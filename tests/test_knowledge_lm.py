@@ -41,6 +41,13 @@ def test_ffn_layers_are_the_down_projections() -> None:
     assert (bert.num_layers, bert.num_neurons) == (2, 64)
 
 
+def test_models_that_reshape_their_logits_are_refused() -> None:
+    config = tiny_config("llama")
+    config.final_logit_softcapping = 30.0
+    with pytest.raises(ConfigError, match="softcapping is not supported"):
+        wrap_lm(T.LlamaForCausalLM(config), minilm_tokenizer(), "causal")
+
+
 def test_causal_queries_teacher_force_the_answer() -> None:
     lm = tiny_lm("llama")
     queries = token_queries(lm, "The capital of [X] is [Y].", "France", "Buenos Aires")

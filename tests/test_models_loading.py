@@ -243,6 +243,7 @@ def test_mpnet_base_is_unzipped_once_into_the_cache_and_loads(tmp_path, monkeypa
         ("multi_label", "BertForSequenceClassification", "multi_label_classification"),
         ("regression", "BertForSequenceClassification", "regression"),
         ("token", "BertForTokenClassification", None),
+        ("masked_lm", "BertForMaskedLM", None),
         ("causal_lm", "BertLMHeadModel", None),
         ("base", "BertModel", None),
     ],
@@ -336,6 +337,12 @@ def test_loading_is_quiet_and_restores_verbosity(tiny_bert):
         hf_logging.remove_handler(records)
     assert hf_logging.is_progress_bar_enabled() == before[1]
     assert not any("MISSING" in m or "newly initialized" in m for m in records.messages)
+
+
+def test_a_language_model_head_the_architecture_lacks_is_one_line(tmp_path):
+    folder = str(save_tiny_llama(tmp_path / "llama"))
+    with pytest.raises(ConfigError, match=r"\(llama\) has no masked-LM head"):
+        load_model(folder, "masked_lm")
 
 
 def test_llama_classifier_gets_a_pad_token(tmp_path):

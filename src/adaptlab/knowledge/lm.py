@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
 from torch import nn
 from transformers import (
     AutoConfig,
-    AutoModelForMaskedLM,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
@@ -18,7 +16,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 from adaptlab.backbone import find_backbone
 from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
-from adaptlab.models import load_model, load_tokenizer
+from adaptlab.models import load_model
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
 
@@ -58,6 +56,11 @@ def wrap_lm(
         raise ConfigError(
             f"{type(model).__name__}: a masked LM needs a tokenizer with a mask token"
         )
+    if getattr(model.config, "final_logit_softcapping", None):
+        raise ConfigError(
+            f"{type(model).__name__}: final logit softcapping is not supported; attribution "
+            "takes the logits to be the LM head's output W h + b"
+        )
     backbone = find_backbone(model)
     layers = []
     for block in backbone.blocks:
@@ -82,12 +85,6 @@ def load_lm(name_or_path: str, kind: str | None = None) -> KnowledgeLM:
                 source.location, local_files_only=source.local_files_only
             )
         kind = "masked" if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES else "causal"
-    if kind == "causal":
-        loaded = load_model(name_or_path, "causal_lm")
-        return wrap_lm(loaded.model, loaded.tokenizer, "causal", name_or_path)
-    tokenizer = load_tokenizer(name_or_path)
-    with quiet_transformers(), load_errors(name_or_path, source):
-        model = AutoModelForMaskedLM.from_pretrained(
-            source.location, dtype=torch.float32, local_files_only=source.local_files_only
-        )
-    return wrap_lm(model, tokenizer, "masked", name_or_path)
+    lm_kind: LMKind = "masked" if kind == "masked" else "causal"
+    loaded = load_model(name_or_path, "masked_lm" if lm_kind == "masked" else "causal_lm")
+    return wrap_lm(loaded.model, loaded.tokenizer, lm_kind, name_or_path)

@@ -10,18 +10,25 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+)
 
 from adaptlab.errors import ConfigError
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import ModelSource, load_errors, resolve_model
 
-ModelKind = Literal["single_label", "multi_label", "token", "regression", "causal_lm", "base"]
+ModelKind = Literal[
+    "single_label", "multi_label", "token", "regression", "masked_lm", "causal_lm", "base"
+]
 MODEL_KINDS: tuple[str, ...] = get_args(ModelKind)
 
 _AUTO_CLASSES: dict[str, Any] = {
@@ -29,8 +36,13 @@ _AUTO_CLASSES: dict[str, Any] = {
     "multi_label": AutoModelForSequenceClassification,
     "regression": AutoModelForSequenceClassification,
     "token": AutoModelForTokenClassification,
+    "masked_lm": AutoModelForMaskedLM,
     "causal_lm": AutoModelForCausalLM,
     "base": AutoModel,
+}
+_LM_HEADS = {
+    "masked_lm": ("masked-LM", MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+    "causal_lm": ("causal-LM", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
 }
 _PROBLEM_TYPES = {
     "single_label": "single_label_classification",
@@ -65,6 +77,11 @@ def load_model(
         config = AutoConfig.from_pretrained(
             source.location, local_files_only=source.local_files_only, **head
         )
+        if kind in _LM_HEADS and config.model_type not in _LM_HEADS[kind][1]:
+            raise ConfigError(
+                f"{name_or_path} ({config.model_type}) has no {_LM_HEADS[kind][0]} head in "
+                "transformers; pick a model of that kind"
+            )
         if getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = tokenizer.pad_token_id
         rng = torch.random.fork_rng(devices=[]) if seed is not None else nullcontext()
