@@ -94,7 +94,7 @@ def test_the_sample_is_a_studys_training_set_and_token_tasks_are_refused(reviews
     assert sample_examples(dataset, 10_000, seed=3) == dataset.splits["train"]
 
 
-def test_features_are_cached_and_a_rewritten_model_folder_misses(
+def test_features_are_cached_and_changed_options_or_data_miss(
     model: str, reviews: str, tmp_path: Path
 ) -> None:
     dataset = load_dataset(reviews)
@@ -113,6 +113,11 @@ def test_features_are_cached_and_a_rewritten_model_folder_misses(
         options=FeatureOptions(sample=None, pooling="first", progress=False),
     )
     assert other.cache_hits == 0
+    copy = tmp_path / "reviews.csv"
+    copy.write_text(Path(reviews).read_text())
+    assert rank(candidates, load_dataset(str(copy)), logme, options=options).cache_hits == 1
+    copy.write_text(copy.read_text().replace("a ", "an ", 1))  # edited in place, same rows
+    assert rank(candidates, load_dataset(str(copy)), logme, options=options).cache_hits == 0
 
 
 def test_controls_reinitialise_or_cut_the_model_and_write_loadable_folders(

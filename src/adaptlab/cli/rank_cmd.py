@@ -14,9 +14,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from adaptlab.cli.options import DataOption
+from adaptlab.cli.options import (
+    DataOption,
+    LabelColumn,
+    Task,
+    TextColumn,
+    TextPairColumn,
+    data_options,
+)
 from adaptlab.data import load_dataset
 from adaptlab.errors import ConfigError, DataError
+from adaptlab.fileio import atomic_write
 from adaptlab.select import (
     AGGREGATES,
     POOLINGS,
@@ -79,6 +87,10 @@ def rank_models(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write results here.")
     ] = None,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Score candidate models for a data set with transferability estimators; print the ranking.
@@ -102,7 +114,8 @@ def rank_models(
             f"--aggregate is one of {', '.join(AGGREGATES)} and --pooling one of "
             f"{', '.join(POOLINGS)}; got {aggregate!r} and {pooling!r}"
         )
-    dataset = load_dataset(data)
+    dataset = load_dataset(data, **data_options(text_column, text_pair_column, label_column, task))
+    fine_tuned = fine_tuned_scores(store, dataset.name) if store is not None else None
     options = FeatureOptions(
         sample=sample or None,
         seed=seed,
@@ -134,8 +147,7 @@ def rank_models(
     for name in ranking.estimators:
         _console.print(f"ranking by {name}: " + escape(" > ".join(ranking.order(name))))
     result: dict[str, Any] = {"ranking": _ranking_json(ranking), "seconds": seconds}
-    if store is not None:
-        fine_tuned = fine_tuned_scores(store, dataset.name)
+    if store is not None and fine_tuned is not None:
         found = {"models": _validate(ranking, ranking.rows, fine_tuned, "candidates")}
         if layers:
             found["layers"] = _validate(ranking, ranking.layer_rows, fine_tuned, "layer candidates")
@@ -146,7 +158,7 @@ def rank_models(
         result["validation"] = {kind: v.to_dict() for kind, v in found.items()}
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result, indent=1))
+        atomic_write(json_out, json.dumps(result, indent=1).encode("utf-8"))
 
 
 def fine_tuned_scores(store: Path, data_name: str) -> dict[str, float]:

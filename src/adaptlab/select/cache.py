@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file, save
 
+from adaptlab.data import Example
+from adaptlab.fileio import atomic_write
 from adaptlab.models.cache import cache_dir
 from adaptlab.select.features import LayerFeatures
 from adaptlab.version import __version__
@@ -21,6 +22,12 @@ def features_key(fields: Mapping[str, Any]) -> str:
     """A short hash of the fields (model, model files, data, sample, seed, pooling, length)."""
     text = json.dumps({**fields, "adaptlab": __version__}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def examples_digest(examples: Sequence[Example]) -> str:
+    """A hash of the examples' texts and labels, so a data file edited in place misses."""
+    rows = [[example.text, example.text_pair, example.label] for example in examples]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
 def model_files_stamp(location: str) -> list[tuple[str, int, int]]:
@@ -45,9 +52,6 @@ def cached_features(
         return LayerFeatures(hidden=tensors["hidden"], labels=tensors["labels"]), True
     features = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    save_file(
-        {"hidden": np.ascontiguousarray(features.hidden), "labels": features.labels}, temporary
-    )
-    temporary.replace(path)  # readers never see a half-written file
+    hidden = np.ascontiguousarray(features.hidden)
+    atomic_write(path, save({"hidden": hidden, "labels": features.labels}))
     return features, False

@@ -38,7 +38,7 @@ class Candidate:
         """A file-system friendly name: `minilm-l6-first3`, `minilm-l6-reinit`."""
         stem = Path(self.base).name or self.base
         suffix = "-reinit" if self.reinit else f"-first{self.first_k}" if self.first_k else ""
-        return stem.replace("/", "--") + suffix
+        return stem + suffix
 
 
 def parse_candidate(text: str) -> Candidate:

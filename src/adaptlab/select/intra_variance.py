@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from adaptlab.errors import ConfigError
 from adaptlab.select.base import Estimator, Floats, Target, unit_scale
-from adaptlab.select.transrate import coding_rate
+from adaptlab.select.transrate import within_class_rate
 
 
 @dataclass
@@ -35,10 +35,4 @@ class IntraClassVariance(Estimator):
         z = unit_scale(x)
         if z is None:
             return 0.0  # constant features: no variance anywhere
-        classes, n = target.classes, len(z)
-        return float(
-            sum(
-                (classes == k).sum() / n * coding_rate(z[classes == k], self.eps)
-                for k in range(target.class_count)
-            )
-        )
+        return within_class_rate(z, target, self.eps)

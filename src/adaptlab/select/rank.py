@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from adaptlab.data import Dataset, Example
 from adaptlab.models.resolve import resolve_model
 from adaptlab.select.base import Estimator
-from adaptlab.select.cache import cached_features, features_key, model_files_stamp
+from adaptlab.select.cache import (
+    cached_features,
+    examples_digest,
+    features_key,
+    model_files_stamp,
+)
 from adaptlab.select.controls import Candidate, load_candidate
 from adaptlab.select.features import LayerFeatures, Pooling, extract, sample_examples
 from adaptlab.select.layers import Aggregate, aggregate, layer_scores
@@ -39,10 +44,9 @@ class Ranking:
     score_seconds: float
     cache_hits: int
 
-    def order(self, estimator: str, layers: bool = False) -> list[str]:
+    def order(self, estimator: str) -> list[str]:
         """Candidate names best first by `estimator`."""
-        rows = self.layer_rows if layers else self.rows
-        return [row.name for row in sorted(rows, key=lambda r: -r.scores[estimator])]
+        return [row.name for row in sorted(self.rows, key=lambda r: -r.scores[estimator])]
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ def candidate_features(
             "candidate": candidate.text,
             "location": location,
             "files": model_files_stamp(location),
-            "data": [dataset.name, dataset.description, dataset.task, len(examples)],
+            "data": [dataset.name, dataset.task, examples_digest(examples)],
             "sample": options.sample,
             "seed": options.seed,
             "pooling": options.pooling,

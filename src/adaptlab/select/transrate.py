@@ -32,12 +32,18 @@ class TransRate(Estimator):
         z = unit_scale(x)
         if z is None:
             return 0.0  # constant features: no information about the labels
-        classes, n = target.classes, len(z)
-        within = sum(
-            (classes == k).sum() / n * coding_rate(z[classes == k], self.eps)
+        return coding_rate(z, self.eps) - within_class_rate(z, target, self.eps)
+
+
+def within_class_rate(z: Floats, target: Target, eps: float) -> float:
+    """R(Z, eps | Y) = sum_k (n_k / n) R(Z_k, eps): the class-weighted coding rate."""
+    classes, n = target.classes, len(z)
+    return float(
+        sum(
+            (classes == k).sum() / n * coding_rate(z[classes == k], eps)
             for k in range(target.class_count)
         )
-        return coding_rate(z, self.eps) - float(within)
+    )
 
 
 def coding_rate(z: Floats, eps: float) -> float:
