@@ -18,15 +18,16 @@ from typing import Any
 from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
-from adaptlab.errors import ConfigError, DataError
-from adaptlab.methods import load_adapter, read_manifest
-from adaptlab.models.loading import load_model
 from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.restore import adapter_folder
+from adaptlab.train.restore import (
+    RUN_ADAPTER_FOLDER,
+    adapter_folder,
+    check_data_fits,
+    check_split,
+    load_trained,
+)
 from adaptlab.train.run import METRICS_FILE
-
-SPLITS = ("train", "dev", "test")
 
 
 @dataclass
@@ -55,25 +56,13 @@ def load_target(
     When `path` is a run folder trained on `data` with a train size, the split is the run's own
     low-resource split (same size and seed), so "dev" is the dev set the run was tuned on.
     """
-    if split not in SPLITS:
-        raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
-    folder = adapter_folder(path)
-    manifest = read_manifest(folder)
-    base_id, task = manifest["base_model"]["id"], manifest.get("task")
-    if not base_id or not task:
-        raise ConfigError(f"{folder}: the manifest names no base model or task to analyse")
-    labels = tuple(manifest.get("label_names") or ())
-    loaded = load_model(base_id, task, label_names=labels or None, seed=manifest["seed"])
+    check_split(split)
+    loaded, manifest = load_trained(path, device)
     model: nn.Module = loaded.model
-    load_adapter(model, folder)
-    model.to(device).eval()
+    labels = tuple(manifest.get("label_names") or ())
     dataset = load_dataset(data, **dict(data_options or {}))
-    if dataset.task != task or tuple(dataset.label_names) != labels:
-        raise DataError(
-            f"{data} is a {dataset.task} data set with labels {list(dataset.label_names)}; "
-            f"the adapter was trained for {task} on {list(labels)}"
-        )
-    run = _run_record(Path(path), data)
+    check_data_fits(dataset, manifest, data)
+    run = _run_record(adapter_folder(path), data)
     dataset, max_length = _as_in_run(dataset, run)
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     examples = dataset.splits[split]
@@ -89,13 +78,23 @@ def load_target(
     )
 
 
-def _run_record(path: Path, data: str) -> dict[str, Any] | None:
-    """The run's metrics.json when `path` is a run folder trained on `data`."""
-    record = path / METRICS_FILE
+def _run_record(folder: Path, data: str) -> dict[str, Any] | None:
+    """The metrics.json of the run whose adapter folder is `folder`, when it trained on `data`."""
+    record = (folder.parent if folder.name == RUN_ADAPTER_FOLDER else folder) / METRICS_FILE
     if not record.is_file():
         return None
     run: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
-    return run if run.get("spec", {}).get("data") == data else None
+    return run if _same_data(run.get("spec", {}).get("data"), data) else None
+
+
+def _same_data(recorded: str | None, given: str) -> bool:
+    """Whether two data arguments name the same source (`./x.csv` and `x.csv` do)."""
+    if recorded is None:
+        return False
+    if recorded == given:
+        return True
+    a, b = Path(recorded).expanduser(), Path(given).expanduser()
+    return a.exists() and b.exists() and a.resolve() == b.resolve()
 
 
 def _as_in_run(dataset: Dataset, run: Mapping[str, Any] | None) -> tuple[Dataset, int]:

@@ -20,11 +20,8 @@ from adaptlab.cli.options import (
     data_options,
 )
 from adaptlab.data import TextEncoder, load_dataset
-from adaptlab.errors import ConfigError, DataError
 from adaptlab.train.evaluate import evaluate as run_evaluation
-from adaptlab.train.restore import load_trained
-
-SPLITS = ("train", "dev", "test")
+from adaptlab.train.restore import check_data_fits, check_split, load_trained
 
 
 def evaluate(
@@ -50,19 +47,11 @@ def evaluate(
 
         adaptlab eval --adapter runs/rt-houlsby --data rotten-tomatoes --split test
     """
-    if split not in SPLITS:
-        raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    check_split(split)
     loaded, manifest = load_trained(adapter, device)
     dataset = load_dataset(data, **data_options(text_column, text_pair_column, label_column, task))
+    check_data_fits(dataset, manifest, data)
     labels = manifest.get("label_names") or []
-    if dataset.task != manifest["task"]:
-        raise DataError(
-            f"{data} is a {dataset.task} data set, the adapter was trained for {manifest['task']}"
-        )
-    if list(dataset.label_names) != list(labels):
-        raise DataError(
-            f"{data} has labels {list(dataset.label_names)}, the adapter was trained on {labels}"
-        )
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     features = encoder.encode(dataset.splits[split])
     result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)

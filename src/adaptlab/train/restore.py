@@ -8,7 +8,9 @@ from typing import Any
 
 from torch import nn
 
-from adaptlab.errors import AdapterFileError
+from adaptlab.data import Dataset
+from adaptlab.data.types import SPLIT_NAMES
+from adaptlab.errors import AdapterFileError, ConfigError, DataError
 from adaptlab.methods import load_adapter, read_manifest
 from adaptlab.methods.persistence import MANIFEST
 from adaptlab.models.loading import LoadedModel, load_model
@@ -29,7 +31,10 @@ def adapter_folder(path: str | os.PathLike[str]) -> Path:
 def load_trained(
     path: str | os.PathLike[str], device: str = "cpu"
 ) -> tuple[LoadedModel, dict[str, Any]]:
-    """The base model named in the manifest, with the adapter loaded, and the manifest."""
+    """The base model named in the manifest, with the adapter loaded, and the manifest.
+
+    The base loads under the run's seed, so its new head starts where training started (the
+    analyses read those initial values as theta0)."""
     folder = adapter_folder(path)
     manifest = read_manifest(folder)
     base_id = manifest["base_model"]["id"]
@@ -39,8 +44,28 @@ def load_trained(
             f"{folder}: the manifest names no base model or task; load the base model yourself "
             "and call adaptlab.load_adapter"
         )
-    loaded = load_model(base_id, task, label_names=manifest.get("label_names") or None)
+    labels = manifest.get("label_names") or None
+    loaded = load_model(base_id, task, label_names=labels, seed=manifest.get("seed"))
     model: nn.Module = loaded.model
     load_adapter(model, folder)
     model.to(device).eval()
     return loaded, manifest
+
+
+def check_split(split: str) -> None:
+    """`split` must name one of the fixed train / dev / test splits."""
+    if split not in SPLIT_NAMES:
+        raise ConfigError(f"--split must be one of {', '.join(SPLIT_NAMES)}, got {split!r}")
+
+
+def check_data_fits(dataset: Dataset, manifest: dict[str, Any], data: str) -> None:
+    """The data set must have the task and labels the adapter was trained for."""
+    labels = list(manifest.get("label_names") or [])
+    if dataset.task != manifest["task"]:
+        raise DataError(
+            f"{data} is a {dataset.task} data set, the adapter was trained for {manifest['task']}"
+        )
+    if list(dataset.label_names) != labels:
+        raise DataError(
+            f"{data} has labels {list(dataset.label_names)}, the adapter was trained on {labels}"
+        )
