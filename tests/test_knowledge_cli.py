@@ -78,3 +78,12 @@ def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         capsys,
     )
     assert code == 1 and "no built-in fact set" in err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    code, _, err = run(["neurons", "amplify", "--neurons", str(broken)], capsys)
+    assert code == 1 and "not a neuron file" in err and "Traceback" not in err
+    no_model = tmp_path / "no-model.json"
+    meta = {"kind": "causal", "facts": "f", "relation": "r", "results": []}
+    no_model.write_text(json.dumps(meta))
+    code, _, err = run(["neurons", "erase", "--neurons", str(no_model)], capsys)
+    assert code == 1 and "no model in this neuron file" in err and "Traceback" not in err

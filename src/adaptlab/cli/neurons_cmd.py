@@ -160,7 +160,7 @@ def erase(neurons: NeuronsFile, seed: Seed = 0) -> None:
 def _print_rows(title: str, rows: list[dict[str, Any]]) -> None:
     table = Table(title=title)
     for column in rows[0] if rows else []:
-        table.add_column(column, justify="right")
+        table.add_column(column.replace("_", " "), justify="right")  # headers wrap at spaces
     for row in rows:
         table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()))
     Console().print(table)

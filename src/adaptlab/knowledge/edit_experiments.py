@@ -84,6 +84,7 @@ def update_experiment(
     pool = [r.fact for r in results]
     objects = sorted({fact.object for fact in pool})
     inter = rng.sample(others.facts, min(SAMPLE, len(others.facts)))
+    inter_before = perplexity(lm, others, inter)  # the unedited model: the same for every fact
     for result in tqdm(results, desc="updating", disable=not progress, unit="fact"):
         fact = result.fact
         choices = [o for o in objects if o != fact.object]
@@ -100,7 +101,6 @@ def update_experiment(
             "random": random_control(result.neurons, lm.num_neurons, rng),
         }
         intra_before = perplexity(lm, facts, intra)
-        inter_before = perplexity(lm, others, inter)
         for name, neurons in sets.items():
             with value_slot_edit(lm) as edit:
                 update_fact(edit, neurons, old_token, new_token, lambda1, lambda2)

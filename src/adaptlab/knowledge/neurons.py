@@ -10,6 +10,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from adaptlab.errors import DataError
+from adaptlab.fileio import atomic_write
 from adaptlab.knowledge.attribution import DEFAULT_STEPS, attribute
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.knowledge.hooks import Neuron
@@ -74,11 +75,15 @@ def layer_histogram(results: list[FactNeurons], num_layers: int) -> list[int]:
     return counts
 
 
+REQUIRED_META = ("model", "kind", "facts", "relation")
+"""What the suppress / amplify / edit / erase jobs read back from a neuron file."""
+
+
 def save_neurons(path: Path, results: list[FactNeurons], meta: dict[str, Any]) -> None:
     """Write the found neurons with what produced them (model, facts, relation, steps) as JSON."""
     rows = [asdict(result) for result in results]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**meta, "results": rows}, indent=2), encoding="utf-8")
+    atomic_write(path, json.dumps({**meta, "results": rows}, indent=2).encode("utf-8"))
 
 
 def load_neurons(path: Path) -> tuple[dict[str, Any], list[FactNeurons]]:
@@ -100,4 +105,7 @@ def load_neurons(path: Path) -> tuple[dict[str, Any], list[FactNeurons]]:
         ]
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
         raise DataError(f"{path}: not a neuron file written by `adaptlab neurons find`") from error
+    missing = [key for key in REQUIRED_META if key not in data]
+    if missing:
+        raise DataError(f"{path}: no {', '.join(missing)} in this neuron file; run `find` again")
     return data, results

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from adaptlab.analysis.plots import save_png
+
 
 def layer_histogram_plot(counts: list[int], title: str, path: Path) -> None:
     """Bars of knowledge neurons per layer (the slides' "KNs @ layer")."""
@@ -16,7 +18,7 @@ def layer_histogram_plot(counts: list[int], title: str, path: Path) -> None:
     axes.set_ylabel("knowledge neurons")
     axes.set_title(title)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    save_png(figure, path)
 
 
 def effect_plot(knowledge: float, random: float, title: str, path: Path) -> None:
@@ -28,4 +30,4 @@ def effect_plot(knowledge: float, random: float, title: str, path: Path) -> None
     axes.set_ylabel("change of P(correct answer), %")
     axes.set_title(title)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    save_png(figure, path)

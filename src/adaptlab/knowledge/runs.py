@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from adaptlab.fileio import atomic_write
 from adaptlab.knowledge.attribution import DEFAULT_STEPS
 from adaptlab.knowledge.edit_experiments import (
     erase_experiment,
@@ -91,7 +92,7 @@ def _others(facts: FactSet, relation: str) -> FactSet:
 
 
 def _write(path: Path, data: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    atomic_write(path, json.dumps(data, indent=2).encode("utf-8"))
     return path
 
 
