@@ -190,3 +190,13 @@ def test_trainable_share_and_formatting() -> None:
     ]
     assert [fmt.count(n) for n in (512, 36_866, 4_386_178)] == ["512", "36.9k", "4.39M"]
     assert fmt.p_value(0.0004) == "p < 0.001" and fmt.p_value(0.0312) == "p = 0.031"
+
+
+def test_candidates_from_folders_show_their_last_part_and_names_stay_whole() -> None:
+    assert fmt.candidate("runs/m/minilm-l6-first2") == "minilm-l6-first2"
+    assert fmt.candidate("../runs/transfer-models/minilm-l6-reinit/") == "minilm-l6-reinit"
+    assert fmt.candidate("/abs/path/model") == "model"
+    assert fmt.candidate("minilm-l6@first2") == "minilm-l6@first2"
+    assert fmt.candidate("sentence-transformers/all-MiniLM-L6-v2") == (
+        "sentence-transformers/all-MiniLM-L6-v2"
+    )

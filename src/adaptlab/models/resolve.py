@@ -28,7 +28,7 @@ def resolve_model(name_or_path: str) -> ModelSource:
     folder = Path(name_or_path).expanduser()
     if folder.is_dir():
         return ModelSource(str(folder), local_files_only=True)
-    if _looks_like_path(name_or_path):
+    if looks_like_path(name_or_path):
         raise ModelNotFoundError(f"cannot load model {name_or_path!r}: no such folder")
     return ModelSource(name_or_path, local_files_only=not hub_usable())
 
@@ -49,7 +49,7 @@ def load_errors(name_or_path: str, source: ModelSource) -> Iterator[None]:
         raise ModelNotFoundError(_message(name_or_path, reason)) from err
 
 
-def _looks_like_path(name_or_path: str) -> bool:
+def looks_like_path(name_or_path: str) -> bool:
     """Whether a name is meant as a folder: hub names are 'name' or 'owner/name'."""
     return (
         name_or_path.startswith((".", "/", "~"))

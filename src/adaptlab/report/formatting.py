@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from adaptlab.models.resolve import looks_like_path
+
 
 def score(value: float) -> str:
     """A metric value: three decimals (metrics are fractions such as accuracy or F1)."""
@@ -55,8 +57,6 @@ def p_value(value: float) -> str:
 
 
 def candidate(name: str) -> str:
-    """A model candidate: a local folder by its last part (`runs/m/minilm-l6-first2@reinit`
-    -> `minilm-l6-first2@reinit`); built-in and hub names as they are."""
-    if name.startswith(("/", "./", "../", "~")):
-        return name.rstrip("/").rsplit("/", 1)[-1]
-    return name
+    """A model candidate: a local folder by its last part (`runs/m/minilm-l6-first2` ->
+    `minilm-l6-first2`); built-in and hub names (`owner/name`) as they are."""
+    return name.rstrip("/").rsplit("/", 1)[-1] if looks_like_path(name) else name

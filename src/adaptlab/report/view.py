@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from adaptlab.report import aggregate
 from adaptlab.report.aggregate import Cell, MeanCurve
 from adaptlab.report.recommend import Verdict, verdict
 from adaptlab.report.records import Curve, Run, Setting, Validation
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,17 @@ class StudyView:
 
         Methods whose runs recorded no epochs are left out.
         """
-        found = {}
+        return self._per_method(setting, aggregate.mean_curve)
+
+    def _per_method(
+        self, setting: Setting, summarise: Callable[[Sequence[Run]], T | None]
+    ) -> dict[str, T]:
+        """`summarise` of each method's runs at its chosen learning rate, where it gives one."""
+        found: dict[str, T] = {}
         for cell in self.chosen_in(setting):
-            curve = aggregate.mean_curve(aggregate.runs_of(self.runs, cell))
-            if curve is not None:
-                found[cell.method] = curve
+            value = summarise(aggregate.runs_of(self.runs, cell))
+            if value is not None:
+                found[cell.method] = value
         return found
 
     @property
@@ -78,21 +87,11 @@ class StudyView:
 
     def layer_curves(self, setting: Setting, measure: str) -> dict[str, tuple[float, ...]]:
         """Mean per-layer `measure` per method at its chosen learning rate (if recorded)."""
-        found = {}
-        for cell in self.chosen_in(setting):
-            curve = aggregate.mean_layer_scores(aggregate.runs_of(self.runs, cell), measure)
-            if curve is not None:
-                found[cell.method] = curve
-        return found
+        return self._per_method(setting, lambda runs: aggregate.mean_layer_scores(runs, measure))
 
     def landscapes(self, setting: Setting) -> dict[str, Curve]:
         """Mean loss landscape per method at its chosen learning rate (if recorded)."""
-        found = {}
-        for cell in self.chosen_in(setting):
-            curve = aggregate.mean_landscape(aggregate.runs_of(self.runs, cell))
-            if curve is not None:
-                found[cell.method] = curve
-        return found
+        return self._per_method(setting, aggregate.mean_landscape)
 
 
 def study_view(runs: Sequence[Run], validations: Sequence[Validation] = ()) -> StudyView:
