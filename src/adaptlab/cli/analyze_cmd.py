@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from adaptlab.analysis import Written, landscape_analysis, similarity_analysis
+from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN
+from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.cli.options import (
     DataOption,
     Device,
@@ -42,7 +44,7 @@ Progress = Annotated[bool, typer.Option(help="Show progress bars.")]
 def rsa(
     adapter: AdapterOption,
     data: DataOption,
-    tokens: Tokens = 5000,
+    tokens: Tokens = DEFAULT_TOKENS,
     seed: Seed = 0,
     split: Split = "dev",
     out: Out = None,
@@ -67,7 +69,7 @@ def rsa(
 def cka(
     adapter: AdapterOption,
     data: DataOption,
-    tokens: Tokens = 5000,
+    tokens: Tokens = DEFAULT_TOKENS,
     seed: Seed = 0,
     debiased: Annotated[
         bool, typer.Option(help="Use the unbiased HSIC estimator (Song et al. 2012).")
@@ -96,8 +98,10 @@ def cka(
 def landscape(
     adapter: AdapterOption,
     data: DataOption,
-    points: Annotated[int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).")] = 20,
-    span: Annotated[float, typer.Option(help="alpha runs from -span to span.")] = 2.0,
+    points: Annotated[
+        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).")
+    ] = DEFAULT_POINTS,
+    span: Annotated[float, typer.Option(help="alpha runs from -span to span.")] = DEFAULT_SPAN,
     split: Split = "dev",
     out: Out = None,
     batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,

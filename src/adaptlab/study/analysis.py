@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from adaptlab.analysis import compare_to_base, eligible_tokens, loss_landscape, sample_tokens
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.train.run import OnTrained, TrainedRun
 
 AnalysisName = Literal["rsa", "cka", "landscape"]
-ANALYSES: tuple[str, ...] = get_args(AnalysisName)
 SIMILARITIES = ("rsa", "cka")
 SAMPLE_SEED = 0
 

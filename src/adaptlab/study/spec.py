@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.study.analysis import AnalysisName
@@ -199,7 +200,7 @@ class StudySpec(_Strict):
     device: str = "cpu"
     resources: Resources = Resources()
     analysis: list[AnalysisName] = []
-    analysis_tokens: Annotated[int, Field(ge=3)] = 5000
+    analysis_tokens: Annotated[int, Field(ge=3)] = DEFAULT_TOKENS
 
     @field_validator("name")
     @classmethod
