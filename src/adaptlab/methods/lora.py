@@ -52,7 +52,7 @@ class LoRA(nn.Module):
         self.A = nn.Parameter(torch.empty(config.rank, layer.in_features))
         self.B = nn.Parameter(torch.zeros(layer.out_features, config.rank))
         nn.init.kaiming_uniform_(self.A, a=math.sqrt(5), generator=generator)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout) if config.dropout > 0 else nn.Identity()
         self.scaling = config.alpha / config.rank
         self.switch = switch
         self.merged = False
