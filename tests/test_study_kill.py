@@ -19,7 +19,12 @@ from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.runner import run_study
 from adaptlab.study.status import study_status
 
-COMMAND = "import sys; from adaptlab.cli.study_cmd import app; app(sys.argv[1:])"
+# Ctrl-C raises KeyboardInterrupt in the child even when this test runs with SIGINT ignored
+# (a job started in the background by a non-interactive shell), as it does at a terminal.
+COMMAND = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from adaptlab.cli.study_cmd import app; app(sys.argv[1:])"
+)
 
 
 def start(spec: Path, log: Path) -> subprocess.Popen[bytes]:
