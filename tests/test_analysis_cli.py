@@ -102,3 +102,13 @@ def test_user_errors_are_one_line(
     assert code == 1 and "--split must be one of" in err
     code, _, err = run_cli([*base[:3], str(run / "nothing"), *base[4:]], capsys)
     assert code == 1 and "no such adapter" in err
+
+
+def test_the_runs_own_split_is_found_from_its_adapter_folder_and_another_spelling(
+    run_folder: tuple[Path, Path, dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run, data, _ = run_folder
+    monkeypatch.chdir(data.parent)
+    for adapter, spelling in ((run / "adapter", str(data)), (run, f"./{data.name}")):
+        target = load_target(adapter, spelling)
+        assert "40 examples, the run's own split" in target.data, (adapter, spelling)
