@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 from test_knowledge_lm import tiny_lm
 
+from adaptlab.errors import ConfigError
 from adaptlab.knowledge.attribution import attribute, token_attribution
-from adaptlab.knowledge.hooks import answer_logits, replaced_activations
+from adaptlab.knowledge.hooks import pre_hook
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import TokenQuery, token_queries
 
 PROMPT = ("The capital of [X] is [Y].", "France", "Paris")
+
+
+@contextmanager
+def replaced_activation(
+    lm: KnowledgeLM, layer: int, position: int, value: torch.Tensor
+) -> Iterator[None]:
+    """Layer `layer`'s activation at `position` is `value` in every row."""
+
+    def replace(_: object, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        x = args[0].clone()
+        x[:, position] = value
+        return (x, *args[1:])
+
+    with pre_hook(lm.ffn_out[layer], replace):
+        yield
 
 
 def _query(lm: KnowledgeLM) -> TokenQuery:
@@ -30,10 +49,8 @@ def _probability(lm: KnowledgeLM, query: TokenQuery, layer: int, alpha: float) -
         handle = lm.ffn_out[layer].register_forward_pre_hook(keep)
         lm.model(input_ids=ids)
         handle.remove()
-        with replaced_activations(
-            lm.ffn_out[layer], query.position, slice(None), alpha * clean["a"]
-        ):
-            return answer_logits(lm, ids, query.position).softmax(-1)[0, query.target]
+        with replaced_activation(lm, layer, query.position, alpha * clean["a"]):
+            return lm.model(input_ids=ids).logits[0, query.position].softmax(-1)[query.target]
 
 
 @pytest.mark.parametrize("arch", ["bert", "llama"])
@@ -67,7 +84,7 @@ def _naive(lm: KnowledgeLM, query: TokenQuery, steps: int) -> torch.Tensor:
         total = torch.zeros_like(captured["a"])
         for k in range(1, steps + 1):
             scaled = (k / steps * captured["a"]).requires_grad_(True)
-            with replaced_activations(lm.ffn_out[layer], query.position, slice(None), scaled):
+            with replaced_activation(lm, layer, query.position, scaled):
                 logits = lm.model(input_ids=ids, use_cache=False).logits[0, query.position]
             (grad,) = torch.autograd.grad(logits.softmax(-1)[query.target], scaled)
             total += grad
@@ -111,3 +128,16 @@ def test_multi_token_answers_average_their_tokens() -> None:
     whole = attribute(lm, template, subject, "Buenos Aires", 4)
     torch.testing.assert_close(whole.scores, (parts[0].scores + parts[1].scores) / 2)
     assert whole.probability == pytest.approx(parts[0].probability * parts[1].probability)
+
+
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_chosen_layers_match_the_full_run_in_any_order(arch: str) -> None:
+    lm = tiny_lm(arch)
+    query = _query(lm)
+    full = token_attribution(lm, query, 5)
+    top = token_attribution(lm, query, 5, layers=[1, 1])
+    assert top.scores[0].abs().max() == 0
+    torch.testing.assert_close(top.scores[1], full.scores[1], rtol=1e-5, atol=1e-10)
+    assert top.probability == pytest.approx(full.probability, rel=1e-6)
+    with pytest.raises(ConfigError, match=r"among 0\.\.1"):
+        token_attribution(lm, query, 5, layers=[2])

@@ -8,9 +8,12 @@ Attr_base(w_i^(l)) = w̄_i^(l).
 
 For one layer the m scaled copies run as one batch (a pre-hook replaces that layer's
 activation at the answer position by α_k w̄ in row k); several layers share a batch, each in
-its own rows. Parameters record no gradients; the LM head runs on the answer position only and
-the softmax's derivative is taken in closed form there; a causal LM reads the prompt once and
-then only the answer position (its key/value cache repeated over the batch), since nothing
+its own rows. The batch starts as one unmodified row and grows where it must: block l appends
+layer l's m rows, copies of the unmodified row, which is why the hook can read w̄ there; no
+block below l computes them. The unmodified row also gives the answer's probability.
+Parameters record no gradients; the LM head runs on the answer position only and the softmax's
+derivative is taken in closed form there; a causal LM reads the prompt once and then only the
+answer position (each block's key/value cache repeated over that block's rows), since nothing
 before that position depends on the scaled activation.
 """
 
@@ -25,12 +28,11 @@ import torch
 
 from adaptlab.errors import ConfigError
 from adaptlab.knowledge.hooks import (
-    answer_logits,
-    captured_activations,
+    appended_rows,
     frozen_parameters,
     head_input,
     lm_head,
-    replaced_activations,
+    scaled_activations,
 )
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import TokenQuery, token_queries
@@ -54,27 +56,30 @@ class Attribution:
 
 
 @dataclass
-class _Clean:
-    activations: torch.Tensor  # (layers, neurons) at the answer position
-    probability: float
-    past: Any  # the causal LM's cache of the tokens before the answer position, or None
+class _Prompt:
     ids: torch.Tensor  # what the scaled batch reads: the last token (causal) or the whole prompt
     position: int  # the answer position within `ids`
+    past: Any  # the causal LM's cache of the tokens before the answer position, or None
+    target: int
 
 
-def _clean_pass(lm: KnowledgeLM, query: TokenQuery) -> _Clean:
-    """The unmodified model's activations and answer probability (and a causal LM's cache)."""
+@dataclass
+class _Batch:
+    activations: list[torch.Tensor]  # per layer (neurons,): w̄ at the answer position
+    gradients: tuple[torch.Tensor, ...]  # per layer (steps, neurons): dP/dw at α_k w̄
+    probability: float  # the answer's probability in the unmodified model
+
+
+def _prompt(lm: KnowledgeLM, query: TokenQuery) -> _Prompt:
+    """A causal LM reads the tokens before the answer position once, into its cache."""
     ids, position, past = query.input_ids[None], query.position, None
-    with torch.no_grad():
-        if lm.kind == "causal" and position > 0:
-            if position != ids.shape[1] - 1:
-                raise ConfigError("a causal LM's answer position must be the prompt's last token")
+    if lm.kind == "causal" and position > 0:
+        if position != ids.shape[1] - 1:
+            raise ConfigError("a causal LM's answer position must be the prompt's last token")
+        with torch.no_grad():
             past = lm.model(input_ids=ids[:, :position], use_cache=True).past_key_values
-            ids, position = ids[:, position:], 0
-        with captured_activations(lm, position) as captured:
-            logits = answer_logits(lm, ids, position, copy.deepcopy(past))
-    probability = logits.softmax(-1)[0, query.target].item()
-    return _Clean(torch.cat(captured), probability, past, ids, position)
+        ids, position = ids[:, position:], 0
+    return _Prompt(ids, position, past, query.target)
 
 
 def token_attribution(
@@ -87,53 +92,64 @@ def token_attribution(
     """Integrated gradients of one answer token's probability for every neuron of `layers`.
 
     Rows of layers not in `layers` are zero. `layers_per_batch` bounds the batch at
-    `layers_per_batch * steps` rows (None: all layers in one batch).
+    `1 + layers_per_batch * steps` rows (None: all layers in one batch).
     """
     if steps < 1:
         raise ConfigError(f"integrated gradients need at least 1 step, got {steps}")
-    clean = _clean_pass(lm, query)
-    chosen = list(range(lm.num_layers)) if layers is None else layers
+    chosen = sorted(set(range(lm.num_layers) if layers is None else layers))
+    if not chosen or not 0 <= chosen[0] <= chosen[-1] < lm.num_layers:
+        raise ConfigError(f"layers to attribute must be among 0..{lm.num_layers - 1}: {layers}")
+    prompt = _prompt(lm, query)
     group = layers_per_batch or len(chosen)
-    scores = torch.zeros_like(clean.activations)
-    alphas = torch.arange(1, steps + 1, dtype=clean.activations.dtype) / steps  # k/m, eq. 5
+    weight = lm.ffn_out[0].weight
+    scores = weight.new_zeros(lm.num_layers, lm.num_neurons)
+    activations = torch.zeros_like(scores)
+    alphas = torch.arange(1, steps + 1, dtype=weight.dtype, device=weight.device) / steps  # eq. 5
+    probability = 0.0
     for start in range(0, len(chosen), group):
         part = chosen[start : start + group]
-        grads = _gradients(lm, clean, query.target, part, alphas)
-        for layer, grad in zip(part, grads, strict=True):
-            scores[layer] = clean.activations[layer] * grad.sum(0) / steps  # eq. 5
-    return Attribution(scores, clean.activations, clean.probability)
+        batch = _batch(lm, prompt, part, alphas)
+        probability = batch.probability
+        for layer, activation, grad in zip(part, batch.activations, batch.gradients, strict=True):
+            activations[layer] = activation
+            scores[layer] = activation * grad.sum(0) / steps  # eq. 5
+    return Attribution(scores, activations, probability)
 
 
-def _gradients(
-    lm: KnowledgeLM, clean: _Clean, target: int, layers: list[int], alphas: torch.Tensor
-) -> tuple[torch.Tensor, ...]:
-    """dP/dw at each α_k w̄, per layer (steps, neurons): one batch, one backward pass."""
+def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[int], alphas: torch.Tensor) -> _Batch:
+    """dP/dw at each α_k w̄ for each of `layers` (ascending): one batch, one backward pass.
+
+    Row 0 is the unmodified model; block `layers[g]` appends rows 1 + g m .. (g + 1) m.
+    """
     steps = len(alphas)
-    rows = steps * len(layers)
-    past = clean.past
+    past = prompt.past
     if past is not None:
         past = copy.deepcopy(past)
-        past.batch_repeat_interleave(rows)
-    scaled = [
-        (alphas[:, None] * clean.activations[layer][None]).requires_grad_(True) for layer in layers
-    ]
+        for block, cache in enumerate(past.layers):
+            cache.batch_repeat_interleave(1 + steps * sum(layer <= block for layer in layers))
     with torch.enable_grad(), frozen_parameters(lm.model), ExitStack() as stack:
+        found = []
         for g, layer in enumerate(layers):
-            block = slice(g * steps, (g + 1) * steps)
+            rows = slice(1 + g * steps, 1 + (g + 1) * steps)
+            stack.enter_context(appended_rows(lm.blocks[layer], steps))
             module = lm.ffn_out[layer]
-            stack.enter_context(replaced_activations(module, clean.position, block, scaled[g]))
-        hidden = head_input(lm, clean.ids.expand(rows, -1), clean.position, past)
+            found.append(
+                stack.enter_context(scaled_activations(module, prompt.position, rows, alphas))
+            )
+        hidden = head_input(lm, prompt.ids, prompt.position, past)
         head = lm_head(lm)
-        weight = head.weight
         with torch.no_grad():  # dP_t/dh = P_t (W_t - softmax(z) W), z = W h + b
-            logits = hidden @ weight.T  # in place from here on: V-sized rows
+            logits = hidden @ head.weight.T  # in place from here on: V-sized rows
             if head.bias is not None:
                 logits += head.bias
             exp = logits.sub_(logits.amax(-1, keepdim=True)).exp_()
             total = exp.sum(-1, keepdim=True)
-            expected = (exp @ weight).div_(total)
-            grad_hidden = (exp[:, target, None] / total) * (weight[target] - expected)
-        return torch.autograd.grad(hidden, scaled, grad_outputs=grad_hidden)
+            expected = (exp @ head.weight).div_(total)
+            p_target = exp[:, prompt.target, None] / total
+            grad_hidden = p_target * (head.weight[prompt.target] - expected)
+        activations, scaled = zip(*(f.tensors() for f in found), strict=True)
+        gradients = torch.autograd.grad(hidden, scaled, grad_hidden)
+    return _Batch(list(activations), gradients, p_target[0].item())
 
 
 def attribute(

@@ -1,13 +1,15 @@
-"""Forward pre-hooks on the FFN output projections: read, replace or scale neuron activations.
+"""Forward pre-hooks that read, scale or replace neuron activations; no model forward is rewritten.
 
 The input of block l's FFN output projection is its intermediate activation, one value per
-neuron, so every hook here is a pre-hook on `lm.ffn_out[l]` and no model forward is rewritten.
+neuron, so those hooks are pre-hooks on `lm.ffn_out[l]`. Attribution also grows its batch at
+chosen blocks (a pre-hook on `lm.blocks[l]`) and hides the answer-free positions from the head.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,32 +36,66 @@ def pre_hook(module: nn.Module, hook: PreHook) -> Iterator[RemovableHandle]:
 
 
 @contextmanager
-def captured_activations(lm: KnowledgeLM, position: int) -> Iterator[list[torch.Tensor]]:
-    """Fills the yielded list, per layer, with the activations (batch, neurons) at `position`."""
-    captured: list[torch.Tensor] = []
+def appended_rows(block: nn.Module, count: int) -> Iterator[None]:
+    """`block` receives its hidden states with `count` copies of batch row 0 appended.
 
-    def capture(_: nn.Module, args: tuple[Any, ...]) -> None:
-        captured.append(args[0][:, position].detach())
+    Masks and position embeddings built for the smaller batch broadcast over the new rows.
+    """
 
-    with ExitStack() as stack:
-        for module in lm.ffn_out:
-            stack.enter_context(pre_hook(module, capture))
-        yield captured
+    def grow(hidden: torch.Tensor) -> torch.Tensor:
+        return torch.cat([hidden, hidden[:1].expand(count, *hidden.shape[1:])])
+
+    def append(
+        _: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if args:
+            return (grow(args[0]), *args[1:]), kwargs
+        if "hidden_states" not in kwargs:
+            raise ConfigError(f"{type(block).__name__}: no hidden states among the block's inputs")
+        return args, {**kwargs, "hidden_states": grow(kwargs["hidden_states"])}
+
+    handle = block.register_forward_pre_hook(append, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@dataclass
+class ScaledRows:
+    """What `scaled_activations` found and put in place during the forward pass."""
+
+    activation: torch.Tensor | None = None  # (neurons,) row 0's activation
+    scaled: torch.Tensor | None = None  # (rows, neurons) alpha_k * activation, records gradients
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(activation, scaled); an error if the forward pass never reached the module."""
+        if self.activation is None or self.scaled is None:
+            raise ConfigError("the forward pass never reached the FFN output projection")
+        return self.activation, self.scaled
 
 
 @contextmanager
-def replaced_activations(
-    module: nn.Module, position: int, rows: slice, values: torch.Tensor
-) -> Iterator[None]:
-    """Replace the activations of batch `rows` at `position` by `values` (rows, neurons)."""
+def scaled_activations(
+    module: nn.Module, position: int, rows: slice, alphas: torch.Tensor
+) -> Iterator[ScaledRows]:
+    """Batch rows `rows` get alphas[k] times row 0's activation at `position`.
 
-    def replace(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    Row 0 is the batch's unmodified row. The scaled values are a new leaf tensor that records
+    gradients, so autograd differentiates with respect to it.
+    """
+    found = ScaledRows()
+
+    def scale(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        activation = args[0][0, position].detach()
+        found.activation = activation
+        found.scaled = (alphas[:, None] * activation).requires_grad_(True)
         x = args[0].clone()
-        x[rows, position] = values
+        x[rows, position] = found.scaled
         return (x, *args[1:])
 
-    with pre_hook(module, replace):
-        yield
+    with pre_hook(module, scale):
+        yield found
 
 
 @contextmanager
@@ -111,7 +147,9 @@ def _model_inputs(input_ids: torch.Tensor, kind: str, past: Any) -> dict[str, An
     if past is not None:
         length = past.get_seq_length() + input_ids.shape[1]
         kwargs.update(past_key_values=past, use_cache=True)
-        kwargs["attention_mask"] = torch.ones(input_ids.shape[0], length, dtype=torch.long)
+        kwargs["attention_mask"] = torch.ones(
+            input_ids.shape[0], length, dtype=torch.long, device=input_ids.device
+        )
     else:
         kwargs["attention_mask"] = torch.ones_like(input_ids)
         if kind == "causal":
@@ -136,11 +174,3 @@ def head_input(
     with pre_hook(lm_head(lm), no_position):
         lm.model(**_model_inputs(input_ids, lm.kind, past))
     return seen[0]
-
-
-def answer_logits(
-    lm: KnowledgeLM, input_ids: torch.Tensor, position: int, past: Any = None
-) -> torch.Tensor:
-    """The logits (batch, vocabulary) at `position`, computed there only (no gradient)."""
-    with torch.no_grad():
-        return lm_head(lm)(head_input(lm, input_ids, position, past))

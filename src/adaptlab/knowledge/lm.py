@@ -29,12 +29,14 @@ class KnowledgeLM:
 
     `ffn_out[l]` is block l's FFN output (down) projection: its input is the intermediate
     activation, one value per neuron (for gated FFNs the product of gate and up projections).
+    `blocks[l]` is block l itself.
     """
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     kind: LMKind
     ffn_out: list[nn.Linear]
+    blocks: list[nn.Module]
     model_id: str = ""
 
     @property
@@ -67,8 +69,9 @@ def wrap_lm(
         module = get_module(model, block.ffn_out)
         assert isinstance(module, nn.Linear)
         layers.append(module)
+    blocks = [get_module(model, block.name) for block in backbone.blocks]
     assert isinstance(model, PreTrainedModel)
-    return KnowledgeLM(model.eval(), tokenizer, kind, layers, model_id)
+    return KnowledgeLM(model.eval(), tokenizer, kind, layers, blocks, model_id)
 
 
 def load_lm(name_or_path: str, kind: str | None = None) -> KnowledgeLM:
