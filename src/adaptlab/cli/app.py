@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 from rich.console import Console
 
@@ -51,23 +50,18 @@ _stderr = Console(stderr=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; user errors print one line (a traceback only with --debug) and exit 1."""
+    """Run the CLI; user errors print one line (a traceback only with --debug) and exit 1.
+
+    Typer itself answers usage errors (exit 2, with the usage line) and Ctrl-C (exit 130).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:  # accepted anywhere on the line, handed to the top-level option
         args = ["--debug", *(a for a in args if a != "--debug")]
     try:
-        app(args=args, prog_name="adaptlab", standalone_mode=False)
+        app(args=args, prog_name="adaptlab")
     except AdaptlabError as error:
         if debug:
             raise
         _stderr.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         sys.exit(1)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        _stderr.print("interrupted")
-        sys.exit(130)
