@@ -10,26 +10,29 @@ folder that both sides load:
 Prompts: eight countries with one-token capitals, in a short template (9 tokens with BERT's
 [CLS] and [SEP], 5 for the causal model) and a long one (21 and 17). Both sides compute
 integrated gradients of P(answer) over every FFN intermediate neuron of every layer with the
-same number of steps (m = 20), on CPU with one torch thread each.
+same number of steps (m = 20), with one torch thread each, on the CPU or (`--device cuda`) a GPU.
 
 - adaptlab: `adaptlab.knowledge.attribute` (alpha = k/m, k = 1..m; all layers share one
-  batched forward and one backward pass; the LM head reads only the answer position; a causal
-  LM reads its prompt once and the batch holds only the answer position).
+  batched forward and one backward pass, the batch growing block by block from one unmodified
+  row; the LM head reads only the answer position; a causal LM reads its prompt once and the
+  batch holds only the answer position).
 - knowledge-neurons==0.0.2: `KnowledgeNeurons.get_scores(prompt, answer, steps=m,
   batch_size=m)` (one batch per layer, its fastest setting; alpha = linspace(0, 1, m)). It runs
   in an overlay venv, benchmarks/.venv-kn (benchmarks/overlay_venv.py: the package and einops;
   torch and transformers come from .venv), in a subprocess that times itself, so process
   start-up is not counted (started with `python -P`, so this script's folder does not shadow
-  the `knowledge_neurons` package).
+  the `knowledge_neurons` package). `--peer-python` names another interpreter that imports
+  knowledge_neurons (on a GPU machine without package index, say) instead of the overlay.
 
 Reported: median seconds per prompt over `--rounds` rounds (each round attributes every prompt
-once, after one untimed warm-up prompt), the speed ratio, and the Pearson correlation of the
+once, after one untimed warm-up prompt; both sides' scores are copied to the CPU inside the
+timed loop, which waits for the GPU), the speed ratio, and the Pearson correlation of the
 two score tensors per prompt (min and mean). For BERT both sides attribute the same neurons
 (the output of the FFN's activation) and the scores agree closely (the step grids differ
 slightly). For GPT models knowledge-neurons patches the output of `mlp.c_fc`, the FFN's input
 projection *before* its activation, while adaptlab (and the paper) attribute the activation's
 output, the input of `mlp.c_proj`: there only the times compare, not the scores.
-Usage: ``.venv/bin/python benchmarks/knowledge_neurons.py``.
+Usage: ``.venv/bin/python benchmarks/knowledge_neurons.py [--device cuda]``.
 """
 
 from __future__ import annotations
@@ -113,12 +116,12 @@ def save_model(kind: str, folder: Path) -> None:
 
 
 def time_ours(
-    kind: str, folder: Path, template: str, steps: int, rounds: int
+    kind: str, folder: Path, template: str, steps: int, rounds: int, device: str
 ) -> tuple[list[float], list[torch.Tensor]]:
     """adaptlab: seconds per prompt per round, and the scores of the last round."""
     from adaptlab.knowledge import attribute, load_lm
 
-    lm = load_lm(str(folder))
+    lm = load_lm(str(folder), device=device)
     items = prompts(kind, template)
     attribute(lm, template, items[0][1], items[0][2], steps)  # warm-up
     times, scores = [], []
@@ -129,7 +132,9 @@ def time_ours(
     return times, scores
 
 
-def peer_worker(kind: str, folder: str, template: str, steps: int, rounds: int, out: str) -> None:
+def peer_worker(
+    kind: str, folder: str, template: str, steps: int, rounds: int, out: str, device: str
+) -> None:
     """Runs inside .venv-kn: time knowledge-neurons and save its scores."""
     import transformers as T
     from knowledge_neurons import KnowledgeNeurons
@@ -139,12 +144,13 @@ def peer_worker(kind: str, folder: str, template: str, steps: int, rounds: int, 
     tokenizer = T.AutoTokenizer.from_pretrained(folder)
     model_class = T.AutoModelForMaskedLM if kind == "bert" else T.AutoModelForCausalLM
     model = model_class.from_pretrained(folder).eval()
-    kn = KnowledgeNeurons(model, tokenizer, model_type=kind, device="cpu")
+    kn = KnowledgeNeurons(model, tokenizer, model_type=kind, device=device)
     items = prompts(kind, template)
 
     def run(prompt: str, answer: str) -> torch.Tensor:
         target = answer if kind == "bert" else " " + answer
-        return kn.get_scores(prompt, target, batch_size=steps, steps=steps, pbar=False).detach()
+        scores = kn.get_scores(prompt, target, batch_size=steps, steps=steps, pbar=False)
+        return scores.detach().cpu()
 
     run(items[0][0], items[0][2])  # warm-up
     times, scores = [], []
@@ -168,9 +174,12 @@ def compare(
     """Both sides on the prompts of one template: times, speed-up, score correlation."""
     from safetensors.torch import load_file
 
-    ours_times, ours_scores = time_ours(kind, folder, template, args.steps, args.rounds)
+    ours_times, ours_scores = time_ours(
+        kind, folder, template, args.steps, args.rounds, args.device
+    )
     peer_out = folder.parent / "peer.safetensors"
     worker = [str(python), "-P", __file__, "--steps", str(args.steps), "--rounds", str(args.rounds)]
+    worker += ["--device", args.device]
     subprocess.run([*worker, "--worker", kind, str(folder), template, str(peer_out)], check=True)
     peer_loaded = load_file(str(peer_out))
     peer_scores = [peer_loaded[f"p{i}"] for i in range(len(ours_scores))]
@@ -196,17 +205,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (both sides)")
+    parser.add_argument("--peer-python", type=Path, help="an interpreter with knowledge_neurons")
+    parser.add_argument("--out", type=Path, help=f"default {DEFAULT_OUT}, _cuda before .json")
     parser.add_argument("--worker", nargs=4, metavar=("KIND", "FOLDER", "TEMPLATE", "OUT"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.worker:
         kind, folder, template, out = args.worker
-        peer_worker(kind, folder, template, args.steps, args.rounds, out)
+        peer_worker(kind, folder, template, args.steps, args.rounds, out, args.device)
         return
-    from overlay_venv import overlay_venv
+    on_gpu = torch.device(args.device).type == "cuda"
+    out = args.out or (DEFAULT_OUT.with_stem(DEFAULT_OUT.stem + "_cuda") if on_gpu else DEFAULT_OUT)
+    if args.peer_python is None:
+        from overlay_venv import overlay_venv
 
-    python = overlay_venv(PEER_VENV, PEER_PACKAGES)
+        python = overlay_venv(PEER_VENV, PEER_PACKAGES)
+    else:
+        python = args.peer_python
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for kind in MODELS:
@@ -217,13 +233,15 @@ def main() -> None:
     result: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, torch threads 1",
+        "device": torch.cuda.get_device_name(args.device) if on_gpu else "cpu",
+        "torch": torch.__version__,
         "models": {kind: f"{text}: 4 layers, hidden 64, FFN 256" for kind, text in MODELS.items()},
         "steps": args.steps,
         "rounds": args.rounds,
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
     print(f"{'case':<16}{'adaptlab s':>12}{'peer s':>10}{'speed-up':>10}{'Pearson min':>13}")
     for row in rows:
         agreement = f"{row['pearson_min']:.4f}" if row["same_neurons"] else "n/a"
@@ -233,7 +251,8 @@ def main() -> None:
             f"{agreement:>13}"
         )
     print(
-        f"(seconds per prompt, m = {args.steps}; Pearson n/a: different neurons; wrote {args.out})"
+        f"(seconds per prompt on {result['device']}, m = {args.steps}; Pearson n/a: different "
+        f"neurons; wrote {out})"
     )
 
 

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from adaptlab.cli.options import Device
 from adaptlab.knowledge.attribution import DEFAULT_STEPS
 from adaptlab.knowledge.editing import LAMBDA1, LAMBDA2
 from adaptlab.knowledge.effects import AMPLIFY, SUPPRESS
@@ -53,6 +54,7 @@ def find(
     out: Annotated[Path, typer.Option(help="Folder for neurons.json and plots.")] = Path(
         "runs/neurons"
     ),
+    device: Device = "cpu",
 ) -> None:
     """Find each known fact's knowledge neurons and count them per layer.
 
@@ -61,7 +63,9 @@ def find(
         adaptlab neurons find --model smollm2-135m --facts builtin:countries --relation capital \\
             --limit 20
     """
-    report = run_find(model, facts, relation, out, limit, steps, templates, kind, min_correct)
+    report = run_find(
+        model, facts, relation, out, limit, steps, templates, kind, min_correct, device=device
+    )
     console = Console()
     console.print(
         f"{report.known} of {report.checked} checked {relation} facts answered correctly",
@@ -88,8 +92,8 @@ def find(
     _files(console, report.files)
 
 
-def _scaling(neurons: Path, factor: float, name: str, seed: int) -> None:
-    summary, files = run_scaling(neurons, factor, name, seed)
+def _scaling(neurons: Path, factor: float, name: str, seed: int, device: str) -> None:
+    summary, files = run_scaling(neurons, factor, name, seed, device=device)
     console = Console()
     console.print(
         f"{name} over {summary['facts']} facts: mean change of P(correct answer) "
@@ -101,25 +105,25 @@ def _scaling(neurons: Path, factor: float, name: str, seed: int) -> None:
 
 
 @app.command("suppress")
-def suppress(neurons: NeuronsFile, seed: Seed = 0) -> None:
+def suppress(neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu") -> None:
     """Set each fact's knowledge neurons to 0 (and, separately, as many random ones).
 
     Example:
 
         adaptlab neurons suppress --neurons runs/neurons/neurons.json
     """
-    _scaling(neurons, SUPPRESS, "suppress", seed)
+    _scaling(neurons, SUPPRESS, "suppress", seed, device)
 
 
 @app.command("amplify")
-def amplify(neurons: NeuronsFile, seed: Seed = 0) -> None:
+def amplify(neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu") -> None:
     """Double each fact's knowledge neurons (and, separately, as many random ones).
 
     Example:
 
         adaptlab neurons amplify --neurons runs/neurons/neurons.json
     """
-    _scaling(neurons, AMPLIFY, "amplify", seed)
+    _scaling(neurons, AMPLIFY, "amplify", seed, device)
 
 
 @app.command("edit")
@@ -129,6 +133,7 @@ def edit(
     lambda2: Annotated[float, typer.Option(help="Weight of the new answer added.")] = LAMBDA2,
     limit: Annotated[int | None, typer.Option(help="Update only the first N facts.")] = None,
     seed: Seed = 0,
+    device: Device = "cpu",
 ) -> None:
     """Update each fact <h, r, t> to <h, r, t'> through its neurons' value slots.
 
@@ -136,7 +141,7 @@ def edit(
 
         adaptlab neurons edit --neurons runs/neurons/neurons.json
     """
-    table, files = run_update(neurons, lambda1, lambda2, seed, limit)
+    table, files = run_update(neurons, lambda1, lambda2, seed, limit, device=device)
     _print_rows(
         "fact updates",
         [{"neurons": name, **values} for name, values in table.items()],
@@ -145,14 +150,14 @@ def edit(
 
 
 @app.command("erase")
-def erase(neurons: NeuronsFile, seed: Seed = 0) -> None:
+def erase(neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu") -> None:
     """Erase the relation: zero the value slots of all its facts' neurons.
 
     Example:
 
         adaptlab neurons erase --neurons runs/neurons/neurons.json
     """
-    rows, files = run_erase(neurons, seed)
+    rows, files = run_erase(neurons, seed, device)
     _print_rows("relation erasure (perplexity)", rows)
     _files(Console(), files)
 

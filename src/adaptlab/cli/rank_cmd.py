@@ -16,6 +16,7 @@ from rich.table import Table
 
 from adaptlab.cli.options import (
     DataOption,
+    Device,
     LabelColumn,
     Task,
     TextColumn,
@@ -91,6 +92,7 @@ def rank_models(
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
     task: Task = None,
+    device: Device = "cpu",
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Score candidate models for a data set with transferability estimators; print the ranking.
@@ -123,6 +125,7 @@ def rank_models(
         batch_size=batch_size,
         max_length=max_length,
         use_cache=cache,
+        device=device,
         progress=progress,
     )
     started = time.perf_counter()

@@ -91,8 +91,9 @@ def token_attribution(
 ) -> Attribution:
     """Integrated gradients of one answer token's probability for every neuron of `layers`.
 
-    Rows of layers not in `layers` are zero. `layers_per_batch` bounds the batch at
-    `1 + layers_per_batch * steps` rows (None: all layers in one batch).
+    Rows of layers not in `layers` are zero; the result is on the CPU, wherever the model is.
+    `layers_per_batch` bounds the batch at `1 + layers_per_batch * steps` rows (None: all
+    layers in one batch).
     """
     if steps < 1:
         raise ConfigError(f"integrated gradients need at least 1 step, got {steps}")
@@ -113,7 +114,7 @@ def token_attribution(
         for layer, activation, grad in zip(part, batch.activations, batch.gradients, strict=True):
             activations[layer] = activation
             scores[layer] = activation * grad.sum(0) / steps  # eq. 5
-    return Attribution(scores, activations, probability)
+    return Attribution(scores.cpu(), activations.cpu(), probability)
 
 
 def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[int], alphas: torch.Tensor) -> _Batch:

@@ -105,8 +105,8 @@ def scaled_neurons(lm: KnowledgeLM, neurons: Sequence[Neuron], factor: float) ->
     for layer, index in neurons:
         by_layer.setdefault(layer, []).append(index)
 
-    def scaler(indices: list[int]) -> PreHook:
-        chosen = torch.tensor(indices)
+    def scaler(layer: int, indices: list[int]) -> PreHook:
+        chosen = torch.tensor(indices, device=lm.ffn_out[layer].weight.device)
 
         def scale(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
             x = args[0].clone()
@@ -117,7 +117,7 @@ def scaled_neurons(lm: KnowledgeLM, neurons: Sequence[Neuron], factor: float) ->
 
     with ExitStack() as stack:
         for layer, indices in by_layer.items():
-            stack.enter_context(pre_hook(lm.ffn_out[layer], scaler(indices)))
+            stack.enter_context(pre_hook(lm.ffn_out[layer], scaler(layer, indices)))
         yield
 
 

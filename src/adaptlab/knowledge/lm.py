@@ -17,6 +17,7 @@ from adaptlab.backbone import find_backbone
 from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.models import load_model
+from adaptlab.models.device import torch_device
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
 
@@ -74,13 +75,14 @@ def wrap_lm(
     return KnowledgeLM(model.eval(), tokenizer, kind, layers, blocks, model_id)
 
 
-def load_lm(name_or_path: str, kind: str | None = None) -> KnowledgeLM:
+def load_lm(name_or_path: str, kind: str | None = None, device: str = "cpu") -> KnowledgeLM:
     """Load a built-in name, folder or hub name as a masked or causal LM (inferred if None).
 
     Architectures with a masked-LM head (BERT, RoBERTa, ...) load as masked LMs, others causal.
     """
     if kind not in (None, "masked", "causal"):
         raise ConfigError(f"unknown language-model kind {kind!r}; choose masked or causal")
+    target = torch_device(device)
     source = resolve_model(name_or_path)
     if kind is None:
         with quiet_transformers(), load_errors(name_or_path, source):
@@ -90,4 +92,6 @@ def load_lm(name_or_path: str, kind: str | None = None) -> KnowledgeLM:
         kind = "masked" if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES else "causal"
     lm_kind: LMKind = "masked" if kind == "masked" else "causal"
     loaded = load_model(name_or_path, "masked_lm" if lm_kind == "masked" else "causal_lm")
+    model: nn.Module = loaded.model
+    model.to(target)
     return wrap_lm(loaded.model, loaded.tokenizer, lm_kind, name_or_path)

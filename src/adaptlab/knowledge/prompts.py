@@ -57,13 +57,14 @@ def token_queries(lm: KnowledgeLM, template: str, subject: str, answer: str) -> 
         prompt = lm.tokenizer(before[:-1] if before.endswith(" ") else before)["input_ids"]
         queries = []
         for j, target in enumerate(answer_tokens):
-            ids = torch.tensor([*prompt, *answer_tokens[:j]])
+            ids = torch.tensor([*prompt, *answer_tokens[:j]], device=lm.model.device)
             queries.append(TokenQuery(ids, len(ids) - 1, target))
         return queries
     mask = lm.tokenizer.mask_token
     assert isinstance(mask, str)
     ids = torch.tensor(
-        lm.tokenizer(before + " ".join([mask] * len(answer_tokens)) + after)["input_ids"]
+        lm.tokenizer(before + " ".join([mask] * len(answer_tokens)) + after)["input_ids"],
+        device=lm.model.device,
     )
     positions = (ids == lm.tokenizer.mask_token_id).nonzero().flatten().tolist()
     if len(positions) != len(answer_tokens):

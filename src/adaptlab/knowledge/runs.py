@@ -52,10 +52,11 @@ def run_find(
     kind: str | None = None,
     min_correct: float = 0.5,
     progress: bool = True,
+    device: str = "cpu",
 ) -> FindReport:
     """Filter the relation's facts to those the model knows, find their neurons, write files."""
     facts = load_facts(facts_source, templates).of_relation(relation)
-    lm = load_lm(model, kind)
+    lm = load_lm(model, kind, device)
     known, checked = known_facts(lm, facts, min_correct, limit, progress)
     results = find_neurons(lm, known, steps, progress=progress)
     histogram = layer_histogram(results, lm.num_layers)
@@ -79,10 +80,12 @@ def run_find(
     return FindReport(results, histogram, checked, len(known.facts), [out / NEURONS_FILE, plot])
 
 
-def _reload(neurons_file: Path) -> tuple[dict[str, Any], KnowledgeLM, FactSet, list[FactNeurons]]:
-    """The model, facts and found neurons that a neuron file names."""
+def _reload(
+    neurons_file: Path, device: str
+) -> tuple[dict[str, Any], KnowledgeLM, FactSet, list[FactNeurons]]:
+    """The model (on `device`), facts and found neurons that a neuron file names."""
     meta, results = load_neurons(neurons_file)
-    lm = load_lm(meta["model"], meta["kind"])
+    lm = load_lm(meta["model"], meta["kind"], device)
     facts = load_facts(meta["facts"], meta.get("templates"))
     return meta, lm, facts, results
 
@@ -97,10 +100,15 @@ def _write(path: Path, data: dict[str, Any]) -> Path:
 
 
 def run_scaling(
-    neurons_file: Path, factor: float, name: str, seed: int = 0, progress: bool = True
+    neurons_file: Path,
+    factor: float,
+    name: str,
+    seed: int = 0,
+    progress: bool = True,
+    device: str = "cpu",
 ) -> tuple[dict[str, float], list[Path]]:
     """Suppress (factor 0) or amplify (2) each fact's neurons and random controls; write files."""
-    meta, lm, facts, results = _reload(neurons_file)
+    meta, lm, facts, results = _reload(neurons_file, device)
     rows = neuron_effects(lm, facts.of_relation(meta["relation"]), results, factor, seed, progress)
     summary = summarise(rows)
     out = neurons_file.parent
@@ -121,9 +129,10 @@ def run_update(
     seed: int = 0,
     limit: int | None = None,
     progress: bool = True,
+    device: str = "cpu",
 ) -> tuple[dict[str, dict[str, float]], list[Path]]:
     """Update each fact (the first `limit`) to another object of its relation; write the table."""
-    meta, lm, facts, results = _reload(neurons_file)
+    meta, lm, facts, results = _reload(neurons_file, device)
     results = results[:limit]
     relation = meta["relation"]
     rows = update_experiment(
@@ -137,9 +146,11 @@ def run_update(
     return table, [_write(neurons_file.parent / "edit.json", data)]
 
 
-def run_erase(neurons_file: Path, seed: int = 0) -> tuple[list[dict[str, Any]], list[Path]]:
+def run_erase(
+    neurons_file: Path, seed: int = 0, device: str = "cpu"
+) -> tuple[list[dict[str, Any]], list[Path]]:
     """Erase the relation (zero its neurons' value slots) and a random control; write JSON."""
-    meta, lm, facts, results = _reload(neurons_file)
+    meta, lm, facts, results = _reload(neurons_file, device)
     relation = meta["relation"]
     found = erase_experiment(
         lm, facts.of_relation(relation), _others(facts, relation), results, seed

@@ -77,6 +77,7 @@ def extract(
     encoded = encoder.encode(examples)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
     model = loaded.model.eval()
+    device = model.device
     chunks: list[torch.Tensor] = []
     batches = range(0, len(order), batch_size)
     bar = tqdm(batches, desc=f"features {loaded.model_id}", unit="batch", disable=not progress)
@@ -84,8 +85,10 @@ def extract(
         for start in bar:
             batch = encoder.collate([encoded[i] for i in order[start : start + batch_size]])
             batch.pop("labels", None)
+            batch = {name: tensor.to(device) for name, tensor in batch.items()}
             out = model(**batch, output_hidden_states=True)
-            chunks.append(pool(torch.stack(out.hidden_states), batch["attention_mask"], pooling))
+            states = torch.stack(out.hidden_states)
+            chunks.append(pool(states, batch["attention_mask"], pooling).cpu())
     by_length = torch.cat(chunks, dim=1)
     hidden = torch.empty_like(by_length)
     hidden[:, order] = by_length

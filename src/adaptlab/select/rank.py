@@ -6,7 +6,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from torch import nn
+
 from adaptlab.data import Dataset, Example
+from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.select.base import Estimator
 from adaptlab.select.cache import (
@@ -51,7 +54,7 @@ class Ranking:
 
 @dataclass(frozen=True)
 class FeatureOptions:
-    """How features are drawn: sample size and seed, pooling, batching, token length, cache."""
+    """How features are drawn: sample, pooling, batching, token length, cache, device."""
 
     sample: int | None = 2000
     seed: int = 0
@@ -59,6 +62,7 @@ class FeatureOptions:
     batch_size: int = 32
     max_length: int = 128
     use_cache: bool = True
+    device: str = "cpu"
     progress: bool = True
 
 
@@ -72,6 +76,7 @@ def rank(
     per_layer: bool = False,
 ) -> Ranking:
     """Score each candidate with each estimator (layers aggregated by `how`)."""
+    torch_device(options.device)  # before any long work
     examples = sample_examples(dataset, options.sample, options.seed)
     rows, layer_rows = [], []
     extract_seconds = score_seconds = 0.0
@@ -125,6 +130,8 @@ def candidate_features(
 
     def compute() -> LayerFeatures:
         loaded = load_candidate(candidate, options.seed)
+        model: nn.Module = loaded.model
+        model.to(torch_device(options.device))
         return extract(
             loaded,
             examples,

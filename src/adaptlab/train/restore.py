@@ -13,6 +13,7 @@ from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
 from adaptlab.methods import load_adapter, read_manifest
 from adaptlab.methods.persistence import MANIFEST
+from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 
 RUN_ADAPTER_FOLDER = "adapter"
@@ -35,6 +36,7 @@ def load_trained(
 
     The base loads under the run's seed, so its new head starts where training started (the
     analyses read those initial values as theta0)."""
+    target = torch_device(device)
     folder = adapter_folder(path)
     manifest = read_manifest(folder)
     base_id = manifest["base_model"]["id"]
@@ -48,7 +50,7 @@ def load_trained(
     loaded = load_model(base_id, task, label_names=labels, seed=manifest.get("seed"))
     model: nn.Module = loaded.model
     load_adapter(model, folder)
-    model.to(device).eval()
+    model.to(target).eval()
     return loaded, manifest
 
 

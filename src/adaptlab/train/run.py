@@ -29,6 +29,7 @@ from adaptlab.fileio import staging_folder
 from adaptlab.methods import adapt, save_adapter
 from adaptlab.methods.compose import resolve
 from adaptlab.methods.config import MethodConfig
+from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.evaluate import evaluate
@@ -120,7 +121,7 @@ def execute(
         raise ConfigError(
             f"output folder {out_path} exists and is not empty; pass --overwrite or another --out"
         )
-    device = _device(spec.device)
+    device = torch_device(spec.device)
     methods = spec.methods()  # fail on a bad method before loading anything
     dataset = prepare_data(spec)
     loaded = load_model(
@@ -221,13 +222,6 @@ def execute(
             _close(handler)
         if staging is not None and staging.exists():
             shutil.rmtree(staging)
-
-
-def _device(name: str) -> torch.device:
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} asked for, but CUDA is not available here")
-    return device
 
 
 def _log_to(path: Path) -> logging.Handler:
