@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from test_knowledge_lm import tiny_lm
+from test_knowledge_lm import MASKED_LMS, tiny_lm
 
 from adaptlab.errors import ConfigError
 from adaptlab.knowledge.attribution import attribute, token_attribution
@@ -92,7 +92,7 @@ def _naive(lm: KnowledgeLM, query: TokenQuery, steps: int) -> torch.Tensor:
     return torch.stack(scores)
 
 
-@pytest.mark.parametrize("arch", ["bert", "llama"])
+@pytest.mark.parametrize("arch", [*MASKED_LMS, "llama"])
 def test_batched_equals_a_per_step_loop(arch: str) -> None:
     lm = tiny_lm(arch)
     query = _query(lm)

