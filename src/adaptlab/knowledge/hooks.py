@@ -39,7 +39,8 @@ def pre_hook(module: nn.Module, hook: PreHook) -> Iterator[RemovableHandle]:
 def appended_rows(block: nn.Module, count: int) -> Iterator[None]:
     """`block` receives its hidden states with `count` copies of batch row 0 appended.
 
-    Masks and position embeddings built for the smaller batch broadcast over the new rows.
+    Masks and position embeddings that the model built for a one-row input broadcast over the
+    new rows, so attribution starts every batch from one row.
     """
 
     def grow(hidden: torch.Tensor) -> torch.Tensor:
