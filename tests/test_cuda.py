@@ -36,7 +36,9 @@ def test_attribution_on_cuda_matches_the_cpu(arch: str) -> None:
     expected = token_attribution(cpu, token_queries(cpu, *PROMPT)[0], 8)
     found = token_attribution(gpu, token_queries(gpu, *PROMPT)[0], 8)
     assert found.scores.device.type == "cpu"
-    torch.testing.assert_close(found.scores, expected.scores, rtol=1e-3, atol=1e-7)
+    scale = expected.scores.abs().max().item()  # tiny random models give tiny scores
+    assert scale > 0
+    torch.testing.assert_close(found.scores, expected.scores, rtol=1e-3, atol=1e-4 * scale)
     assert found.probability == pytest.approx(expected.probability, rel=1e-4)
 
 
