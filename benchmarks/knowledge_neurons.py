@@ -31,7 +31,10 @@ two score tensors per prompt (min and mean). For BERT both sides attribute the s
 (the output of the FFN's activation) and the scores agree closely (the step grids differ
 slightly). For GPT models knowledge-neurons patches the output of `mlp.c_fc`, the FFN's input
 projection *before* its activation, while adaptlab (and the paper) attribute the activation's
-output, the input of `mlp.c_proj`: there only the times compare, not the scores.
+output, the input of `mlp.c_proj`: there only the times compare, not the scores. On the CPU
+as many more rounds of adaptlab run under torch.profiler, which reports each phase's share of its
+time (a causal LM's prompt cache, the batch's forward pass, the closed-form LM head, the
+backward pass; the profiler's own cost falls mostly on the many-operation passes).
 Usage: ``.venv/bin/python benchmarks/knowledge_neurons.py [--device cuda]``.
 """
 
@@ -45,6 +48,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +70,8 @@ CASES = {
     "gpt-neo, long": ("gpt", LONG),
 }
 """name -> (model kind, template); causal templates end with [Y]."""
+PHASES = ("prompt", "forward", "head", "backward")
+"""adaptlab's profiler labels (adaptlab.knowledge.attribution.PHASE)."""
 MODELS = {
     "bert": "tiny random BERT masked LM, MiniLM vocabulary (30,522)",
     "gpt": "tiny random GPT-Neo causal LM, SmolLM2 vocabulary (49,152)",
@@ -117,8 +123,9 @@ def save_model(kind: str, folder: Path) -> None:
 
 def time_ours(
     kind: str, folder: Path, template: str, steps: int, rounds: int, device: str
-) -> tuple[list[float], list[torch.Tensor]]:
-    """adaptlab: seconds per prompt per round, and the scores of the last round."""
+) -> tuple[list[float], list[torch.Tensor], dict[str, float] | None]:
+    """adaptlab: seconds per prompt per round, the scores of the last round, and on the CPU the
+    share of each phase of attribution in as many more rounds, profiled."""
     from adaptlab.knowledge import attribute, load_lm
 
     lm = load_lm(str(folder), device=device)
@@ -129,7 +136,33 @@ def time_ours(
         start = time.perf_counter()
         scores = [attribute(lm, template, s, a, steps).scores for _, s, a in items]
         times.append((time.perf_counter() - start) / len(items))
-    return times, scores
+    if torch.device(device).type != "cpu":
+        return times, scores, None
+    return (
+        times,
+        scores,
+        phase_shares(
+            lambda: [
+                attribute(lm, template, s, a, steps) for _ in range(rounds) for _, s, a in items
+            ]
+        ),
+    )
+
+
+def phase_shares(work: Callable[[], object]) -> dict[str, float]:
+    """Each labelled phase's CPU time in `work`, as a share of its wall time under the profiler
+    (which slows many-operation phases most); "other" is the rest: tokens, hooks, results."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from adaptlab.knowledge.attribution import PHASE
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        start = time.perf_counter()
+        work()
+        wall_us = (time.perf_counter() - start) * 1e6
+    totals = {e.key: e.cpu_time_total for e in profiler.key_averages() if e.key.startswith(PHASE)}
+    shares = {name: totals.get(PHASE + name, 0.0) / wall_us for name in PHASES}
+    return {**shares, "other": 1.0 - sum(shares.values())}
 
 
 def peer_worker(
@@ -174,7 +207,7 @@ def compare(
     """Both sides on the prompts of one template: times, speed-up, score correlation."""
     from safetensors.torch import load_file
 
-    ours_times, ours_scores = time_ours(
+    ours_times, ours_scores, phases = time_ours(
         kind, folder, template, args.steps, args.rounds, args.device
     )
     peer_out = folder.parent / "peer.safetensors"
@@ -196,6 +229,7 @@ def compare(
         "same_neurons": kind == "bert",
         "pearson_min": min(correlations),
         "pearson_mean": sum(correlations) / len(correlations),
+        "adaptlab_phase_shares": phases,
         "adaptlab_times": ours_times,
         "knowledge_neurons_times": peer_times,
     }
@@ -254,6 +288,12 @@ def main() -> None:
         f"(seconds per prompt on {result['device']}, m = {args.steps}; Pearson n/a: different "
         f"neurons; wrote {out})"
     )
+    if not on_gpu:
+        print(f"\nadaptlab's time by phase (profiled rounds)\n{'case':<16}", end="")
+        print("".join(f"{name:>10}" for name in (*PHASES, "other")))
+        for row in rows:
+            shares = row["adaptlab_phase_shares"].values()
+            print(f"{row['case']:<16}" + "".join(f"{share:>10.0%}" for share in shares))
 
 
 if __name__ == "__main__":

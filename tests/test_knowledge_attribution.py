@@ -10,7 +10,7 @@ import torch
 from test_knowledge_lm import MASKED_LMS, tiny_lm
 
 from adaptlab.errors import ConfigError
-from adaptlab.knowledge.attribution import attribute, token_attribution
+from adaptlab.knowledge.attribution import PHASE, attribute, token_attribution
 from adaptlab.knowledge.hooks import pre_hook
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import TokenQuery, token_queries
@@ -141,3 +141,13 @@ def test_chosen_layers_match_the_full_run_in_any_order(arch: str) -> None:
     assert top.probability == pytest.approx(full.probability, rel=1e-6)
     with pytest.raises(ConfigError, match=r"among 0\.\.1"):
         token_attribution(lm, query, 5, layers=[2])
+
+
+@pytest.mark.parametrize(("arch", "phases"), [("bert", 3), ("llama", 4)])
+def test_the_profiler_sees_each_phase(arch: str, phases: int) -> None:
+    lm = tiny_lm(arch)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        token_attribution(lm, _query(lm), 3)
+    seen = {event.key for event in profiler.key_averages() if event.key.startswith(PHASE)}
+    expected = ["forward", "head", "backward", "prompt"][:phases]
+    assert seen == {PHASE + name for name in expected}

@@ -12,9 +12,9 @@ its own rows. The batch starts as one unmodified row and grows where it must: bl
 layer l's m rows, copies of the unmodified row, which is why the hook can read w̄ there; no
 block below l computes them. The unmodified row also gives the answer's probability.
 Parameters record no gradients; the LM head runs on the answer position only and the softmax's
-derivative is taken in closed form there; a causal LM reads the prompt once and then only the
-answer position (each block's key/value cache repeated over that block's rows), since nothing
-before that position depends on the scaled activation.
+derivative is taken in closed form there; a causal LM reads the prompt once, without logits,
+and then only the answer position (each block's key/value cache repeated over that block's
+rows), since nothing before that position depends on the scaled activation.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.profiler import record_function
 
 from adaptlab.errors import ConfigError
 from adaptlab.knowledge.hooks import (
@@ -33,12 +34,16 @@ from adaptlab.knowledge.hooks import (
     head_input,
     lm_head,
     scaled_activations,
+    without_logits,
 )
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import TokenQuery, token_queries
 
 DEFAULT_STEPS = 20
 LAYERS_PER_BATCH = 8
+PHASE = "adaptlab.attribution."
+"""Prefix of attribution's profiler labels: prompt (a causal LM's prompt cache), forward, head
+(the closed-form derivative) and backward."""
 
 
 @dataclass
@@ -76,7 +81,7 @@ def _prompt(lm: KnowledgeLM, query: TokenQuery) -> _Prompt:
     if lm.kind == "causal" and position > 0:
         if position != ids.shape[1] - 1:
             raise ConfigError("a causal LM's answer position must be the prompt's last token")
-        with torch.no_grad():
+        with torch.no_grad(), record_function(f"{PHASE}prompt"), without_logits(lm):
             past = lm.model(input_ids=ids[:, :position], use_cache=True).past_key_values
         ids, position = ids[:, position:], 0
     return _Prompt(ids, position, past, query.target)
@@ -125,9 +130,10 @@ def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[int], alphas: torch.Te
     steps = len(alphas)
     past = prompt.past
     if past is not None:
-        past = copy.deepcopy(past)
-        for block, cache in enumerate(past.layers):
-            cache.batch_repeat_interleave(1 + steps * sum(layer <= block for layer in layers))
+        with record_function(f"{PHASE}prompt"):
+            past = copy.deepcopy(past)
+            for block, cache in enumerate(past.layers):
+                cache.batch_repeat_interleave(1 + steps * sum(layer <= block for layer in layers))
     with torch.enable_grad(), frozen_parameters(lm.model), ExitStack() as stack:
         found = []
         for g, layer in enumerate(layers):
@@ -137,9 +143,11 @@ def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[int], alphas: torch.Te
             found.append(
                 stack.enter_context(scaled_activations(module, prompt.position, rows, alphas))
             )
-        hidden = head_input(lm, prompt.ids, prompt.position, past)
+        with record_function(f"{PHASE}forward"):
+            hidden = head_input(lm, prompt.ids, prompt.position, past)
         head = lm_head(lm)
-        with torch.no_grad():  # dP_t/dh = P_t (W_t - softmax(z) W), z = W h + b
+        with torch.no_grad(), record_function(f"{PHASE}head"):
+            # dP_t/dh = P_t (W_t - softmax(z) W), z = W h + b
             logits = hidden @ head.weight.T  # in place from here on: V-sized rows
             if head.bias is not None:
                 logits += head.bias
@@ -149,7 +157,8 @@ def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[int], alphas: torch.Te
             p_target = exp[:, prompt.target, None] / total
             grad_hidden = p_target * (head.weight[prompt.target] - expected)
         activations, scaled = zip(*(f.tensors() for f in found), strict=True)
-        gradients = torch.autograd.grad(hidden, scaled, grad_hidden)
+        with record_function(f"{PHASE}backward"):
+            gradients = torch.autograd.grad(hidden, scaled, grad_hidden)
     return _Batch(list(activations), gradients, p_target[0].item())
 
 

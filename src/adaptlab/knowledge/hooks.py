@@ -158,20 +158,29 @@ def _model_inputs(input_ids: torch.Tensor, kind: str, past: Any) -> dict[str, An
     return kwargs
 
 
+@contextmanager
+def without_logits(lm: KnowledgeLM) -> Iterator[list[torch.Tensor]]:
+    """The LM head is handed no position, so a forward pass computes no vocabulary-sized logits.
+
+    The list receives each input the head was given (batch, positions, hidden).
+    """
+    seen: list[torch.Tensor] = []
+
+    def no_position(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        seen.append(args[0])
+        return (args[0][:, :0], *args[1:])
+
+    with pre_hook(lm_head(lm), no_position):
+        yield seen
+
+
 def head_input(
     lm: KnowledgeLM, input_ids: torch.Tensor, position: int, past: Any = None
 ) -> torch.Tensor:
     """The LM head's input (batch, hidden) at `position`, as autograd sees it.
 
-    The model's own head is handed no position at all, so the forward computes no
-    vocabulary-sized logits; callers apply `lm_head` where they need logits.
+    The forward computes no logits; callers apply `lm_head` where they need them.
     """
-    seen: list[torch.Tensor] = []
-
-    def no_position(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        seen.append(args[0][:, position])
-        return (args[0][:, :0], *args[1:])
-
-    with pre_hook(lm_head(lm), no_position):
+    with without_logits(lm) as seen:
         lm.model(**_model_inputs(input_ids, lm.kind, past))
-    return seen[0]
+    return seen[0][:, position]
