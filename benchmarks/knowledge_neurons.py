@@ -238,7 +238,7 @@ def compare(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (both sides)")
     parser.add_argument("--peer-python", type=Path, help="an interpreter with knowledge_neurons")
     parser.add_argument("--out", type=Path, help=f"default {DEFAULT_OUT}, _cuda before .json")
