@@ -228,7 +228,8 @@ def test_report_hands_the_stores_records_to_the_report_package(
         calls.append((records, out, title, validations))
         return out
 
-    monkeypatch.setitem(sys.modules, "adaptlab.report", SimpleNamespace(write_report=write_report))
+    fake = SimpleNamespace(write_report=write_report, is_report=lambda path: False)
+    monkeypatch.setitem(sys.modules, "adaptlab.report", fake)
     code, out, _ = cli(["report", str(spec)], capsys, monkeypatch)
     assert code == 0 and f"report of 1 runs written to {tmp_path / 'tiny.html'}" in out
     record = {

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from adaptlab.analysis import Written, landscape_analysis, similarity_analysis
 from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     DataOption,
     Device,
@@ -19,7 +19,11 @@ from adaptlab.cli.options import (
     Task,
     TextColumn,
     TextPairColumn,
+    at_least_two,
     data_options,
+    positive,
+    positive_finite,
+    seed,
 )
 
 app = typer.Typer(
@@ -35,8 +39,8 @@ Out = Annotated[
     Path | None,
     typer.Option(help="Folder for the JSON and PNG; default: <adapter>/analysis."),
 ]
-Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).")]
-Seed = Annotated[int, typer.Option(help="Seed of the token sample.")]
+Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).", callback=at_least_two)]
+Seed = Annotated[int, typer.Option(help="Seed of the token sample.", callback=seed)]
 Progress = Annotated[bool, typer.Option(help="Show progress bars.")]
 
 
@@ -99,12 +103,14 @@ def landscape(
     adapter: AdapterOption,
     data: DataOption,
     points: Annotated[
-        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).")
+        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).", callback=at_least_two)
     ] = DEFAULT_POINTS,
-    span: Annotated[float, typer.Option(help="alpha runs from -span to span.")] = DEFAULT_SPAN,
+    span: Annotated[
+        float, typer.Option(help="alpha runs from -span to span.", callback=positive_finite)
+    ] = DEFAULT_SPAN,
     split: Split = "dev",
     out: Out = None,
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -136,7 +142,7 @@ def landscape(
     table.add_column("loss", justify="right")
     for alpha, loss in zip(written.result["alphas"], written.result["losses"], strict=True):
         table.add_row(f"{alpha:+.3f}", f"{loss:.4f}")
-    Console().print(table)
+    console().print(table)
     _print_files(written)
 
 
@@ -175,7 +181,7 @@ def _similarity(
     table.add_column(result["measure"], justify="right")
     for row in result["layers"]:
         table.add_row(str(row["layer"]), row["module"], f"{row['score']:.4f}")
-    Console().print(table)
+    console().print(table)
     _print_files(written)
 
 

@@ -7,17 +7,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     DataOption,
     Device,
     LabelColumn,
+    MaxLength,
     Task,
     TextColumn,
     TextPairColumn,
     data_options,
+    positive,
 )
 from adaptlab.data import TextEncoder, load_dataset
 from adaptlab.train.evaluate import evaluate as run_evaluation
@@ -32,8 +34,8 @@ def evaluate(
     split: Annotated[
         str, typer.Option(help="train, dev or test (the data set's fixed splits).")
     ] = "test",
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
+    max_length: MaxLength = 128,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -67,4 +69,4 @@ def evaluate(
     table.add_column("value", justify="right")
     for name, value in {"loss": result.loss, **result.metrics}.items():
         table.add_row(name, f"{value:.4f}")
-    Console().print(table)
+    console().print(table)

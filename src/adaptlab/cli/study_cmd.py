@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from adaptlab.cli.console import console
+from adaptlab.cli.options import positive
 from adaptlab.errors import AdaptlabError, ConfigError
+from adaptlab.paths import check_output_file
 from adaptlab.study.executors import Executor, LocalExecutor
 from adaptlab.study.progress import format_duration
 from adaptlab.study.runner import default_store, run_study
@@ -54,7 +56,8 @@ def run(
         str | None, typer.Option(help="Ray cluster address; default: start a local Ray.")
     ] = None,
     ray_cpus: Annotated[
-        int | None, typer.Option(help="CPUs of the local Ray started when no --address.")
+        int | None,
+        typer.Option(help="CPUs of the local Ray started when no --address.", callback=positive),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show each run's progress bar.")] = True,
 ) -> None:
@@ -99,20 +102,22 @@ def status(store: StoreArgument) -> None:
         adaptlab study status examples/low-resource.db
     """
     studies = study_status(_store_path(store))
-    console = Console()
+    out = console()
     if not studies:
-        console.print(f"no study planned in {store} yet", soft_wrap=True, highlight=False)
+        out.print(f"no study planned in {store} yet", soft_wrap=True, highlight=False)
     for study in studies:
-        console.print(_totals(study))
-        console.print(_methods(study))
+        out.print(_totals(study))
+        out.print(_methods(study))
         for error in study.errors[:5]:
-            console.print(f"[red]failed[/] {escape(error)}", highlight=False, soft_wrap=True)
+            out.print(
+                Text.assemble(("failed", "red"), f" {error}"), highlight=False, soft_wrap=True
+            )
         if len(study.errors) > 5:
-            console.print(f"... and {len(study.errors) - 5} more failed runs")
+            out.print(f"... and {len(study.errors) - 5} more failed runs")
 
 
 def _totals(study: StudyStatus) -> Table:
-    table = Table(title=f"study {escape(study.study)}")
+    table = Table(title=f"study {study.study}")
     for column in ("planned", "done", "running", "failed", "left", "mean run", "ETA"):
         table.add_column(column, justify="right")
     mean, eta = study.mean_seconds, study.eta_seconds
@@ -135,7 +140,7 @@ def _methods(study: StudyStatus) -> Table:
     table.add_column("done", justify="right")
     table.add_column("failed", justify="right")
     for count in study.methods.values():
-        table.add_row(escape(count.label), f"{count.done}/{count.planned}", str(count.failed))
+        table.add_row(count.label, f"{count.done}/{count.planned}", str(count.failed))
     return table
 
 
@@ -156,18 +161,20 @@ def report(
 
         adaptlab study report examples/low-resource.db -o low-resource.html
     """
-    from adaptlab.report import write_report
+    from adaptlab.report import is_report, write_report
 
     path = _store_path(store)
+    target = out or path.with_suffix(".html")
+    check_output_file(target, "report", replaceable=is_report, inputs=[(path, "results store")])
     records = load_records(path)
     studies = sorted({str(record["study"]) for record in records})
     written = write_report(
         records,
-        out or path.with_suffix(".html"),
+        target,
         title=title or ", ".join(studies) or path.stem,
         validations=load_validations(path),
     )
-    Console().print(
+    console().print(
         f"report of {len(records)} runs written to {written}", soft_wrap=True, highlight=False
     )
 

@@ -7,16 +7,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     DataOption,
     Device,
     LabelColumn,
+    MaxLength,
     Task,
     TextColumn,
     TextPairColumn,
     data_options,
+    positive,
+    seed,
 )
 from adaptlab.errors import ConfigError
 from adaptlab.train.config import TrainConfig
@@ -39,16 +42,20 @@ def train(
         typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
     ] = None,
     train_size: Annotated[
-        int | None, typer.Option(help="Sample n training examples (and n dev).")
+        int | None,
+        typer.Option(help="Sample n training examples (and n dev).", callback=positive),
     ] = None,
-    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 10,
-    batch_size: Annotated[int, typer.Option(help="Batch size.")] = 16,
+    epochs: Annotated[int, typer.Option(help="Training epochs.", callback=positive)] = 10,
+    batch_size: Annotated[int, typer.Option(help="Batch size.", callback=positive)] = 16,
     learning_rate: Annotated[
         float | None, typer.Option(help="Learning rate; default 2e-5 (full, freeze) or 1e-4.")
     ] = None,
     warmup_ratio: Annotated[float, typer.Option(help="Share of steps for linear warm-up.")] = 0.1,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
-    seed: Annotated[int, typer.Option(help="Seed for sampling, initialisation and shuffling.")] = 0,
+    max_length: MaxLength = 128,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed),
+    ] = 0,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -83,14 +90,14 @@ def train(
         device=device,
     )
     record = execute(spec, out, progress=progress, overwrite=overwrite)
-    console = Console()
+    out_console = console()
     metric = record["metric"]
-    console.print(
+    out_console.print(
         f"best epoch {record['best_epoch']}: dev {metric} {record['dev'][metric]:.4f}, "
         f"test {metric} {record['test'][metric]:.4f}"
     )
-    console.print(json.dumps(record["test"], indent=None), highlight=False)
-    console.print(
+    out_console.print(json.dumps(record["test"], indent=None), highlight=False)
+    out_console.print(
         f"trainable {record['trainable_parameters']:,} of {record['total_parameters']:,} "
         f"parameters; adapter {record['adapter_bytes']:,} bytes; {record['wall_seconds']:.0f} s; "
         f"written to {out}"

@@ -10,11 +10,29 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.fileio import atomic_write
-from adaptlab.report.page import render
+from adaptlab.report.page import GENERATOR, render
 from adaptlab.report.records import read_runs, read_validations
 from adaptlab.report.view import study_view
 
-__all__ = ["write_report", "render_report"]
+__all__ = ["write_report", "render_report", "is_report"]
+
+_LEGACY_FOOTER = "<dt>versions</dt>\n<dd>adaptlab "
+"""What reports written before the generator mark show in their footer."""
+
+
+def is_report(path: Path) -> bool:
+    """Whether `path` holds an adaptlab HTML report (which a new report may replace)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(4096)
+            file.seek(0, 2)
+            file.seek(max(0, file.tell() - 65536))
+            tail = file.read()
+    except OSError:
+        return False
+    if not head.startswith(b"<!DOCTYPE html>"):
+        return False
+    return GENERATOR.encode() in head or _LEGACY_FOOTER.encode() in tail
 
 
 def render_report(

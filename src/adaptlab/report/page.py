@@ -7,6 +7,9 @@ from adaptlab.report.markup import Html, join, tag
 from adaptlab.report.style import CSS
 from adaptlab.report.view import StudyView
 
+GENERATOR = '<meta name="generator" content="adaptlab">'
+"""Marks a file as an adaptlab report, which a later report may replace."""
+
 
 def render(view: StudyView, title: str) -> str:
     """The report page: self-contained (no script, no external CSS, font or image)."""
@@ -35,6 +38,7 @@ def render(view: StudyView, title: str) -> str:
     head = join(
         [
             Html('<meta charset="utf-8">'),
+            Html(GENERATOR),
             Html('<meta name="viewport" content="width=device-width, initial-scale=1">'),
             tag("title", title),
             Html(f"<style>{CSS}</style>"),

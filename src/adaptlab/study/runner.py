@@ -20,7 +20,7 @@ from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.progress import StudyProgress
 from adaptlab.study.spec import StudySpec, load_spec
-from adaptlab.study.store import ResultStore
+from adaptlab.study.store import ResultStore, check_store_path
 
 
 @dataclass
@@ -76,6 +76,7 @@ def run_study(
         spec = load_spec(spec_path)
         runs = plan_study(spec, spec_path.resolve().parent)
     store = Path(store_path) if store_path is not None else default_store(spec_path, spec)
+    check_store_path(store)  # a path that can be no store fails before the lock file is made
     with StoreLock(store):
         summary = StudySummary(spec.name, store, len(runs), 0, spent=spent)
         with timed(summary.spent, "store"):

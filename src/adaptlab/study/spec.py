@@ -26,7 +26,6 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeFloat,
-    NonNegativeInt,
     PlainValidator,
     PositiveFloat,
     PositiveInt,
@@ -36,6 +35,7 @@ from pydantic import (
 )
 
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.checks import MAX_SEED
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.study.analysis import AnalysisName
@@ -192,7 +192,7 @@ class StudySpec(_Strict):
     data: Annotated[list[DataEntry], Field(min_length=1)]
     methods: Annotated[list[MethodEntry], Field(min_length=1)]
     train_sizes: Annotated[list[PositiveInt | None], Field(min_length=1)] = [None]
-    seeds: Annotated[list[NonNegativeInt], Field(min_length=1)] = [0]
+    seeds: Annotated[list[Annotated[int, Field(ge=0, le=MAX_SEED)]], Field(min_length=1)] = [0]
     learning_rates: LearningRates = DEFAULT
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 16

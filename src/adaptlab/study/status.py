@@ -7,11 +7,10 @@ Reads the store without its lock, so it works while `study run` writes. A row th
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adaptlab.processes import process_alive
 from adaptlab.study.store import PlanRow, ResultStore
 
 
@@ -59,7 +58,7 @@ class StudyStatus:
 
 def study_status(store: str | Path) -> list[StudyStatus]:
     """The status of every study planned in `store` (which must exist), by study name."""
-    with ResultStore(store, create=False) as results:
+    with ResultStore(store, create=False, read_only=True) as results:
         rows = results.plan_rows()
     studies: dict[str, StudyStatus] = {}
     for row in rows:
@@ -82,20 +81,7 @@ def _count(status: StudyStatus, row: PlanRow) -> None:
         method.failed += 1
         status.errors.append(f"{row.method_label}: {row.error}")
     elif row.status == "running":
-        if _alive(row.host, row.pid):
+        if process_alive(row.host, row.pid):
             status.running += 1
         else:
             status.interrupted += 1
-
-
-def _alive(host: str | None, pid: int | None) -> bool:
-    """Whether the process that marked a run running still exists (other hosts: assumed)."""
-    if host != socket.gethostname() or pid is None:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -23,7 +23,7 @@ import os
 import socket
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +31,11 @@ from types import TracebackType
 from typing import Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.paths import check_writable, has_prefix, write_denied
 from adaptlab.study.planner import PlannedRun
 
 SCHEMA_VERSION = 2
+SQLITE_HEADER = b"SQLite format 3\x00"
 STATUSES = ("running", "done", "failed")
 VALIDATION_KINDS = ("models", "layers")
 
@@ -90,26 +92,54 @@ class PlanRow:
     error: str | None
 
 
-class ResultStore:
-    """A results store at `path`; created unless `create` is False (then it must exist)."""
+def check_store_path(path: Path) -> None:
+    """Fail, before anything is created or locked, unless `path` can be a results store: an
+    adaptlab store, or a new (or empty) file in a folder that can be written."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a results store (a .db file)")
+    if path.exists() and path.stat().st_size:
+        if not has_prefix(path, SQLITE_HEADER):
+            raise ConfigError(f"{path} is not an adaptlab results store (not an SQLite file)")
+        with closing(_connect(path, read_only=True)) as db:
+            problem = _foreign(db, path)
+        if problem:
+            raise ConfigError(problem)
+    check_writable(path.parent, "the results store")
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+
+class ResultStore:
+    """A results store at `path`; created unless `create` is False (then it must exist).
+
+    `read_only` is for readers: where the store's folder cannot be written (so SQLite cannot
+    make the files a WAL store needs), the store is then opened for reading only."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = True, read_only: bool = False
+    ) -> None:
         self.path = Path(path)
-        if not create and not self.path.is_file():
+        if self.path.is_dir():
+            raise ConfigError(f"{self.path} is a folder, not a results store (a .db file)")
+        if not create and not self.path.exists():
             raise ConfigError(
                 f"no results store at {self.path}; `adaptlab study run SPEC` creates it"
             )
         if create:
+            check_store_path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        reading = read_only and not create and write_denied(self.path.parent) is not None
+        try:
+            self._db = _connect(self.path, reading)
+        except sqlite3.DatabaseError as error:
+            raise ConfigError(_cannot_open(self.path, error)) from None
         try:
             if create:
                 self._create()
-            self._upgrade()
+            if not reading:
+                self._upgrade()
             self._check_version()
         except sqlite3.DatabaseError as error:
             self._db.close()
-            raise ConfigError(f"{self.path} is not an adaptlab results store ({error})") from None
+            raise ConfigError(_cannot_open(self.path, error)) from None
         except BaseException:
             self._db.close()
             raise
@@ -259,6 +289,9 @@ class ResultStore:
         self._db.execute("COMMIT")
 
     def _create(self) -> None:
+        problem = _foreign(self._db, self.path)
+        if problem:
+            raise ConfigError(problem)
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         with self._transaction() as db:
@@ -286,14 +319,52 @@ class ResultStore:
 
 def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The done runs' records of the store at `path` (which must exist), as `records()`."""
-    with ResultStore(path, create=False) as store:
+    with ResultStore(path, create=False, read_only=True) as store:
         return store.records()
 
 
 def load_validations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The validations saved in the store at `path` (which must exist), as `validations()`."""
-    with ResultStore(path, create=False) as store:
+    with ResultStore(path, create=False, read_only=True) as store:
         return store.validations()
+
+
+def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection in autocommit mode. A read-only one also opens a WAL store in a folder that
+    cannot be written (where SQLite cannot make its -shm file): the file is then read as it
+    stands, as nothing can be writing to it there."""
+    if not read_only:
+        return sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    uri = path.absolute().as_uri()
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        db.execute("PRAGMA user_version")  # connecting is lazy: open the file now
+        return db
+    except sqlite3.OperationalError:
+        if write_denied(path.parent) is None:
+            raise
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+
+
+def _foreign(db: sqlite3.Connection, path: Path) -> str | None:
+    """Why the SQLite file behind `db` is no store this version may use, or None."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    if version == 0 and tables:
+        return f"{path} is an SQLite database of another program, not an adaptlab results store"
+    if version > SCHEMA_VERSION:
+        return (
+            f"{path} is a results store of a newer adaptlab (schema {version}, this one reads "
+            f"{SCHEMA_VERSION}); upgrade adaptlab"
+        )
+    return None
+
+
+def _cannot_open(path: Path, error: sqlite3.DatabaseError) -> str:
+    """One line for an SQLite error on opening `path`."""
+    if isinstance(error, sqlite3.OperationalError):
+        return f"cannot open results store {path} ({error}); check that you may read it"
+    return f"{path} is not an adaptlab results store ({error})"
 
 
 def _json(value: Any) -> str:

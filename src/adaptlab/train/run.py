@@ -24,24 +24,21 @@ import transformers
 from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
-from adaptlab.errors import ConfigError
-from adaptlab.fileio import staging_folder
+from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.methods import adapt, save_adapter
 from adaptlab.methods.compose import resolve
 from adaptlab.methods.config import MethodConfig
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
+from adaptlab.models.resolve import resolve_model
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, check_run_folder
 from adaptlab.version import __version__
 
 log = logging.getLogger("adaptlab.train")
-
-METRICS_FILE = "metrics.json"
-LOG_FILE = "train.log"
-ADAPTER_FOLDER = "adapter"
 
 
 @dataclass(frozen=True)
@@ -117,12 +114,11 @@ def execute(
     """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
-    if out_path is not None and out_path.exists() and any(out_path.iterdir()) and not overwrite:
-        raise ConfigError(
-            f"output folder {out_path} exists and is not empty; pass --overwrite or another --out"
-        )
+    if out_path is not None:
+        check_run_folder(out_path, overwrite)
     device = torch_device(spec.device)
     methods = spec.methods()  # fail on a bad method before loading anything
+    resolve_model(spec.model)  # and on a missing or incomplete model folder
     dataset = prepare_data(spec)
     loaded = load_model(
         spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
@@ -212,9 +208,7 @@ def execute(
             if handler:
                 _close(handler)
                 handler = None
-            if out_path.exists():
-                shutil.rmtree(out_path)
-            staging.rename(out_path)
+            publish_folder(staging, out_path)
         record["wall_seconds"] = time.perf_counter() - started
         return record
     finally:
