@@ -55,6 +55,7 @@ def test_similarity_prints_one_line_per_layer_and_writes_json_and_png(
 ) -> None:
     run, data, _ = run_folder
     args = ["analyze", measure, "--adapter", str(run), "--data", str(data), "--tokens", "60"]
+    args += ["--model", str(run.parent / "tiny-bert")]
     code, out, _ = run_cli([*args, "--no-progress"], capsys)
     assert code == 0
     saved = json.loads((run / "analysis" / f"{measure}.json").read_text())
@@ -73,6 +74,7 @@ def test_landscape_at_one_is_the_runs_best_dev_loss(
 ) -> None:
     run, data, record = run_folder
     args = ["analyze", "landscape", "--adapter", str(run), "--data", str(data)]
+    args += ["--model", str(run.parent / "tiny-bert")]
     code, out, _ = run_cli(
         [*args, "--points", "3", "--out", str(tmp_path), "--no-progress"], capsys
     )
@@ -83,7 +85,9 @@ def test_landscape_at_one_is_the_runs_best_dev_loss(
     assert saved["losses"][2] == pytest.approx(best["dev_loss"], abs=1e-5)
     assert (tmp_path / "landscape.png").is_file()
     assert "+1.000" in out
-    target = load_target(run, str(data))  # a = 0 is the model as training started, head included
+    target = load_target(
+        run, str(data), model=str(run.parent / "tiny-bert")
+    )  # a = 0 is the model as training started, head included
     labels = record["data"]["labels"]
     start = load_model(record["spec"]["model"], "single_label", label_names=labels, seed=4)
     adaptlab.adapt(start.model, "houlsby", seed=4)
@@ -96,6 +100,7 @@ def test_user_errors_are_one_line(
 ) -> None:
     run, data, _ = run_folder
     base = ["analyze", "rsa", "--adapter", str(run), "--data", str(data), "--no-progress"]
+    base += ["--model", str(run.parent / "tiny-bert")]
     code, _, err = run_cli([*base, "--tokens", "100000"], capsys)
     assert code == 1 and "pass --tokens" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli([*base, "--split", "valid"], capsys)
@@ -110,5 +115,5 @@ def test_the_runs_own_split_is_found_from_its_adapter_folder_and_another_spellin
     run, data, _ = run_folder
     monkeypatch.chdir(data.parent)
     for adapter, spelling in ((run / "adapter", str(data)), (run, f"./{data.name}")):
-        target = load_target(adapter, spelling)
+        target = load_target(adapter, spelling, model=str(run.parent / "tiny-bert"))
         assert "40 examples, the run's own split" in target.data, (adapter, spelling)

@@ -120,7 +120,9 @@ def test_cli_train_eval_predict(
     record = json.loads((out / "metrics.json").read_text())
 
     code, stdout, _ = run_cli(
-        ["eval", "--adapter", str(out), "--data", str(reviews), "--split", "test", "--json"], capsys
+        ["eval", "--adapter", str(out), "--data", str(reviews), "--split", "test", "--json"]
+        + ["--model", tiny_model_dir],
+        capsys,
     )
     assert code == 0
     assert json.loads(stdout)["accuracy"] == pytest.approx(record["test"]["accuracy"])
@@ -128,7 +130,17 @@ def test_cli_train_eval_predict(
     texts = tmp_path / "texts.txt"
     texts.write_text("a great film\n\na dull film\n")
     code, stdout, _ = run_cli(
-        ["predict", "--adapter", str(out), "--input", str(texts), "--jsonl"], capsys
+        [
+            "predict",
+            "--adapter",
+            str(out),
+            "--input",
+            str(texts),
+            "--jsonl",
+            "--model",
+            tiny_model_dir,
+        ],
+        capsys,
     )
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert code == 0 and len(rows) == 2
@@ -205,7 +217,9 @@ def test_token_task_trains_reports_span_f1_and_predicts_tags(
     texts = tmp_path / "sentences.txt"
     texts.write_text("Rome is nice\n")
     code, stdout, _ = run_cli(
-        ["predict", "--adapter", str(tmp_path / "ner-run"), "--input", str(texts)], capsys
+        ["predict", "--adapter", str(tmp_path / "ner-run"), "--input", str(texts)]
+        + ["--model", tiny_model_dir],
+        capsys,
     )
     assert code == 0
     words = stdout.split()

@@ -41,12 +41,13 @@ def similarity_analysis(
     data_options: Mapping[str, Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     device: str = "cpu",
+    model: str | None = None,
     progress: bool = True,
 ) -> Written:
     """Per-layer `measure` (rsa, cka, cka-debiased) of the trained run against its base."""
     get_measure(measure)  # an unknown measure fails before anything loads
     started = time.perf_counter()
-    target = load_target(path, data, data_options, split=split, device=device)
+    target = load_target(path, data, data_options, split=split, device=device, model=model)
     sample = sample_tokens(target.features, target.special_ids, tokens, seed)
     scores = compare_to_base(
         target.model,
@@ -78,13 +79,14 @@ def landscape_analysis(
     data_options: Mapping[str, Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     device: str = "cpu",
+    model: str | None = None,
     batch_size: int = 64,
     progress: bool = True,
 ) -> Written:
     """The loss along theta0 + a (theta1 - theta0) on `split` (§5)."""
     grid = alphas(points, span)
     started = time.perf_counter()
-    target = load_target(path, data, data_options, split=split, device=device)
+    target = load_target(path, data, data_options, split=split, device=device, model=model)
     curve = loss_landscape(
         target.model,
         target.encoder,

@@ -50,15 +50,16 @@ def load_target(
     *,
     split: str = "dev",
     device: str = "cpu",
+    model: str | None = None,
 ) -> Target:
     """The trained model of `path` and the `split` of `data`.
 
     When `path` is a run folder trained on `data` with a train size, the split is the run's own
     low-resource split (same size and seed), so "dev" is the dev set the run was tuned on.
+    `model` is the base model to load (see `adaptlab.train.restore.load_trained`).
     """
     check_split(split)
-    loaded, manifest = load_trained(path, device)
-    model: nn.Module = loaded.model
+    loaded, manifest = load_trained(path, device, model=model)
     labels = tuple(manifest.get("label_names") or ())
     dataset = load_dataset(data, **dict(data_options or {}))
     check_data_fits(dataset, manifest, data)
@@ -67,7 +68,7 @@ def load_target(
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     examples = dataset.splits[split]
     return Target(
-        model=model,
+        model=loaded.model,
         encoder=encoder,
         features=encoder.encode(examples),
         task=dataset.task,

@@ -259,16 +259,17 @@ def delete_adapter(model: nn.Module, name: str) -> None:
 
 
 def get_handle(model: nn.Module, name: str | None = None) -> AdaptHandle:
-    """The handle of adapter `name`; without a name, of the model's only (or `default`) one."""
+    """The handle of adapter `name`; without a name, of the model's only adapter, else of the
+    one last trained or loaded by itself, else of `default`."""
     state = get_state(model)
     if state is None or not state.units:
         raise ConfigError(f"{type(model).__name__} is not adapted: call adaptlab.adapt first")
     if name is None:
         if len(state.units) == 1:
             return next(iter(state.units.values()))
-        if DEFAULT_ADAPTER in state.units:
-            return state.units[DEFAULT_ADAPTER]
-        raise ConfigError(f"this model has adapters {', '.join(state.units)}; name one of them")
+        name = state.focus or (DEFAULT_ADAPTER if DEFAULT_ADAPTER in state.units else None)
+        if name is None:
+            raise ConfigError(f"this model has adapters {', '.join(state.units)}; name one")
     if name not in state.units:
         raise ConfigError(f"no adapter named {name!r}; adapters: {', '.join(state.units)}")
     return state.units[name]

@@ -210,6 +210,7 @@ def load_adapter(
         config.id2label = dict(enumerate(manifest.label_names))
         config.label2id = {label: i for i, label in enumerate(manifest.label_names)}
     if activate:
+        handle.state.focus = name
         composition = _renamed(manifest.composition, manifest.name, name)
         handle.state.activate(composition or (Fuse(*handle.fused) if handle.is_fusion else name))
     return model

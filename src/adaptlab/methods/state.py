@@ -47,6 +47,8 @@ class AdapterState:
         self.fingerprint = fingerprint(model, exclude=backbone.head)
         self.units: dict[str, AdaptHandle] = {}
         self.active: Composition | None = None
+        self.focus: str | None = None
+        """The adapter last trained or loaded by itself: `get_handle`'s answer without a name."""
         self._slots = _parameter_slots(model)
         self.base_parameter_count = sum(_param(slots).numel() for slots in self._slots.values())
         self.head_names = frozenset(parameters_under(model, backbone.head))
@@ -131,6 +133,8 @@ class AdapterState:
     def delete(self, name: str) -> None:
         """Take adapter `name` out of the model (it must not be active)."""
         handle = self.units.pop(name)
+        if self.focus == name:
+            self.focus = None
         for site, _, _ in handle.modules():
             layer = get_module(self.model, site)
             container = getattr(layer, INSERTED)
@@ -287,6 +291,7 @@ class AdapterState:
                 original.requires_grad_(False)
         for tensor in handle.tensors().values():
             tensor.requires_grad_(True)
+        self.focus = handle.name
 
     def regularization(self) -> torch.Tensor | None:
         """The sum of the active units' regularisers (e.g. AdapterFusion's value penalty)."""
