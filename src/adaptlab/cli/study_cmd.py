@@ -160,7 +160,7 @@ def report(
 
     path = _store_path(store)
     records = load_records(path)
-    studies = sorted({str(record["study"]) for record in records})
+    studies = sorted({record.study for record in records})
     written = write_report(
         records,
         out or path.with_suffix(".html"),

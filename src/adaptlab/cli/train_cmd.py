@@ -19,6 +19,7 @@ from adaptlab.cli.options import (
     data_options,
 )
 from adaptlab.errors import ConfigError
+from adaptlab.methods.compose import MethodSpec
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
 
@@ -66,10 +67,10 @@ def train(
 
         adaptlab train --model minilm-l6 --data reviews.csv --method lora -o rank=16 --out runs/lora
     """
-    spec = RunSpec(
-        model=model,
-        data=data,
-        method=method_spec(method, option),
+    spec = RunSpec.build(
+        model,
+        data,
+        method_spec(method, option),
         train_size=train_size,
         train=TrainConfig(
             epochs=epochs,
@@ -82,22 +83,22 @@ def train(
         data_options=data_options(text_column, text_pair_column, label_column, task),
         device=device,
     )
-    record = execute(spec, out, progress=progress, overwrite=overwrite)
+    result = execute(spec, out, progress=progress, overwrite=overwrite)
     console = Console()
-    metric = record["metric"]
+    metric = result.metric
     console.print(
-        f"best epoch {record['best_epoch']}: dev {metric} {record['dev'][metric]:.4f}, "
-        f"test {metric} {record['test'][metric]:.4f}"
+        f"best epoch {result.best_epoch}: dev {metric} {result.dev[metric]:.4f}, "
+        f"test {metric} {result.test[metric]:.4f}"
     )
-    console.print(json.dumps(record["test"], indent=None), highlight=False)
+    console.print(json.dumps(dict(result.test), indent=None), highlight=False)
     console.print(
-        f"trainable {record['trainable_parameters']:,} of {record['total_parameters']:,} "
-        f"parameters; adapter {record['adapter_bytes']:,} bytes; {record['wall_seconds']:.0f} s; "
-        f"written to {out}"
+        f"trainable {result.trainable_parameters:,} of {result.total_parameters:,} "
+        f"parameters; adapter {result.adapter_bytes or 0:,} bytes; "
+        f"{result.wall_seconds or 0:.0f} s; written to {out}"
     )
 
 
-def method_spec(method: str, pairs: list[str] | None) -> object:
+def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:
     """The method name, or {name: options} from KEY=VALUE pairs (values parsed as JSON)."""
     if not pairs:
         return method

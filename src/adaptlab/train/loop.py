@@ -24,24 +24,13 @@ from adaptlab.train.batches import batch_count, batches
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.metrics import PRIMARY_METRIC
+from adaptlab.train.result import EpochRecord
 
 log = logging.getLogger("adaptlab.train")
 
 
 class TrainingError(AdaptlabError):
     """Training cannot go on (a NaN loss, say)."""
-
-
-@dataclass
-class EpochRecord:
-    """One epoch: where it ended, its mean training loss and its dev scores."""
-
-    epoch: int
-    step: int
-    train_loss: float
-    dev_loss: float
-    dev_metrics: dict[str, float]
-    seconds: float
 
 
 @dataclass
