@@ -243,6 +243,7 @@ def test_every_method_is_listed_with_a_description() -> None:
         "pfeiffer",
         "parallel",
         "lora",
+        "fusion",
     }
     assert set(names) == expected
     assert all(m.description for m in adaptlab.list_methods())

@@ -39,6 +39,19 @@ def train(
         list[str] | None,
         typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
     ] = None,
+    adapters: Annotated[
+        str | None,
+        typer.Option(
+            help="With --method fusion: trained run or adapter folders to fuse, comma-separated."
+        ),
+    ] = None,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            help="Trained run or adapter folders the new adapter is stacked on (frozen; "
+            "comma-separated, bottom first), e.g. a language adapter."
+        ),
+    ] = None,
     train_size: Annotated[
         int | None, typer.Option(help="Sample n training examples (and n dev).")
     ] = None,
@@ -66,6 +79,12 @@ def train(
             --train-size 1000 --epochs 10 --seed 0 --out runs/rt-houlsby
 
         adaptlab train --model minilm-l6 --data reviews.csv --method lora -o rank=16 --out runs/lora
+
+        adaptlab train --model minilm-l6 --data rotten-tomatoes --method fusion \\
+            --adapters runs/sst,runs/topics,runs/rt-pfeiffer --out runs/rt-fusion
+
+        adaptlab train --model minilm-l6 --data reviews.csv --method houlsby \\
+            --stack runs/lang-en --out runs/task
     """
     spec = RunSpec.build(
         model,
@@ -82,6 +101,8 @@ def train(
         ),
         data_options=data_options(text_column, text_pair_column, label_column, task),
         device=device,
+        fuse=folders(adapters),
+        stack=folders(stack),
     )
     result = execute(spec, out, progress=progress, overwrite=overwrite)
     console = Console()
@@ -96,6 +117,11 @@ def train(
         f"parameters; adapter {result.adapter_bytes or 0:,} bytes; "
         f"{result.wall_seconds or 0:.0f} s; written to {out}"
     )
+
+
+def folders(value: str | None) -> tuple[str, ...]:
+    """Comma-separated folders as given (none for None)."""
+    return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
 
 
 def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:

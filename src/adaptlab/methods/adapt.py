@@ -27,7 +27,7 @@ from adaptlab.methods.compose import MethodSpec, resolve
 from adaptlab.methods.fusion import FusionConfig, FusionLayer
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.params import inserted_name, parameters_under
-from adaptlab.methods.registry import get_method
+from adaptlab.methods.registry import get_method, make_config
 from adaptlab.methods.results import ApplyContext
 from adaptlab.methods.state import AdapterState, attach, get_state
 
@@ -125,7 +125,8 @@ def add_fusion(
     head, with `train_head`) train.
     """
     fuse = fuse if isinstance(fuse, Fuse) else Fuse(*fuse)
-    config = FusionConfig(**options)
+    config = make_config("fusion", options)
+    assert isinstance(config, FusionConfig)
     state = get_state(model)
     _check_new_name(state, name)
     if state is None:

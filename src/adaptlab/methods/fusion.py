@@ -23,7 +23,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from adaptlab.backbone import Backbone
+from adaptlab.errors import ConfigError
 from adaptlab.methods.config import MethodConfig, require
+from adaptlab.methods.registry import Method, register
+from adaptlab.methods.results import ApplyContext, MethodResult
 
 FUSION_LR = 5e-5
 """Learning rate of the fusion layers (Pfeiffer et al. 2021, §4.2)."""
@@ -87,3 +91,23 @@ class FusionLayer(nn.Module):
             return None
         eye = torch.eye(self.value.weight.shape[0], device=self.value.weight.device)
         return self.value_regularization * (self.value.weight - eye).pow(2).sum()
+
+
+def apply(
+    model: nn.Module, backbone: Backbone, config: FusionConfig, ctx: ApplyContext
+) -> MethodResult:
+    raise ConfigError(
+        "fusion combines trained adapters: adaptlab.add_fusion(model, Fuse(...)), or "
+        "adaptlab train --method fusion --adapters RUN,RUN,..."
+    )
+
+
+register(
+    Method(
+        "fusion",
+        FusionConfig,
+        apply,
+        "AdapterFusion: attention over trained adapters (--adapters), which stay frozen",
+        exclusive=True,
+    )
+)

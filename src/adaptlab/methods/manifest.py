@@ -21,7 +21,6 @@ from typing import Any
 from adaptlab.errors import AdapterFileError, AdaptlabError
 from adaptlab.methods.blocks import Composition, composition_names, parse_composition
 from adaptlab.methods.config import MethodConfig
-from adaptlab.methods.fusion import FusionConfig
 from adaptlab.methods.registry import make_config
 from adaptlab.version import __version__
 
@@ -230,7 +229,7 @@ class _Fields:
                 if kind == "fusion":
                     if item["name"] != "fusion":
                         raise AdapterFileError(f"{where} of a fusion must be 'fusion'")
-                    configs.append(make_config("fusion", item["config"], FusionConfig))
+                    configs.append(make_config("fusion", item["config"]))
                 else:
                     configs.append(make_config(item["name"], item["config"]))
             except AdaptlabError as error:

@@ -42,6 +42,7 @@ from adaptlab.methods.manifest import (
     Manifest,
     parse_manifest,
 )
+from adaptlab.methods.params import parameters_under
 from adaptlab.methods.state import get_state
 from adaptlab.models.fingerprint import fingerprint
 from adaptlab.version import __version__
@@ -169,17 +170,24 @@ def load_adapter(
     *,
     name: str | None = None,
     activate: bool = True,
+    with_head: bool = True,
 ) -> nn.Module:
     """Add the adapter saved in `folder` to `model` (bare or already adapted) and load it.
 
     `name` renames it (default: the name it was saved under). The adapters it was saved with
     (a fusion's, a stack's) are loaded too, unless the model already has them, which is
-    then checked to be the same tensors. With `activate`, what ran when it was saved runs.
+    then checked to be the same tensors. With `activate`, what ran when it was saved runs
+    and the model's label names become the adapter's. `with_head=False` leaves the saved
+    head out (an adapter trained on other labels, to fuse or stack under another task).
     """
     folder = Path(folder)
     manifest = parse_manifest(folder)
     _check_base(model, manifest, folder)
     tensors = _read_tensors(folder, manifest)
+    train_head = manifest.train_head and with_head
+    if not train_head:
+        head = parameters_under(model, find_backbone(model, manifest.backbone_overrides).head)
+        tensors = {k: t for k, t in tensors.items() if k not in head}
     for member, checksum in manifest.members.items():
         _load_member(model, folder / MEMBERS / member, member, checksum)
     name = name or manifest.name
@@ -188,7 +196,7 @@ def load_adapter(
             model,
             Fuse(*manifest.fuses),
             name=name,
-            train_head=manifest.train_head,
+            train_head=train_head,
             seed=manifest.seed,
             **manifest.configs[0].to_dict(),
         )
@@ -198,18 +206,18 @@ def load_adapter(
             name,
             manifest.configs,
             backbone=manifest.backbone_overrides,
-            train_head=manifest.train_head,
+            train_head=train_head,
             seed=manifest.seed,
         )
     problem = _fill(handle, tensors, manifest.name)
     if problem:
         delete_adapter(model, name)
         raise AdapterFileError(f"{folder}: {problem}")
-    config = getattr(model, "config", None)
-    if manifest.label_names and config is not None and handle.train_head:
-        config.id2label = dict(enumerate(manifest.label_names))
-        config.label2id = {label: i for i, label in enumerate(manifest.label_names)}
     if activate:
+        config = getattr(model, "config", None)
+        if manifest.label_names and config is not None and handle.train_head:
+            config.id2label = dict(enumerate(manifest.label_names))
+            config.label2id = {label: i for i, label in enumerate(manifest.label_names)}
         handle.state.focus = name
         composition = _renamed(manifest.composition, manifest.name, name)
         handle.state.activate(composition or (Fuse(*handle.fused) if handle.is_fusion else name))

@@ -58,18 +58,13 @@ def get_method(name: str) -> Method:
         ) from None
 
 
-def make_config(
-    name: str,
-    options: Mapping[str, Any] | None = None,
-    config_class: type[MethodConfig] | None = None,
-) -> MethodConfig:
+def make_config(name: str, options: Mapping[str, Any] | None = None) -> MethodConfig:
     """Build and validate `name`'s config from plain options (from Python, YAML or JSON).
 
     Every option's type is checked against the config's field types before the config's own
-    range checks run. `config_class` builds a config that is not a registered method's
-    (the fusion's).
+    range checks run.
     """
-    config_class = config_class or get_method(name).config_class
+    config_class = get_method(name).config_class
     options = dict(options or {})
     known = [f.name for f in fields(config_class)]
     unknown = sorted(set(options) - set(known))

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from adaptlab.data import TextEncoder
 from adaptlab.errors import AdaptlabError
+from adaptlab.methods import regularization_loss
 from adaptlab.tasks import TaskKind
 from adaptlab.train.batches import batch_count, batches
 from adaptlab.train.config import TrainConfig
@@ -88,6 +89,9 @@ def train(
         bar.set_description(f"epoch {epoch}/{config.epochs}")
         for batch in batches(encoder, train_features, config.batch_size, device, generator):
             loss = model(**batch).loss
+            penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
+            if penalty is not None:
+                loss = loss + penalty
             if not torch.isfinite(loss):
                 bar.close()
                 raise TrainingError(

@@ -23,9 +23,10 @@ from torch import nn
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import staging_folder
-from adaptlab.methods import adapt, save_adapter
+from adaptlab.methods import save_adapter
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
+from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
@@ -88,7 +89,7 @@ def execute(
     )
     model: nn.Module = loaded.model
     model.to(device)
-    handle = adapt(model, spec.methods, seed=spec.train.seed)
+    handle = attach_adapters(model, spec)
     encoder = TextEncoder(
         loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length
     )

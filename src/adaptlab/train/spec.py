@@ -36,6 +36,10 @@ class RunSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
     data_options: Mapping[str, Any] = field(default_factory=dict)
     device: str = "cpu"
+    fuse: tuple[str, ...] = ()
+    """Adapter (or run) folders that a fusion run fuses; its method is `fusion`."""
+    stack: tuple[str, ...] = ()
+    """Adapter (or run) folders that run, frozen, below the adapter this run trains."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.methods, tuple) or not all(
@@ -46,6 +50,17 @@ class RunSpec:
                 "RunSpec.build takes method names such as 'lora+bitfit'"
             )
         check_combination(self.methods)
+        for name in ("fuse", "stack"):
+            folders = getattr(self, name)
+            if not isinstance(folders, tuple) or not all(isinstance(f, str) and f for f in folders):
+                raise ConfigError(f"RunSpec.{name} must be a tuple of folders, got {folders!r}")
+        fusion = self.methods[0].name == "fusion"
+        if fusion and not self.fuse:
+            raise ConfigError("a fusion run needs the adapters to fuse (--adapters RUN,RUN,...)")
+        if self.fuse and not fusion:
+            raise ConfigError("adapters to fuse (--adapters) need --method fusion")
+        if fusion and self.stack:
+            raise ConfigError("a fusion run trains over the adapters it fuses; drop --stack")
         size = self.train_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ConfigError(f"train-size must be a positive integer, got {size!r}")
@@ -95,7 +110,7 @@ class RunSpec:
     @classmethod
     def from_json(cls, spec: JsonObject) -> RunSpec:
         """`from_dict` of an object being read as part of a larger record."""
-        spec.refuse_unknown(_CORE)
+        spec.refuse_unknown((*_CORE, "fuse", "stack"))
         parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
         try:
             methods = tuple(make_config(name, options) for name, options in parts)
@@ -109,6 +124,8 @@ class RunSpec:
             train=_train_config(spec.object("train")),
             data_options=dict(spec.mapping("data_options", default={})),
             device=spec.text("device", default="cpu"),
+            fuse=spec.texts("fuse", default=()),
+            stack=spec.texts("stack", default=()),
         )
 
 
