@@ -80,7 +80,7 @@ def write_reviews(path: Path, rows: int = 60) -> Path:
 def train_run(model: str, data: Path, out: Path) -> Path:
     """A finished one-epoch run folder at `out`."""
     train = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-3, seed=0)
-    execute(RunSpec(model=model, data=str(data), method="bitfit", train=train), out, progress=False)
+    execute(RunSpec.build(model, str(data), "bitfit", train=train), out, progress=False)
     return out
 
 

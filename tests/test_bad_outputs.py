@@ -47,7 +47,7 @@ def store(work: Path) -> Path:
     with ResultStore(path) as results:
         results.set_plan("s", [run])
         results.start(run)
-        results.finish(run.run_id, make_record(study="s", method="lora"))
+        results.finish(run.run_id, make_record(study="s", method="lora").result)
     return path
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_report_records import make_record
+from test_report_records import make_record, make_row, stored
 
 from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import (
@@ -81,10 +81,10 @@ def test_learning_rate_is_chosen_on_dev_not_test() -> None:
 
 
 def test_learning_rate_falls_back_to_test_without_dev() -> None:
-    records = [make_record(learning_rate=lr, test=t) for lr, t in [(2e-5, 0.8), (1e-4, 0.85)]]
-    for record in records:
-        record["dev"] = {}
-    (cell,) = chosen(cells_of(records))
+    rows = [make_row(learning_rate=lr, test=t) for lr, t in [(2e-5, 0.8), (1e-4, 0.85)]]
+    for row in rows:
+        row["dev"] = {}
+    (cell,) = chosen(cells_of([stored(row) for row in rows]))
     assert cell.learning_rate == 1e-4
 
 
@@ -176,7 +176,7 @@ def test_mean_curve_averages_seeds_step_by_step() -> None:
     assert curve.loss == pytest.approx((0.8, 0.5))
     assert curve.metric == pytest.approx((0.72, 0.82))
     assert curve.metric_std == pytest.approx((0.02, math.sqrt(2) * 0.02))
-    assert mean_curve(read_runs([make_record(epochs=[])])) is None
+    assert mean_curve([]) is None
 
 
 def test_trainable_share_and_formatting() -> None:

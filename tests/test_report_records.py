@@ -1,8 +1,9 @@
-"""Synthetic result records for the report tests, and the tests of reading them.
+"""Synthetic stored runs for the report tests, and the tests of reading them.
 
-`make_record` builds one record of the runner's contract with plausible numbers; `make_study`
-a grid of them (methods x seeds x training sizes x learning rates). The other report tests
-import both from here.
+`make_row` builds one store row (the result's JSON form plus run_id, study and method label)
+with plausible numbers, `make_record` the typed `StoredRun` read from it; `make_study` a grid
+of them (methods x seeds x training sizes x learning rates). The other report tests import
+these from here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any
 import pytest
 
 from adaptlab.errors import AdaptlabError, ConfigError
+from adaptlab.methods.registry import list_methods
 from adaptlab.report.records import read_runs
+from adaptlab.study.store import StoredRun
+from adaptlab.train.result import RunResult
 
 TOTAL = 4_386_178  # a small BERT with a 2-way head
 TRAINABLE = {
@@ -27,7 +31,7 @@ TRAINABLE = {
 BASE = {"full": 0.80, "houlsby(hidden_size=64)": 0.83, "lora(r=8)": 0.82, "bitfit": 0.76}
 
 
-def make_record(
+def make_row(
     *,
     method: str = "full",
     seed: int = 0,
@@ -43,7 +47,7 @@ def make_record(
     epochs: Sequence[tuple[float, float]] | None = None,
     steps_per_epoch: int = 63,
 ) -> dict[str, Any]:
-    """One finished run's record; `epochs` gives (dev_loss, dev_metric) per epoch."""
+    """One finished run's store row; `epochs` gives (dev_loss, dev_metric) per epoch."""
     curve = epochs if epochs is not None else [(0.60, test - 0.04), (0.50, test), (0.55, test)]
     dev_score = dev if dev is not None else test + 0.01
     count = trainable if trainable is not None else TRAINABLE.get(method, 50_000)
@@ -54,7 +58,7 @@ def make_record(
         "spec": {
             "model": model,
             "data": data,
-            "methods": [{"name": method.split("(")[0], "config": {}}],
+            "methods": [{"name": _method_name(method), "config": {}}],
             "train_size": train_size,
             "train": {
                 "epochs": len(curve),
@@ -84,7 +88,7 @@ def make_record(
             }
             for i, (loss, score) in enumerate(curve)
         ],
-        "best_epoch": 2,
+        "best_epoch": min(2, len(curve)),
         "dev": {metric: dev_score, "macro_f1": dev_score - 0.01},
         "test": {metric: test, "macro_f1": test - 0.01},
         "test_loss": 0.45,
@@ -104,6 +108,23 @@ def make_record(
     }
 
 
+def _method_name(label: str) -> str:
+    """The registered method a label starts with (`houlsby(hidden_size=64)`), else houlsby."""
+    name = label.split("(")[0]
+    return name if name in {m.name for m in list_methods()} else "houlsby"
+
+
+def stored(row: dict[str, Any]) -> StoredRun:
+    """A store row as `ResultStore.records()` reads it."""
+    result = {k: v for k, v in row.items() if k not in ("run_id", "study", "method_label")}
+    return StoredRun(row["run_id"], row["study"], row["method_label"], RunResult.from_dict(result))
+
+
+def make_record(**fields: Any) -> StoredRun:
+    """`make_row` read as the store reads it."""
+    return stored(make_row(**fields))
+
+
 def make_study(
     *,
     methods: Sequence[str] = ("full", "houlsby(hidden_size=64)", "bitfit"),
@@ -111,7 +132,7 @@ def make_study(
     sizes: Sequence[int | None] = (100, 1000),
     rates: Sequence[float] = (2e-5, 1e-4),
     data: Sequence[str] = ("sst2",),
-) -> list[dict[str, Any]]:
+) -> list[StoredRun]:
     """A grid of plausible runs: adapters beat fine-tuning with little data, fine-tuning
     degrades at high learning rates and overfits (its dev loss climbs after epoch 2)."""
     records = []
@@ -124,7 +145,7 @@ def make_study(
     return records
 
 
-def _plausible(data: str, size: int | None, method: str, rate: float, seed: int) -> dict[str, Any]:
+def _plausible(data: str, size: int | None, method: str, rate: float, seed: int) -> StoredRun:
     noise = random.Random(f"{data}{size}{method}{rate}{seed}").gauss(0, 0.01)
     grow = 0.02 * math.log10((size or 10_000) / 100)
     full = method == "full"
@@ -164,7 +185,7 @@ def test_empty_records_is_a_one_line_config_error() -> None:
 
 
 def test_a_record_without_its_metric_names_the_run() -> None:
-    record = make_record(method="bitfit")
-    del record["test"]["accuracy"]
+    row = make_row(method="bitfit")
+    del row["test"]["accuracy"]
     with pytest.raises(AdaptlabError, match=r"sst2/1000/bitfit/2e-05/0.*'accuracy'"):
-        read_runs([make_record(), record])
+        read_runs([make_record(), stored(row)])

@@ -125,7 +125,7 @@ def test_per_method_overrides_apply_to_that_method_only(tmp_path: Path) -> None:
     adapters = by_label["small-adapter"]
     assert [s.learning_rate() for s in adapters] == [1e-3, 3e-3]
     assert {(s.train.epochs, s.train.batch_size) for s in adapters} == {(3, 4)}
-    assert adapters[0].methods()[0].to_dict()["hidden_size"] == 8
+    assert adapters[0].methods[0].to_dict()["hidden_size"] == 8
 
 
 def test_grid_size_and_run_ids_are_stable_and_distinct(tmp_path: Path) -> None:

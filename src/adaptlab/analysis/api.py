@@ -42,13 +42,14 @@ def similarity_analysis(
     data_options: Mapping[str, Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     device: str = "cpu",
+    model: str | None = None,
     progress: bool = True,
 ) -> Written:
     """Per-layer `measure` (rsa, cka, cka-debiased) of the trained run against its base."""
     get_measure(measure)  # an unknown measure fails before anything loads
     folder = _output_folder(path, out, measure)
     started = time.perf_counter()
-    target = load_target(path, data, data_options, split=split, device=device)
+    target = load_target(path, data, data_options, split=split, device=device, model=model)
     sample = sample_tokens(target.features, target.special_ids, tokens, seed)
     scores = compare_to_base(
         target.model,
@@ -80,6 +81,7 @@ def landscape_analysis(
     data_options: Mapping[str, Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     device: str = "cpu",
+    model: str | None = None,
     batch_size: int = 64,
     progress: bool = True,
 ) -> Written:
@@ -87,7 +89,7 @@ def landscape_analysis(
     grid = alphas(points, span)
     folder = _output_folder(path, out, "landscape")
     started = time.perf_counter()
-    target = load_target(path, data, data_options, split=split, device=device)
+    target = load_target(path, data, data_options, split=split, device=device, model=model)
     curve = loss_landscape(
         target.model,
         target.encoder,

@@ -13,6 +13,7 @@ from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.cli.console import console
 from adaptlab.cli.options import (
+    BaseModel,
     DataOption,
     Device,
     LabelColumn,
@@ -57,6 +58,7 @@ def rsa(
     label_column: LabelColumn = "label",
     task: Task = None,
     device: Device = "cpu",
+    model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
     """Per-layer RSA of the trained model against its base (adaptation switched off).
@@ -66,7 +68,7 @@ def rsa(
         adaptlab analyze rsa --adapter runs/rt-houlsby --data rotten-tomatoes
     """
     options = data_options(text_column, text_pair_column, label_column, task)
-    _similarity("rsa", adapter, data, tokens, seed, split, out, options, device, progress)
+    _similarity("rsa", adapter, data, tokens, seed, split, out, options, device, model, progress)
 
 
 @app.command("cka")
@@ -85,6 +87,7 @@ def cka(
     label_column: LabelColumn = "label",
     task: Task = None,
     device: Device = "cpu",
+    model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
     """Per-layer linear CKA of the trained model against its base.
@@ -95,7 +98,7 @@ def cka(
     """
     options = data_options(text_column, text_pair_column, label_column, task)
     measure = "cka-debiased" if debiased else "cka"
-    _similarity(measure, adapter, data, tokens, seed, split, out, options, device, progress)
+    _similarity(measure, adapter, data, tokens, seed, split, out, options, device, model, progress)
 
 
 @app.command("landscape")
@@ -116,6 +119,7 @@ def landscape(
     label_column: LabelColumn = "label",
     task: Task = None,
     device: Device = "cpu",
+    model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
     """Loss along theta0 + alpha (theta1 - theta0) over the trained parameters.
@@ -134,6 +138,7 @@ def landscape(
         data_options=options,
         out=out,
         device=device,
+        model=model,
         batch_size=batch_size,
         progress=progress,
     )
@@ -156,6 +161,7 @@ def _similarity(
     out: Path | None,
     options: dict[str, Any],
     device: str,
+    model: str | None,
     progress: bool,
 ) -> None:
     """Run one per-layer similarity analysis and print its table."""
@@ -169,6 +175,7 @@ def _similarity(
         data_options=options,
         out=out,
         device=device,
+        model=model,
         progress=progress,
     )
     result = written.result

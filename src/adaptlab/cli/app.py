@@ -8,6 +8,7 @@ import typer
 from rich.text import Text
 
 from adaptlab.cli import (
+    adapters_cmd,
     analyze_cmd,
     data_cmd,
     eval_cmd,
@@ -42,6 +43,9 @@ app.command("eval")(eval_cmd.evaluate)
 app.command("predict")(predict_cmd.predict)
 app.command("methods")(methods_cmd.methods)
 app.command("rank")(rank_cmd.rank_models)
+app.command("export")(adapters_cmd.export)
+app.command("import")(adapters_cmd.import_)
+app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(study_cmd.app, name="study")
 app.add_typer(analyze_cmd.app, name="analyze")

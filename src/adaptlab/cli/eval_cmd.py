@@ -11,6 +11,7 @@ from rich.table import Table
 
 from adaptlab.cli.console import console
 from adaptlab.cli.options import (
+    BaseModel,
     DataOption,
     Device,
     LabelColumn,
@@ -41,6 +42,7 @@ def evaluate(
     label_column: LabelColumn = "label",
     task: Task = None,
     device: Device = "cpu",
+    model: BaseModel = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Evaluate a trained adapter on the fixed train / dev / test split of a data set.
@@ -50,7 +52,7 @@ def evaluate(
         adaptlab eval --adapter runs/rt-houlsby --data rotten-tomatoes --split test
     """
     check_split(split)
-    loaded, manifest = load_trained(adapter, device)
+    loaded, manifest = load_trained(adapter, device, model=model)
     dataset = load_dataset(data, **data_options(text_column, text_pair_column, label_column, task))
     check_data_fits(dataset, manifest, data)
     labels = manifest.get("label_names") or []

@@ -25,6 +25,14 @@ Task = Annotated[
     typer.Option(help="single_label, multi_label, token or regression; inferred when omitted."),
 ]
 Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
+BaseModel = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Base model to load the adapter onto; default: the built-in or hub model its "
+        "manifest names (a local folder must be given here).",
+    ),
+]
 
 
 def _flag(param: typer.CallbackParam) -> str:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from adaptlab.cli.options import Device, MaxLength, positive
+from adaptlab.cli.options import BaseModel, Device, MaxLength, positive
 from adaptlab.data import TextEncoder
 from adaptlab.data.readers import decode_utf8, read_bytes
 from adaptlab.errors import DataError
@@ -30,6 +30,7 @@ def predict(
     batch_size: Annotated[int, typer.Option(help="Prediction batch size.", callback=positive)] = 64,
     max_length: MaxLength = 128,
     device: Device = "cpu",
+    model: BaseModel = None,
 ) -> None:
     """Predict a label and its probability for every line of a file (or stdin).
 
@@ -42,7 +43,7 @@ def predict(
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise DataError(f"{input}: no non-empty lines to predict")
-    loaded, manifest = load_trained(adapter, device)
+    loaded, manifest = load_trained(adapter, device, model=model)
     task, labels = manifest["task"], manifest.get("label_names") or []
     encoder = TextEncoder(loaded.tokenizer, task, len(labels), max_length)
     for result in run_prediction(loaded.model, encoder, texts, task, labels, batch_size):

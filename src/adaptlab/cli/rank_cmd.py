@@ -201,12 +201,13 @@ def fine_tuned_scores(store: Path, data_name: str) -> dict[str, float]:
     """Mean test score per model (keyed by built-in name or folder name) of a study's done runs
     on `data_name`, in each run's own metric."""
     by_model: dict[str, list[float]] = defaultdict(list)
-    for record in load_records(store):
-        if record["data"]["name"] != data_name:
+    for stored in load_records(store):
+        result = stored.result
+        if result.data.name != data_name:
             continue
-        value = record["test"].get(record["metric"])
+        value = result.test.get(result.metric)
         if value is not None:
-            by_model[Path(record["spec"]["model"]).name].append(float(value))
+            by_model[Path(result.spec.model).name].append(value)
     if not by_model:
         raise DataError(f"study store {store} holds no finished runs on {data_name!r}")
     return {model: sum(values) / len(values) for model, values in by_model.items()}

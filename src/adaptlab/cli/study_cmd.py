@@ -167,7 +167,7 @@ def report(
     target = out or path.with_suffix(".html")
     check_output_file(target, "report", replaceable=is_report, inputs=[(path, "results store")])
     records = load_records(path)
-    studies = sorted({str(record["study"]) for record in records})
+    studies = sorted({record.study for record in records})
     written = write_report(
         records,
         target,

@@ -13,6 +13,7 @@ from adaptlab.fileio import atomic_write
 from adaptlab.report.page import GENERATOR, render
 from adaptlab.report.records import read_runs, read_validations
 from adaptlab.report.view import study_view
+from adaptlab.study.store import StoredRun
 
 __all__ = ["write_report", "render_report", "is_report"]
 
@@ -36,19 +37,19 @@ def is_report(path: Path) -> bool:
 
 
 def render_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[StoredRun],
     *,
     title: str,
     validations: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The report of `records` (one per finished run) as one self-contained HTML string;
+    """The report of `records` (the store's done runs) as one self-contained HTML string;
     `validations` are the store's saved transferability validations, if any."""
     view = study_view(read_runs(records), read_validations(validations))
     return render(view, title)
 
 
 def write_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[StoredRun],
     out: Path,
     *,
     title: str,
@@ -56,7 +57,7 @@ def write_report(
 ) -> Path:
     """Write the report of `records` to `out` atomically (temp file + rename); return `out`.
 
-    Raises ConfigError (an AdaptlabError) on an empty list or a record that breaks the contract.
+    Raises ConfigError (an AdaptlabError) on an empty list or a run the report cannot show.
     """
     out = Path(out)
     text = render_report(records, title=title, validations=validations)

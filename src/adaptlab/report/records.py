@@ -1,7 +1,7 @@
-"""Read result records (one dict per finished run) into small typed `Run`s, checking the contract.
+"""The report's view of stored runs: small typed `Run`s, and the saved validations.
 
-The report never trains: everything it shows comes from these fields. A record that lacks one
-ends in a `ConfigError` naming the run and the field, so a half-written store fails clearly.
+The report never trains: everything it shows comes from the runs' typed results
+(`adaptlab.train.result.RunResult`), which the store has already checked field by field.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.study.store import StoredRun
+from adaptlab.train.result import EpochRecord
 
 
 @dataclass(frozen=True)
@@ -67,63 +69,60 @@ class Run:
     """(alphas, dev losses) from the run's analysis, when it was asked for."""
 
 
-def read_runs(records: Sequence[Mapping[str, Any]]) -> list[Run]:
-    """All records as `Run`s, in the given order; ConfigError on an empty list or a bad record."""
+def read_runs(records: Sequence[StoredRun]) -> list[Run]:
+    """All stored runs as `Run`s, in the given order; ConfigError on an empty list or a run
+    that lacks what the report needs."""
     if not records:
         raise ConfigError(
             "no result records to report on; run the study first (or check the store)"
         )
-    return [read_run(record, index) for index, record in enumerate(records)]
+    return [read_run(record) for record in records]
 
 
-def read_run(record: Mapping[str, Any], index: int = 0) -> Run:
-    """One record as a `Run`; ConfigError naming the run and the field when one is missing."""
-    name = str(record.get("run_id", f"#{index + 1}"))
+def read_run(stored: StoredRun) -> Run:
+    """One stored run as a `Run`; ConfigError naming the run and what it lacks."""
     try:
-        return _read(record)
+        return _read(stored)
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(
-            f"result record {name} is incomplete or malformed ({type(error).__name__}: {error}); "
-            "is it from a finished run of this adaptlab version?"
+            f"result record {stored.run_id} is incomplete or malformed "
+            f"({type(error).__name__}: {error}); is it from a finished run of this adaptlab "
+            "version?"
         ) from None
 
 
-def _read(record: Mapping[str, Any]) -> Run:
-    spec, data, metric = record["spec"], record["data"], str(record["metric"])
-    train = spec["train"]
-    size = spec.get("train_size")
+def _read(stored: StoredRun) -> Run:
+    result = stored.result
+    spec, metric = result.spec, result.metric
+    size = spec.train_size
     setting = Setting(
-        model=str(spec["model"]),
-        data=str(data["name"]),
-        train_size=int(size if size is not None else data["sizes"]["train"]),
+        model=spec.model,
+        data=result.data.name,
+        train_size=size if size is not None else result.data.sizes["train"],
         full=size is None,
     )
-    dev = record.get("dev") or {}
-    rate = train.get("learning_rate")
-    seed = train.get("seed")
-    wall = record.get("wall_seconds")
     return Run(
-        run_id=str(record["run_id"]),
-        study=str(record.get("study", "")),
+        run_id=stored.run_id,
+        study=stored.study,
         setting=setting,
-        method=str(record["method_label"]),
-        learning_rate=float(rate) if rate is not None else None,
-        seed=int(seed) if seed is not None else None,
+        method=stored.method_label,
+        learning_rate=spec.train.learning_rate,
+        seed=spec.train.seed,
         metric=metric,
-        test=float(record["test"][metric]),
-        dev=float(dev[metric]) if metric in dev else None,
-        trainable=int(record["trainable_parameters"]),
-        total=int(record["total_parameters"]),
-        wall_seconds=float(wall) if wall is not None else None,
-        curve=tuple(_point(epoch, metric) for epoch in record.get("epochs") or ()),
-        versions=tuple(sorted((str(k), str(v)) for k, v in (record.get("versions") or {}).items())),
-        host=str(record.get("host", "")),
-        **_analysis(record.get("analysis") or {}),
+        test=result.test[metric],
+        dev=result.dev.get(metric),
+        trainable=result.trainable_parameters,
+        total=result.total_parameters,
+        wall_seconds=result.wall_seconds,
+        curve=tuple(_point(epoch, metric) for epoch in result.epochs),
+        versions=tuple(sorted(result.versions.to_dict().items())),
+        host=result.host,
+        **_analysis(result.analysis or {}),
     )
 
 
 def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
-    """The `Run` fields of a record's "analysis" (study key `analysis: [rsa, landscape]`)."""
+    """The `Run` fields of a result's analysis (study key `analysis: [rsa, landscape]`)."""
     scores = tuple(
         (name, tuple(float(row["score"]) for row in result["layers"]))
         for name, result in analysis.items()
@@ -136,11 +135,9 @@ def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
     return {"layer_scores": scores, "landscape": landscape}
 
 
-def _point(epoch: Mapping[str, Any], metric: str) -> CurvePoint:
+def _point(epoch: EpochRecord, metric: str) -> CurvePoint:
     return CurvePoint(
-        step=int(epoch["step"]),
-        dev_loss=float(epoch["dev_loss"]),
-        dev_metric=float(epoch["dev_metrics"][metric]),
+        step=epoch.step, dev_loss=epoch.dev_loss, dev_metric=epoch.dev_metrics[metric]
     )
 
 

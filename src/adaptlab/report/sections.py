@@ -1,7 +1,7 @@
 """The report's sections, each a function of the study view returning escaped HTML.
 
-A section whose data is absent (a single training size, a single learning rate, no epochs)
-is replaced by a one-line note rather than an empty plot.
+A section whose data is absent (a single training size, a single learning rate) is replaced
+by a one-line note rather than an empty plot.
 """
 
 from __future__ import annotations
@@ -153,9 +153,6 @@ def overfitting(view: StudyView) -> Html:
     for setting in view.settings:
         label = setting.label(view.with_model)
         curves = view.curves(setting)
-        if not curves:
-            parts.append(note(f"{label}: the runs recorded no epochs."))
-            continue
         uri = plots.dev_curves(curves, view.chosen_in(setting)[0].metric, colors, label)
         parts.append(figure(uri, f"dev loss and dev metric against training steps, {label}"))
     return section("overfitting", title, *parts)

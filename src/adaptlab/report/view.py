@@ -59,10 +59,7 @@ class StudyView:
         return [s for s in self.settings if (s.model, s.data) == (model, data)]
 
     def curves(self, setting: Setting) -> dict[str, MeanCurve]:
-        """Mean dev curve per method at its chosen learning rate.
-
-        Methods whose runs recorded no epochs are left out.
-        """
+        """Mean dev curve per method at its chosen learning rate."""
         return self._per_method(setting, aggregate.mean_curve)
 
     def _per_method(

@@ -70,10 +70,10 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                 max_length=spec.max_length,
                 seed=seed,
             )
-            run_spec = RunSpec(
-                model=model,
-                data=source,
-                method=entry.run_method(),
+            run_spec = RunSpec.build(
+                model,
+                source,
+                entry.run_method(),
                 train_size=size,
                 train=train,
                 data_options=options.as_kwargs(),

@@ -67,16 +67,15 @@ class StudyProgress:
     def finished_run(self, outcome: Outcome) -> None:
         self.finished += 1
         label = f"{escape(outcome.run.method_label)} [dim]{outcome.run.run_id}[/]"
-        if outcome.record is None:
+        result = outcome.result
+        if result is None:
             self.failed += 1
             self._say(f"  [red]failed[/] {label}: {escape(outcome.error or '')}")
             return
-        record = outcome.record
-        metric = record["metric"]
+        metric = result.metric
         self._say(
             f"  [green]done[/] {label} in {format_duration(outcome.seconds)}: test {metric} "
-            f"{record['test'][metric]:.4f} (best epoch {record['best_epoch']} "
-            f"of {len(record['epochs'])})"
+            f"{result.test[metric]:.4f} (best epoch {result.best_epoch} of {len(result.epochs)})"
         )
 
     def eta(self) -> float | None:

@@ -38,7 +38,7 @@ class StudySummary:
 
     @property
     def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.record is None]
+        return [o for o in self.outcomes if o.result is None]
 
     @property
     def run_seconds(self) -> float:
@@ -113,8 +113,8 @@ def _run(
         with closing(executor.run(todo, started)) as outcomes:
             for outcome in outcomes:
                 with timed(summary.spent, "store"):
-                    if outcome.record is not None:
-                        results.finish(outcome.run.run_id, outcome.record)
+                    if outcome.result is not None:
+                        results.finish(outcome.run.run_id, outcome.result)
                     else:
                         results.fail(outcome.run.run_id, outcome.error or "failed")
                 summary.outcomes.append(outcome)

@@ -128,7 +128,7 @@ class MethodEntry(_Strict):
         return "+".join(name + _options_label(options) for name, options in self.method)
 
     def run_method(self) -> list[dict[str, dict[str, Any]]]:
-        """The method as `RunSpec.method` takes it."""
+        """The method as `RunSpec.build` takes it."""
         return [{name: dict(options)} for name, options in self.method]
 
 

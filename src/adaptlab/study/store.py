@@ -1,7 +1,7 @@
 """The results store: one SQLite file holding one row per run, safe against crashes.
 
 Table `runs`: run_id (primary key), study, status ('running' | 'done' | 'failed'),
-method_label, spec (the planned RunSpec as JSON), record (the `execute` record as JSON, NULL
+method_label, spec (the planned RunSpec as JSON), record (the run's `RunResult` as JSON, NULL
 until done), error, started_at / finished_at (UTC, ISO 8601), host, pid. Table `planned`
 holds each study's grid (study, run_id, position, method_label, spec) so `status` can count
 the runs still to do. Table `validations` holds what `adaptlab rank --validate` found for this
@@ -33,10 +33,10 @@ from typing import Any
 from adaptlab.errors import ConfigError
 from adaptlab.paths import check_writable, has_prefix, write_denied
 from adaptlab.study.planner import PlannedRun
+from adaptlab.train.result import RunResult
 
 SCHEMA_VERSION = 2
 SQLITE_HEADER = b"SQLite format 3\x00"
-STATUSES = ("running", "done", "failed")
 VALIDATION_KINDS = ("models", "layers")
 
 _VALIDATIONS = """CREATE TABLE validations (
@@ -90,6 +90,16 @@ class PlanRow:
     host: str | None
     pid: int | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A done run as the store holds it: its result, and the study and method label it ran as."""
+
+    run_id: str
+    study: str
+    method_label: str
+    result: RunResult
 
 
 def check_store_path(path: Path) -> None:
@@ -199,39 +209,38 @@ class ResultStore:
                 ),
             )
 
-    def finish(self, run_id: str, record: dict[str, Any]) -> None:
-        """Store a finished run's record and mark it done."""
-        self._end(run_id, "done", _json(record), None)
+    def finish(self, run_id: str, result: RunResult) -> None:
+        """Store a finished run's result and mark it done."""
+        self._end(run_id, "done", _json(result.to_dict()), None)
 
     def fail(self, run_id: str, error: str) -> None:
         """Mark a run failed with its one-line error; the next `study run` retries it."""
         self._end(run_id, "failed", None, error)
 
-    def records(self, status: str = "done") -> list[dict[str, Any]]:
-        """Rows of one status in plan order: the `execute` record plus run_id, study, method_label.
+    def records(self) -> list[StoredRun]:
+        """The done runs in plan order; runs no longer in any plan come last, oldest first.
 
-        Runs no longer in any plan come last, oldest first.
-
-        Rows not done have no record; they give the planned `spec` and the `error` instead.
+        A row whose result does not read (a field missing or of the wrong type) is a
+        ConfigError naming the store, the run and the field.
         """
-        if status not in STATUSES:
-            raise ConfigError(f"unknown run status {status!r}; use one of {', '.join(STATUSES)}")
         rows = self._db.execute(
-            """SELECT r.run_id, r.study, r.method_label, r.spec, r.record, r.error FROM runs r
+            """SELECT r.run_id, r.study, r.method_label, r.record FROM runs r
                LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
-               WHERE r.status = ?
-               ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id""",
-            (status,),
+               WHERE r.status = 'done'
+               ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id"""
         ).fetchall()
         return [
-            {
-                **(json.loads(record) if record else {"spec": json.loads(spec), "error": error}),
-                "run_id": run_id,
-                "study": study,
-                "method_label": label,
-            }
-            for run_id, study, label, spec, record, error in rows
+            StoredRun(run_id, study, label, self._result(run_id, record))
+            for run_id, study, label, record in rows
         ]
+
+    def _result(self, run_id: str, record: str) -> RunResult:
+        where = f"{self.path}: run {run_id}"
+        try:
+            data = json.loads(record)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{where}: its result is not JSON ({error})") from None
+        return RunResult.from_dict(data, where)
 
     def plan_rows(self) -> list[PlanRow]:
         """Every planned run of every study in the store, in plan order, with its status."""
@@ -317,8 +326,8 @@ class ResultStore:
             )
 
 
-def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The done runs' records of the store at `path` (which must exist), as `records()`."""
+def load_records(path: str | os.PathLike[str]) -> list[StoredRun]:
+    """The done runs of the store at `path` (which must exist), as `records()`."""
     with ResultStore(path, create=False, read_only=True) as store:
         return store.records()
 

@@ -18,30 +18,20 @@ from torch import nn
 
 from adaptlab.data import TextEncoder
 from adaptlab.errors import AdaptlabError
+from adaptlab.methods import regularization_loss
 from adaptlab.progress import Progress
 from adaptlab.tasks import TaskKind
 from adaptlab.train.batches import batch_count, batches
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.metrics import PRIMARY_METRIC
+from adaptlab.train.result import EpochRecord
 
 log = logging.getLogger("adaptlab.train")
 
 
 class TrainingError(AdaptlabError):
     """Training cannot go on (a NaN loss, say)."""
-
-
-@dataclass
-class EpochRecord:
-    """One epoch: where it ended, its mean training loss and its dev scores."""
-
-    epoch: int
-    step: int
-    train_loss: float
-    dev_loss: float
-    dev_metrics: dict[str, float]
-    seconds: float
 
 
 @dataclass
@@ -99,6 +89,9 @@ def train(
         bar.describe(f"epoch {epoch}/{config.epochs}")
         for batch in batches(encoder, train_features, config.batch_size, device, generator):
             loss = model(**batch).loss
+            penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
+            if penalty is not None:
+                loss = loss + penalty
             if not torch.isfinite(loss):
                 bar.close()
                 raise TrainingError(
