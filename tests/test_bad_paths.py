@@ -212,7 +212,7 @@ def test_write_controls_never_writes_into_an_existing_model_folder(
         refused(
             ["rank", "--models", "models/tiny", "--write-controls", "models", "--no-progress"],
             capsys,
-            "models/tiny exists; --write-controls writes new model folders only",
+            "control model folder models/tiny exists and is not empty",
         )
 
 

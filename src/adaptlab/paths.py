@@ -82,6 +82,16 @@ def check_output_folder(path: Path, what: str) -> None:
     check_writable(path, what)
 
 
+def check_new_folder(path: Path, what: str) -> None:
+    """Fail, before any work, unless `path` is a folder to be made or an empty one (commands
+    that write a folder without an overwrite rule never mix files into an existing one)."""
+    check_output_folder(path, what)
+    if path.is_dir() and any(path.iterdir()):
+        raise ConfigError(
+            f"{what} {path} exists and is not empty; give a new folder (or remove that one)"
+        )
+
+
 def has_prefix(path: Path, prefix: bytes) -> bool:
     """Whether the file at `path` starts with `prefix` (False when it cannot be read)."""
     try:

@@ -29,7 +29,7 @@ from adaptlab.cli.options import (
 from adaptlab.data import load_dataset
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.fileio import atomic_write
-from adaptlab.paths import check_output_file, check_output_folder, json_with_key
+from adaptlab.paths import check_new_folder, check_output_file, check_output_folder, json_with_key
 from adaptlab.select import (
     AGGREGATES,
     POOLINGS,
@@ -189,12 +189,7 @@ def check_control_folders(candidates: list[Candidate], out: Path) -> None:
     """Fail, before any model loads, unless every candidate's folder under `out` is new."""
     check_output_folder(out, "the control models")
     for candidate in candidates:
-        folder = out / candidate.folder_name
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            raise ConfigError(
-                f"{folder} exists; --write-controls writes new model folders only: remove it "
-                "or give another folder"
-            )
+        check_new_folder(out / candidate.folder_name, "control model folder")
 
 
 def fine_tuned_scores(store: Path, data_name: str) -> dict[str, float]:

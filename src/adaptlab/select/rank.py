@@ -62,7 +62,7 @@ class Ranking:
                 tiers[-1].append(row)
             else:
                 tiers.append([row])
-        return [[row.name for row in tier] for tier in tiers]
+        return [sorted(row.name for row in tier) for tier in tiers]
 
     def order(self, estimator: str) -> list[str]:
         """Candidate names best first by `estimator` (tied ones by name)."""
