@@ -110,8 +110,7 @@ def json_with_key(path: Path, key: str) -> bool:
     return isinstance(found, dict) and key in found
 
 
-def listed(paths: Sequence[Path], most: int = 3) -> str:
+def listed(names: Sequence[str], most: int = 3) -> str:
     """A few names for a message: `a, b, c and 4 more`."""
-    names = [path.name for path in paths[:most]]
-    more = f" and {len(paths) - most} more" if len(paths) > most else ""
-    return ", ".join(names) + more
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more

@@ -196,7 +196,7 @@ def fine_tuned_scores(store: Path, data_name: str) -> dict[str, float]:
     """Mean test score per model (keyed by built-in name or folder name) of a study's done runs
     on `data_name`, in each run's own metric."""
     by_model: dict[str, list[float]] = defaultdict(list)
-    for stored in load_records(store):
+    for stored in load_records(store, planned_only=True):
         result = stored.result
         if result.data.name != data_name:
             continue

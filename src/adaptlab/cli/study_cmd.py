@@ -13,13 +13,13 @@ from rich.text import Text
 from adaptlab.cli.console import console
 from adaptlab.cli.options import positive
 from adaptlab.errors import AdaptlabError, ConfigError
-from adaptlab.paths import check_output_file
+from adaptlab.paths import check_output_file, listed
 from adaptlab.study.executors import Executor, LocalExecutor
 from adaptlab.study.progress import format_duration
 from adaptlab.study.runner import default_store, run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import load_records, load_validations
+from adaptlab.study.store import load_records, load_unplanned, load_validations
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 
@@ -60,6 +60,10 @@ def run(
         typer.Option(help="CPUs of the local Ray started when no --address.", callback=positive),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show each run's progress bar.")] = True,
+    rerun_changed: Annotated[
+        bool,
+        typer.Option(help="Run done runs again whose data file changed since (else: refuse)."),
+    ] = False,
 ) -> None:
     """Run every run of a study not yet in its store; run it again to resume.
 
@@ -70,7 +74,10 @@ def run(
         adaptlab study run examples/low-resource.yaml --executor ray --address auto
     """
     summary = run_study(
-        spec, store_path=store, executor=_executor(spec, executor, address, ray_cpus, progress)
+        spec,
+        store_path=store,
+        executor=_executor(spec, executor, address, ray_cpus, progress),
+        rerun_changed=rerun_changed,
     )
     failed = summary.failed
     if failed:
@@ -114,6 +121,27 @@ def status(store: StoreArgument) -> None:
             )
         if len(study.errors) > 5:
             out.print(f"... and {len(study.errors) - 5} more failed runs")
+        if study.changed:
+            out.print(
+                Text.assemble(
+                    ("data changed", "yellow"),
+                    f" under {len(study.changed)} done runs since they ran "
+                    f"({listed(study.changed)}); `adaptlab study run SPEC --rerun-changed` "
+                    "runs them again",
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
+        if study.unplanned:
+            out.print(_unplanned(study.unplanned), highlight=False, soft_wrap=True)
+
+
+def _unplanned(runs: list[str]) -> str:
+    """The line `status` and `report` both print about done runs the spec no longer has."""
+    return (
+        f"{len(runs)} done run{'s are' if len(runs) > 1 else ' is'} no longer in the spec "
+        f"(kept in the store, left out of counts and reports): {listed(runs)}"
+    )
 
 
 def _totals(study: StudyStatus) -> Table:
@@ -166,7 +194,14 @@ def report(
     path = _store_path(store)
     target = out or path.with_suffix(".html")
     check_output_file(target, "report", replaceable=is_report, inputs=[(path, "results store")])
-    records = load_records(path)
+    records = load_records(path, planned_only=True)
+    unplanned = load_unplanned(path)
+    if unplanned:
+        console().print(
+            _unplanned([f"{label} ({run_id})" for _, run_id, label in unplanned]),
+            soft_wrap=True,
+            highlight=False,
+        )
     studies = sorted({record.study for record in records})
     written = write_report(
         records,

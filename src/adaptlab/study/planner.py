@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaptlab.data import builtin_datasets
+from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.study.analysis import AnalysisRequest
@@ -26,15 +27,17 @@ from adaptlab.train.run import RunSpec
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One cell of the grid: its id, study, method label, the spec `execute` gets, and the
-    analyses to run on the trained model (not part of the id: asking for them later does not
-    re-train runs already done)."""
+    """One cell of the grid: its id, study, method label, the spec `execute` gets, the
+    analyses to run on the trained model and the hash of its data file's contents (neither is
+    part of the id: asking for analyses later does not re-train runs already done, and a data
+    file edited in place is found by comparing hashes, see `study.runner`)."""
 
     run_id: str
     study: str
     method_label: str
     spec: RunSpec
     analysis: AnalysisRequest = AnalysisRequest()
+    data_digest: str | None = None
 
     def describe(self) -> str:
         """A short human line: method · data · size · seed · learning rate · model."""
@@ -56,6 +59,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
     """Every run of `spec`; relative model and data paths are read from `base` (spec folder)."""
     models = [_local(model, base, set(BUILTIN_MODELS)) for model in spec.models]
     data = [(_local(d.source, base, set(builtin_datasets())), d.options) for d in spec.data]
+    digests = {source: content_digest(source) for source, _ in data}
     runs: list[PlannedRun] = []
     seen: dict[str, PlannedRun] = {}
     analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens)
@@ -80,7 +84,12 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                 device=spec.device,
             )
             planned = PlannedRun(
-                run_id(run_spec), spec.name, entry.display_label, run_spec, analysis
+                run_id(run_spec),
+                spec.name,
+                entry.display_label,
+                run_spec,
+                analysis,
+                digests[source],
             )
             twin = seen.setdefault(planned.run_id, planned)
             if twin is not planned:

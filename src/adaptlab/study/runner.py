@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from adaptlab.errors import ConfigError
 from adaptlab.study.executors import Executor, LocalExecutor, Outcome
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import PlannedRun, plan_study
@@ -67,8 +68,12 @@ def run_study(
     store_path: str | Path | None = None,
     executor: Executor | None = None,
     console: Console | None = None,
+    rerun_changed: bool = False,
 ) -> StudySummary:
-    """Run every run of the spec not yet done in the store; returns what happened."""
+    """Run every run of the spec not yet done in the store; returns what happened.
+
+    A done run whose data file has changed since it ran is refused in one line, or, with
+    `rerun_changed`, run again on the new contents."""
     began = time.perf_counter()
     spec_path = Path(spec_path)
     spent: defaultdict[str, float] = defaultdict(float)
@@ -83,6 +88,12 @@ def run_study(
             results = ResultStore(store)
         with results:
             with timed(summary.spent, "store"):
+                stored = results.data_digests()
+                stale = changed_data(runs, stored)
+                if stale and not rerun_changed:
+                    raise ConfigError(describe_changed(stale, stored))
+                if stale:
+                    results.run_again([run.run_id for run in stale], "its data changed since")
                 results.set_plan(spec.name, runs)
                 states = results.statuses()
             todo = [run for run in runs if states.get(run.run_id) != "done"]
@@ -90,6 +101,31 @@ def run_study(
             _run(todo, results, executor or LocalExecutor(), summary, console or Console())
     summary.wall_seconds = time.perf_counter() - began
     return summary
+
+
+def changed_data(runs: list[PlannedRun], stored: dict[str, str | None]) -> list[PlannedRun]:
+    """The done runs (with a data hash in `stored`) whose data contents now hash otherwise."""
+    return [
+        run
+        for run in runs
+        if run.data_digest is not None
+        and stored.get(run.run_id) is not None
+        and stored[run.run_id] != run.data_digest
+    ]
+
+
+def describe_changed(stale: list[PlannedRun], stored: dict[str, str | None]) -> str:
+    """One line: which data changed under how many done runs, and what to do."""
+    first = stale[0]
+    same = [run for run in stale if run.spec.data == first.spec.data]
+    others = len(stale) - len(same)
+    before, now = stored[first.run_id] or "", first.data_digest or ""
+    more = f" (and {others} more runs on other changed data)" if others else ""
+    return (
+        f"{first.spec.data} changed since {len(same)} done run{'s' if len(same) > 1 else ''} of "
+        f"study {first.study} trained on it (contents {before[:12]} then, {now[:12]} now){more}; "
+        "pass --rerun-changed to run them again on the new contents, or restore the file"
+    )
 
 
 def _run(

@@ -35,7 +35,7 @@ from adaptlab.paths import check_writable, has_prefix, write_denied
 from adaptlab.study.planner import PlannedRun
 from adaptlab.train.result import RunResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\x00"
 VALIDATION_KINDS = ("models", "layers")
 
@@ -59,7 +59,8 @@ _SCHEMA = (
         started_at TEXT NOT NULL,
         finished_at TEXT,
         host TEXT NOT NULL,
-        pid INTEGER NOT NULL
+        pid INTEGER NOT NULL,
+        data_digest TEXT
     )""",
     """CREATE TABLE planned (
         study TEXT NOT NULL,
@@ -73,7 +74,10 @@ _SCHEMA = (
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
-_UPGRADES = {1: (_VALIDATIONS, "PRAGMA user_version = 2")}
+_UPGRADES = {
+    1: (_VALIDATIONS, "PRAGMA user_version = 2"),
+    2: ("ALTER TABLE runs ADD COLUMN data_digest TEXT", "PRAGMA user_version = 3"),
+}
 """Statements that bring a store of schema version N to N + 1 (additive: old rows stay)."""
 
 
@@ -90,6 +94,10 @@ class PlanRow:
     host: str | None
     pid: int | None
     error: str | None
+    data: str | None = None
+    """The data source the plan names (a path for data files)."""
+    data_digest: str | None = None
+    """The hash of the data contents the run trained on, when it ran (None: not recorded)."""
 
 
 @dataclass(frozen=True)
@@ -190,13 +198,14 @@ class ResultStore:
         with self._transaction() as db:
             db.execute(
                 """INSERT INTO runs (run_id, study, status, method_label, spec, started_at,
-                                     host, pid)
-                   VALUES (?, ?, 'running', ?, ?, ?, ?, ?)
+                                     host, pid, data_digest)
+                   VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (run_id) DO UPDATE SET
                        study = excluded.study, status = 'running',
                        method_label = excluded.method_label, spec = excluded.spec,
                        record = NULL, error = NULL, started_at = excluded.started_at,
-                       finished_at = NULL, host = excluded.host, pid = excluded.pid
+                       finished_at = NULL, host = excluded.host, pid = excluded.pid,
+                       data_digest = excluded.data_digest
                    WHERE runs.status != 'done'""",
                 (
                     run.run_id,
@@ -206,7 +215,21 @@ class ResultStore:
                     _now(),
                     socket.gethostname(),
                     os.getpid(),
+                    run.data_digest,
                 ),
+            )
+
+    def data_digests(self) -> dict[str, str | None]:
+        """run_id -> the hash of the data contents each done run trained on (None: unknown)."""
+        rows = self._db.execute("SELECT run_id, data_digest FROM runs WHERE status = 'done'")
+        return dict(rows.fetchall())
+
+    def run_again(self, run_ids: Sequence[str], reason: str) -> None:
+        """Mark done runs failed with `reason`, so that `study run` runs them again."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE runs SET status = 'failed', error = ? WHERE run_id = ? AND status = 'done'",
+                [(reason, run_id) for run_id in run_ids],
             )
 
     def finish(self, run_id: str, result: RunResult) -> None:
@@ -217,16 +240,18 @@ class ResultStore:
         """Mark a run failed with its one-line error; the next `study run` retries it."""
         self._end(run_id, "failed", None, error)
 
-    def records(self) -> list[StoredRun]:
-        """The done runs in plan order; runs no longer in any plan come last, oldest first.
+    def records(self, *, planned_only: bool = False) -> list[StoredRun]:
+        """The done runs in plan order; runs no longer in any plan come last, oldest first, or
+        with `planned_only` are left out (as `study status` and `study report` do; `unplanned`
+        names them).
 
         A row whose result does not read (a field missing or of the wrong type) is a
         ConfigError naming the store, the run and the field.
         """
         rows = self._db.execute(
-            """SELECT r.run_id, r.study, r.method_label, r.record FROM runs r
+            f"""SELECT r.run_id, r.study, r.method_label, r.record FROM runs r
                LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
-               WHERE r.status = 'done'
+               WHERE r.status = 'done' {"AND p.run_id IS NOT NULL" if planned_only else ""}
                ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id"""
         ).fetchall()
         return [
@@ -246,14 +271,39 @@ class ResultStore:
         """Every planned run of every study in the store, in plan order, with its status."""
         rows = self._db.execute(
             """SELECT p.study, p.run_id, p.method_label, r.status, r.started_at,
-                      r.finished_at, r.host, r.pid, r.error
+                      r.finished_at, r.host, r.pid, r.error, p.spec, r.data_digest
                FROM planned AS p LEFT JOIN runs AS r USING (run_id)
                ORDER BY p.study, p.position"""
         ).fetchall()
         return [
-            PlanRow(study, run_id, label, status, _time(started), _time(finished), host, pid, error)
-            for study, run_id, label, status, started, finished, host, pid, error in rows
+            PlanRow(
+                study,
+                run_id,
+                label,
+                status,
+                _time(started),
+                _time(finished),
+                host,
+                pid,
+                error,
+                json.loads(spec).get("data"),
+                digest,
+            )
+            for study, run_id, label, status, started, finished, host, pid, error, spec, digest in (
+                rows
+            )
         ]
+
+    def unplanned(self) -> list[tuple[str, str, str]]:
+        """(study, run_id, method_label) of each done run its study's spec no longer has (an
+        arm removed, a seed dropped): kept in the store, left out of status and reports."""
+        rows = self._db.execute(
+            """SELECT r.study, r.run_id, r.method_label FROM runs r
+               LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
+               WHERE r.status = 'done' AND p.run_id IS NULL
+               ORDER BY r.study, r.finished_at, r.run_id"""
+        ).fetchall()
+        return [(study, run_id, label) for study, run_id, label in rows]
 
     def save_validation(self, data: str, kind: str, result: dict[str, Any]) -> None:
         """Keep what `rank --validate` found on `data` (replacing an earlier one of that kind)."""
@@ -326,10 +376,16 @@ class ResultStore:
             )
 
 
-def load_records(path: str | os.PathLike[str]) -> list[StoredRun]:
+def load_records(path: str | os.PathLike[str], *, planned_only: bool = False) -> list[StoredRun]:
     """The done runs of the store at `path` (which must exist), as `records()`."""
     with ResultStore(path, create=False, read_only=True) as store:
-        return store.records()
+        return store.records(planned_only=planned_only)
+
+
+def load_unplanned(path: str | os.PathLike[str]) -> list[tuple[str, str, str]]:
+    """The done runs no longer in their study's spec, of the store at `path`, as `unplanned()`."""
+    with ResultStore(path, create=False, read_only=True) as store:
+        return store.unplanned()
 
 
 def load_validations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ def check_run_folder(out: Path, overwrite: bool) -> None:
     """Fail, before any work, unless a run may be written to `out` (see the module doc)."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a folder; give a folder for the run")
-    entries = sorted(out.iterdir()) if out.is_dir() else []
+    entries = sorted(entry.name for entry in out.iterdir()) if out.is_dir() else []
     if entries and not overwrite:
         hint = (
             "it holds an earlier run: pass --overwrite to replace it, or give another --out"
@@ -39,7 +39,7 @@ def check_run_folder(out: Path, overwrite: bool) -> None:
         )
         raise ConfigError(f"output folder {out} exists and is not empty; {hint}")
     if entries:
-        others = [entry for entry in entries if entry.name not in RUN_ENTRIES]
+        others = [entry for entry in entries if entry not in RUN_ENTRIES]
         if not is_run_folder(out):
             raise ConfigError(
                 f"--overwrite replaces only an earlier run folder (adapter/, metrics.json, "
