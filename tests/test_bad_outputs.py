@@ -227,3 +227,21 @@ def test_train_into_a_read_only_folder_is_refused_before_training(
             capsys,
             "cannot write the run folder",
         )
+
+
+def test_rank_refuses_a_cache_or_store_it_could_not_write_before_any_model_loads(
+    store: Path, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "locked").mkdir()
+    store.rename(work / "locked" / "s.db")
+    args = ["rank", "--models", "nowhere/model", "--data", "reviews.csv", "--sample", "20"]
+    with read_only(work / "locked"), unchanged(work):
+        refused(
+            [*args, "--validate", "locked/s.db"],
+            capsys,
+            "cannot write the agreement into the results store",
+        )
+        monkeypatch.setenv("ADAPTLAB_CACHE", str(work / "locked"))
+        refused(args, capsys, "cannot write the feature cache", "set ADAPTLAB_CACHE")
+        monkeypatch.setenv("ADAPTLAB_CACHE", str(work / "locked" / "cache"))
+        refused(args, capsys, "cannot make adaptlab's cache folder", "set ADAPTLAB_CACHE")

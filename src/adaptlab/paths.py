@@ -45,11 +45,11 @@ def write_denied(folder: Path) -> str | None:
     return None
 
 
-def check_writable(folder: Path, what: str) -> None:
-    """Fail unless files can be created in `folder` (see `write_denied`)."""
+def check_writable(folder: Path, what: str, fix: str = "choose a folder you can write to") -> None:
+    """Fail unless files can be created in `folder` (see `write_denied`); `fix` ends the line."""
     reason = write_denied(folder)
     if reason is not None:
-        raise ConfigError(f"cannot write {what} ({reason}); choose a folder you can write to")
+        raise ConfigError(f"cannot write {what} ({reason}); {fix}")
 
 
 def check_output_file(

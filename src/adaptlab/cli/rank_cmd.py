@@ -29,7 +29,13 @@ from adaptlab.cli.options import (
 from adaptlab.data import load_dataset
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.fileio import atomic_write
-from adaptlab.paths import check_new_folder, check_output_file, check_output_folder, json_with_key
+from adaptlab.paths import (
+    check_new_folder,
+    check_output_file,
+    check_output_folder,
+    check_writable,
+    json_with_key,
+)
 from adaptlab.select import (
     AGGREGATES,
     POOLINGS,
@@ -137,7 +143,10 @@ def rank_models(
             f"{', '.join(POOLINGS)}; got {aggregate!r} and {pooling!r}"
         )
     dataset = load_dataset(data, **data_options(text_column, text_pair_column, label_column, task))
-    fine_tuned = fine_tuned_scores(store, dataset.name) if store is not None else None
+    fine_tuned = None
+    if store is not None:  # the agreement is saved there after the ranking: check it first
+        check_writable(store.parent, "the agreement into the results store")
+        fine_tuned = fine_tuned_scores(store, dataset.name)
     options = FeatureOptions(
         sample=sample or None,
         seed=seed,

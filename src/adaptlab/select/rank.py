@@ -16,10 +16,12 @@ from adaptlab.data import Dataset, Example
 from adaptlab.errors import DataError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
+from adaptlab.paths import check_writable
 from adaptlab.select.base import Estimator
 from adaptlab.select.cache import (
     cached_features,
     examples_digest,
+    features_folder,
     features_key,
     model_files_stamp,
 )
@@ -106,6 +108,10 @@ def rank(
 ) -> Ranking:
     """Score each candidate with each estimator (layers aggregated by `how`)."""
     torch_device(options.device)  # before any long work
+    if options.use_cache:
+        check_writable(
+            features_folder(), "the feature cache", "set ADAPTLAB_CACHE to a folder you can write"
+        )
     examples = sample_examples(dataset, options.sample, options.seed)
     check_sample(examples, dataset, estimators)
     rows, layer_rows = [], []
