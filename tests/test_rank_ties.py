@@ -80,3 +80,11 @@ def test_a_sample_too_small_for_the_estimators_is_refused_before_models_load(
         "raise --sample (0 takes all",
     )
     refused([*args, "--sample", "8", "--estimators", "nleep,logme"], capsys, "(nleep needs 6")
+
+
+def test_a_model_named_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    refused(
+        ["rank", "--models", "nowhere/a,nowhere/b,nowhere/a", "--no-progress"],
+        capsys,
+        "--models names nowhere/a more than once",
+    )

@@ -127,6 +127,10 @@ def rank_models(
     candidates = [parse_candidate(text) for text in models.split(",") if text.strip()]
     if not candidates:
         raise ConfigError("--models is empty; give at least one model name")
+    names = [candidate.text for candidate in candidates]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--models names {', '.join(twice)} more than once; give each once")
     if write_controls is not None:
         check_control_folders(candidates, write_controls)
         for candidate in candidates:
