@@ -158,8 +158,16 @@ def test_the_library_refuses_the_same_numbers() -> None:
         head_config("single_label", None, 10**12)
 
 
-def test_a_spec_seed_out_of_range_names_its_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (f"seeds: [0, {HUGE}]", r"s.yaml line 5, seeds\[1\]: .* 4294967295"),
+        ("max_length: 1", r"s.yaml line 5, max_length: .* greater than or equal to 2"),
+        ("seeds: [-1]", r"s.yaml line 5, seeds\[0\]: .* greater than or equal to 0"),
+    ],
+)
+def test_a_spec_number_out_of_range_names_its_line(line: str, message: str, tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
-    spec.write_text(f"name: s\nmodels: [m]\ndata: [d]\nmethods: [lora]\nseeds: [0, {HUGE}]\n")
-    with pytest.raises(ConfigError, match=r"s.yaml line 5, seeds\[1\]: .* 4294967295"):
+    spec.write_text(f"name: s\nmodels: [m]\ndata: [d]\nmethods: [lora]\n{line}\n")
+    with pytest.raises(ConfigError, match=message):
         load_spec(spec)

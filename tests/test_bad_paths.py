@@ -266,3 +266,15 @@ def test_a_refused_store_leaves_no_lock_file_and_no_change(
         refused(["study", "run", "s.yaml", "--store", "."], capsys, "is a folder")
     assert not lock_path(work / "reviews.csv").exists()
     assert not os.path.exists(lock_path(other))
+
+
+@pytest.mark.parametrize("name", ["reviews.csv", "./reviews.csv"])
+def test_a_file_given_as_model_is_named_as_a_file(
+    name: str, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with unchanged(work):
+        refused(
+            ["train", "--model", name, "--data", "reviews.csv", "--out", "run"],
+            capsys,
+            f"cannot load model '{name}': it is a file; a model is a folder",
+        )

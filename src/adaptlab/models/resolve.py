@@ -41,6 +41,11 @@ def resolve_model(name_or_path: str) -> ModelSource:
     if folder.is_dir():
         check_model_folder(folder, name_or_path)
         return ModelSource(str(folder), local_files_only=True)
+    if folder.is_file():
+        raise ModelNotFoundError(
+            f"cannot load model {name_or_path!r}: it is a file; a model is a folder (config.json, "
+            "*.safetensors weights, tokenizer files), a built-in name or a hub name"
+        )
     if looks_like_path(name_or_path):
         raise ModelNotFoundError(f"cannot load model {name_or_path!r}: no such folder")
     return ModelSource(name_or_path, local_files_only=not hub_usable())

@@ -196,7 +196,7 @@ class StudySpec(_Strict):
     learning_rates: LearningRates = DEFAULT
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 16
-    max_length: PositiveInt = 128
+    max_length: Annotated[int, Field(ge=2)] = 128
     device: str = "cpu"
     resources: Resources = Resources()
     analysis: list[AnalysisName] = []
