@@ -179,6 +179,13 @@ class ResultStore:
                 ),
             )
 
+    def reopen(self, run_id: str, why: str) -> None:
+        """Mark a done run failed (`why`), so the next start runs it again."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE runs SET status = 'failed', error = ? WHERE run_id = ?", (why, run_id)
+            )
+
     def finish(self, run_id: str, result: RunResult) -> None:
         """Store a finished run's result and mark it done."""
         self._end(run_id, "done", _json(result.to_dict()), None)
