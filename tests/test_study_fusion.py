@@ -12,6 +12,7 @@ from study_helpers import one_thread, write_reviews, write_spec
 from tiny_models import save_tiny_bert
 
 from adaptlab.errors import ConfigError
+from adaptlab.report import render_report
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.planner import plan_study
 from adaptlab.study.runner import adapter_folders, run_study
@@ -121,6 +122,10 @@ def test_a_fusion_study_runs_in_stages_keeps_adapters_and_resumes(
     assert records["houlsby"].spec.stack[0].startswith(str(adapter_folders(tmp_path / "tiny.db")))
     kept = sorted(p.name for p in adapter_folders(tmp_path / "tiny.db").iterdir())
     assert len(kept) == 3  # the two sources and the cell's pfeiffer run
+    html = render_report(load_records(tmp_path / "tiny.db"), title="tiny")
+    assert 'id="fusion"' in html and "fusion weights of fusion(temperature=2) per layer" in html
+    for adapter in ("topics", "moods", "pfeiffer"):
+        assert f"<td>{adapter}</td>" in html
     assert run_study(path, executor=QUIET).outcomes == []
     shutil.rmtree(adapter_folders(tmp_path / "tiny.db") / kept[0])
     again = run_study(path, executor=QUIET)

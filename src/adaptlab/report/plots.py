@@ -192,6 +192,23 @@ def landscapes(
         return encode(fig)
 
 
+def fusion_weights(layers: Mapping[str, Sequence[float]], title: str) -> str:
+    """A fusion's mean weight per adapter (rows) and fusion layer (columns), as a heat map."""
+    adapters = list(layers)
+    values = [list(layers[a]) for a in adapters]
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 0.8 + 0.42 * len(adapters)), layout="constrained")
+        ax = fig.add_subplot()
+        image = ax.imshow(values, aspect="auto", cmap="viridis", vmin=0.0)
+        ax.set_yticks(range(len(adapters)), [plain(a) for a in adapters])
+        ax.set_xticks(range(len(values[0])))
+        ax.set_xlabel("fusion layer (bottom to top)")
+        ax.grid(False)
+        ax.set_title(plain(title))
+        fig.colorbar(image, ax=ax, label="mean weight")
+        return encode(fig)
+
+
 def _legend(ax: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
