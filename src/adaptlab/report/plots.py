@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.typing import RcKeyType
 
+from adaptlab.analysis.plots import fusion_figure
 from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import Cell, MeanCurve
 
@@ -194,19 +195,8 @@ def landscapes(
 
 def fusion_weights(layers: Mapping[str, Sequence[float]], title: str) -> str:
     """A fusion's mean weight per adapter (rows) and fusion layer (columns), as a heat map."""
-    adapters = list(layers)
-    values = [list(layers[a]) for a in adapters]
-    with matplotlib.rc_context(_STYLE):
-        fig = Figure(figsize=(8, 0.8 + 0.42 * len(adapters)), layout="constrained")
-        ax = fig.add_subplot()
-        image = ax.imshow(values, aspect="auto", cmap="viridis", vmin=0.0)
-        ax.set_yticks(range(len(adapters)), [plain(a) for a in adapters])
-        ax.set_xticks(range(len(values[0])))
-        ax.set_xlabel("fusion layer (bottom to top)")
-        ax.grid(False)
-        ax.set_title(plain(title))
-        fig.colorbar(image, ax=ax, label="mean weight")
-        return encode(fig)
+    with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+        return encode(fusion_figure({plain(a): w for a, w in layers.items()}, plain(title)))
 
 
 def _legend(ax: Any) -> None:
