@@ -89,6 +89,23 @@ def test_a_fusion_run_trains_evaluates_and_shows_its_adapters(
     assert code == 0
     assert json.loads(stdout)["accuracy"] == pytest.approx(record["test"]["accuracy"])
 
+    code, stdout, _ = run_cli(
+        ["analyze", "fusion", "--adapter", str(out), "--data", str(setup["reviews"])]
+        + ["--model", str(setup["model"])],
+        capsys,
+    )
+    assert code == 0 and "mean" in stdout
+    saved = json.loads((out / "analysis" / "fusion.json").read_text())
+    for site in saved["sites"]:
+        assert sum(site["weights"].values()) == pytest.approx(1.0)
+    assert (out / "analysis" / "fusion.png").is_file()
+    code, _, err = run_cli(
+        ["analyze", "fusion", "--adapter", str(setup["root"] / "topics-run")]
+        + ["--data", str(setup["topics"]), "--model", str(setup["model"])],
+        capsys,
+    )
+    assert code == 1 and "not a fusion run" in err
+
     code, stdout, _ = run_cli(["adapters", "show", str(out), "--json"], capsys)
     rows = json.loads(stdout)
     assert [r["adapter"] for r in rows] == ["fusion", "  topics-run", "  reviews-run"]

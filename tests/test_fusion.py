@@ -31,19 +31,18 @@ def with_sources(arch: str = "bert", names=("a", "b", "c"), method: str = "pfeif
 
 
 def test_the_layer_equals_the_literal_equations() -> None:
-    """s_n = softmax((Q h) . (K z_n) / T), o = sum_n s_n V z_n, with biases everywhere."""
+    """s_n = softmax((Q h) . (K z_n) / T) with z_n = h + delta_n, o = h + V sum_n s_n delta_n."""
     torch.manual_seed(0)
     layer = FusionLayer(8, FusionConfig(temperature=2.0, init_std=0.5), torch.Generator())
     with torch.no_grad():
         layer.value.weight.normal_()
-        layer.value.bias.normal_()
         layer.query.bias.normal_()
     h, z = torch.randn(2, 5, 8), torch.randn(3, 2, 5, 8)
-    key_bias = torch.randn(8)  # any key bias cancels in the softmax
+    key_bias = torch.randn(8)  # any key bias, and keying on z_n rather than delta_n, cancels
     q = layer.query(h)
     scores = torch.stack([(q * (layer.key(zn) + key_bias)).sum(-1) for zn in z], -1) / 2.0
     weights = scores.softmax(-1)
-    expected = sum(weights[..., n, None] * layer.value(z[n]) for n in range(3))
+    expected = h + sum(weights[..., n, None] * layer.value(z[n] - h) for n in range(3))
     assert torch.allclose(layer(h, z), expected, atol=1e-5)
     assert torch.allclose(layer.last_weights, weights, atol=1e-6)
 
@@ -94,9 +93,12 @@ def test_fusion_weights_are_read_back_per_site() -> None:
         assert torch.allclose(w.sum(-1), torch.ones(3, 9))
 
 
-def test_value_regularization_adds_to_the_loss_only_when_asked() -> None:
+def test_the_value_penalty_adds_to_the_loss_unless_turned_off() -> None:
     model = with_sources()
-    adaptlab.add_fusion(model, Fuse("a", "b"), value_regularization=0.01)
+    adaptlab.add_fusion(model, Fuse("a", "b"))  # lambda = 0.01 by default
+    adaptlab.add_fusion(model, Fuse("b", "a"), name="plain", value_regularization=0)
+    adaptlab.train_adapter(model, "plain")
+    assert adaptlab.regularization_loss(model) is None
     adaptlab.train_adapter(model, "fusion")
     penalty = adaptlab.regularization_loss(model)
     assert penalty is not None and penalty.item() == 0.0  # V starts at the identity
@@ -180,7 +182,7 @@ def test_adapters_of_another_base_are_refused(tmp_path: Path) -> None:
     ("options", "message"),
     [
         ({"temperature": 0}, "temperature must be > 0"),
-        ({"temperature": float("nan")}, "temperature must be a number"),
+        ({"temperature": float("nan")}, "temperature must be a finite number"),
         ({"value_regularization": -1}, "value_regularization must be >= 0"),
     ],
 )

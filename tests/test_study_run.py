@@ -219,6 +219,7 @@ def test_report_hands_the_stores_records_to_the_report_package(
     (run,) = plan_study(load_spec(spec), tmp_path)
     store = tmp_path / "tiny.db"
     with ResultStore(store) as results:
+        results.set_plan("tiny", [run])
         results.start(run)
         results.finish(run.run_id, fake_result(run.spec, 1.0))
     calls: list[tuple[Any, ...]] = []

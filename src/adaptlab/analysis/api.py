@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN, alphas, loss_landscape
-from adaptlab.analysis.plots import landscape_figure, layer_figure, save_png
+from adaptlab.analysis.plots import fusion_figure, landscape_figure, layer_figure, save_png
 from adaptlab.analysis.similarity import compare_to_base, get_measure
 from adaptlab.analysis.target import load_target
 from adaptlab.analysis.tokens import DEFAULT_TOKENS, sample_tokens
+from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
+from adaptlab.methods import get_handle
 from adaptlab.paths import check_output_file, check_output_folder, has_prefix, json_with_key
+from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.outputs import ANALYSIS_FOLDER
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -109,6 +112,37 @@ def landscape_analysis(
     }
     fig = landscape_figure({str(path): (curve.alphas, curve.losses)}, f"loss: {target.data}")
     return _write(result, fig, folder, "landscape")
+
+
+def fusion_analysis(
+    path: str | os.PathLike[str],
+    data: str,
+    *,
+    split: str = "dev",
+    data_options: Mapping[str, Any] | None = None,
+    out: str | os.PathLike[str] | None = None,
+    device: str = "cpu",
+    model: str | None = None,
+    batch_size: int = 64,
+) -> Written:
+    """A trained fusion's mean weight per adapter at each fusion layer on `split`."""
+    folder = _output_folder(path, out, "fusion")
+    started = time.perf_counter()
+    target = load_target(path, data, data_options, split=split, device=device, model=model)
+    fusion = get_handle(target.model)
+    if not fusion.is_fusion:
+        raise ConfigError(f"{path}: not a fusion run ({'+'.join(fusion.method_names)})")
+    sites = mean_fusion_weights(target.model, fusion, target.encoder, target.features, batch_size)
+    result = {
+        "analysis": "fusion",
+        "adapter": str(path),
+        "data": target.data,
+        "sites": [site.to_dict() for site in sites],
+        "seconds": time.perf_counter() - started,
+    }
+    layers = {a: [site.weights[a] for site in sites] for a in fusion.fused}
+    fig = fusion_figure(layers, f"fusion weights: {target.data}")
+    return _write(result, fig, folder, "fusion")
 
 
 def _output_folder(

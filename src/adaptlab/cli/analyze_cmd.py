@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from adaptlab.analysis import Written, landscape_analysis, similarity_analysis
+from adaptlab.analysis import Written, fusion_analysis, landscape_analysis, similarity_analysis
 from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.cli.console import console
@@ -28,7 +28,8 @@ from adaptlab.cli.options import (
 )
 
 app = typer.Typer(
-    help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes.",
+    help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes, "
+    "AdapterFusion weights.",
     no_args_is_help=True,
 )
 
@@ -147,6 +148,52 @@ def landscape(
     table.add_column("loss", justify="right")
     for alpha, loss in zip(written.result["alphas"], written.result["losses"], strict=True):
         table.add_row(f"{alpha:+.3f}", f"{loss:.4f}")
+    console().print(table)
+    _print_files(written)
+
+
+@app.command("fusion")
+def fusion(
+    adapter: AdapterOption,
+    data: DataOption,
+    split: Split = "dev",
+    out: Out = None,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+    device: Device = "cpu",
+    model: BaseModel = None,
+) -> None:
+    """A fusion run's mean attention weight per adapter at each fusion layer, over every token.
+
+    Example:
+
+        adaptlab analyze fusion --adapter runs/rt-fusion --data rotten-tomatoes
+    """
+    written = fusion_analysis(
+        adapter,
+        data,
+        split=split,
+        data_options=data_options(text_column, text_pair_column, label_column, task),
+        out=out,
+        device=device,
+        model=model,
+        batch_size=batch_size,
+    )
+    sites = written.result["sites"]
+    table = Table(title=f"fusion weights of {adapter} on {written.result['data']}")
+    table.add_column("layer", justify="right")
+    table.add_column("site")
+    adapters = list(sites[0]["weights"])
+    for name in adapters:
+        table.add_column(name, justify="right")
+    for site in sites:
+        weights = [f"{site['weights'][name]:.3f}" for name in adapters]
+        table.add_row(str(site["block"]), site["role"], *weights)
+    means = [sum(s["weights"][n] for s in sites) / len(sites) for n in adapters]
+    table.add_row("", "mean", *(f"{m:.3f}" for m in means))
     console().print(table)
     _print_files(written)
 

@@ -1,18 +1,20 @@
 """AdapterFusion (Pfeiffer et al. 2021; slides-adapters, "AdapterFusion Method"): attention
 over the outputs of frozen adapters, one fusion layer per site they act at.
 
-At a site with output h (the sub-layer output: the query) and adapter outputs z_n = h +
-delta_n(h) (keys and values), the slides' equations are
+At a site with output h (the sub-layer output: the query), each adapter n changes h by
+delta_n (its output is z_n = h + delta_n), and the fusion gives
 
-    s_n = softmax_n( (Q h) . (K z_n) / T ),     o = sum_n s_n V z_n.
+    s_n = softmax_n( (Q h) . (K delta_n) / T ),     o = h + V sum_n s_n delta_n,
 
-Two exact rewrites make it cheaper than the literal form, with the same values and gradients:
-(Q h + b_Q) . (K z_n + b_K) = (K^T (Q h + b_Q)) . z_n + a term that does not depend on n and
-cancels in the softmax, so K has no bias and is applied once to the query instead of N times
-to the keys; and since the weights sum to one, sum_n s_n V z_n = V (sum_n s_n z_n), so V runs
-once. V starts as the identity (so one adapter under a fusion is exactly that adapter), Q and
-K from N(0, init_std^2); T is a temperature. The paper's optional regulariser on V,
-lambda * sum ||V - I||^2 over the layers, is `value_regularization` (off by default).
+the residual h passing outside the value matrix as in the authors' implementation (the
+`adapters` library's dynamic fusion). Keying on z_n instead of delta_n gives the same weights:
+the h part of (Q h) . (K z_n) is the same for every adapter and cancels in the softmax, as does
+any bias of K. Two exact rewrites make the layer cheaper than the literal form: K is applied
+once, to the query (K^T Q h), instead of N times to the adapters; and V, linear without bias,
+runs once, on the mixture. V starts as the identity, so one adapter under a fusion is exactly
+that adapter; Q and K start from N(0, init_std^2). `value_regularization` adds
+lambda * sum ||V - I||^2 over the layers to the training loss (the paper's regulariser, on at
+lambda = 0.01 as in the authors' dynamic fusion; 0 turns it off).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class FusionConfig(MethodConfig):
     name = "fusion"
     default_learning_rate = FUSION_LR
     temperature: float = 1.0
-    value_regularization: float = 0.0
+    value_regularization: float = 0.01
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
@@ -58,19 +60,19 @@ class FusionConfig(MethodConfig):
 
 
 class FusionLayer(nn.Module):
-    """The fusion at one site: query, key (no bias) and value projections of width d."""
+    """The fusion at one site: query and key projections, and the value matrix (no biases
+    where they would cancel or break the identity start)."""
 
     def __init__(self, hidden_size: int, config: FusionConfig, generator: torch.Generator) -> None:
         super().__init__()
         self.query = nn.Linear(hidden_size, hidden_size)
         self.key = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.value = nn.Linear(hidden_size, hidden_size)
+        self.value = nn.Linear(hidden_size, hidden_size, bias=False)
         with torch.no_grad():
             self.query.weight.normal_(0.0, config.init_std, generator=generator)
             self.query.bias.zero_()
             self.key.weight.normal_(0.0, config.init_std, generator=generator)
             self.value.weight.copy_(torch.eye(hidden_size))
-            self.value.bias.zero_()
         self.temperature = config.temperature
         self.value_regularization = config.value_regularization
         self.last_weights: torch.Tensor | None = None
@@ -78,12 +80,13 @@ class FusionLayer(nn.Module):
 
     def forward(self, h: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
         """`h`: (..., d) the site's output; `outputs`: (N, ..., d) the adapters' outputs."""
+        deltas = outputs - h
         probe = self.query(h) @ self.key.weight  # K^T (Q h + b_Q), (..., d)
-        scores = torch.einsum("...d,n...d->...n", probe, outputs) / self.temperature
+        scores = torch.einsum("...d,n...d->...n", probe, deltas) / self.temperature
         weights = scores.softmax(dim=-1)
         self.last_weights = weights.detach()
-        mixed = torch.einsum("...n,n...d->...d", weights, outputs)
-        return self.value(mixed)  # type: ignore[no-any-return]
+        mixed = torch.einsum("...n,n...d->...d", weights, deltas)
+        return h + self.value(mixed)  # type: ignore[no-any-return]
 
     def regularization(self) -> torch.Tensor | None:
         """lambda * ||V - I||^2, or None when the regulariser is off."""

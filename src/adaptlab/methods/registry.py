@@ -75,9 +75,9 @@ def make_config(name: str, options: Mapping[str, Any] | None = None) -> MethodCo
     hints = get_type_hints(config_class)
     for option, value in options.items():
         if isinstance(value, list):
-            options[option] = value = tuple(value)
-        if not _matches(value, hints[option]):
-            expected = str(hints[option]).replace("typing.", "")
+            options[option] = tuple(value)
+        if not _matches(options[option], hints[option]):
+            expected = _describe(hints[option])
             raise ConfigError(f"{name}: option {option} must be {expected}, got {value!r}")
     return config_class(**options)
 
@@ -101,3 +101,17 @@ def _matches(value: object, hint: Any) -> bool:
         item = get_args(hint)[0]
         return isinstance(value, tuple) and all(_matches(v, item) for v in value)
     return True
+
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
+
+
+def _describe(hint: Any) -> str:
+    """A config field's type in words: `int | None` -> 'an integer or null'."""
+    if get_origin(hint) in (Union, types.UnionType):
+        return " or ".join(_describe(option) for option in get_args(hint))
+    if hint is type(None):
+        return "null"
+    if get_origin(hint) is tuple:
+        return f"a list ({_describe(get_args(hint)[0])} each)"
+    return _KINDS.get(hint, str(hint))

@@ -197,3 +197,14 @@ def mean_landscape(runs: Sequence[Run]) -> Curve | None:
         return None
     losses = tuple(statistics.fmean(v) for v in zip(*(c[1] for c in curves), strict=True))
     return curves[0][0], losses
+
+
+def mean_fusion_weights(runs: Sequence[Run]) -> dict[str, tuple[float, ...]] | None:
+    """Each fused adapter's weight per layer, averaged over the runs that fused the same ones."""
+    fused = [dict(r.fusion) for r in runs if r.fusion]
+    if not fused or len({tuple(f) for f in fused}) != 1:
+        return None
+    return {
+        adapter: tuple(statistics.fmean(v) for v in zip(*(f[adapter] for f in fused), strict=True))
+        for adapter in fused[0]
+    }

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.typing import RcKeyType
 
+from adaptlab.analysis.plots import fusion_figure
 from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import Cell, MeanCurve
 
@@ -190,6 +191,12 @@ def landscapes(
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)
+
+
+def fusion_weights(layers: Mapping[str, Sequence[float]], title: str) -> str:
+    """A fusion's mean weight per adapter (rows) and fusion layer (columns), as a heat map."""
+    with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+        return encode(fusion_figure({plain(a): w for a, w in layers.items()}, plain(title)))
 
 
 def _legend(ax: Any) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.study.store import StoredRun
+from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.result import EpochRecord
 
 
@@ -67,6 +68,8 @@ class Run:
     """(measure, score per layer) from the run's analysis: rsa / cka against its base."""
     landscape: Curve | None = None
     """(alphas, dev losses) from the run's analysis, when it was asked for."""
+    fusion: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """A fusion run's mean weight per fused adapter at each fusion layer, bottom to top."""
 
 
 def read_runs(records: Sequence[StoredRun]) -> list[Run]:
@@ -117,8 +120,16 @@ def _read(stored: StoredRun) -> Run:
         curve=tuple(_point(epoch, metric) for epoch in result.epochs),
         versions=tuple(sorted(result.versions.to_dict().items())),
         host=result.host,
+        fusion=_fusion(result.fusion_weights or ()),
         **_analysis(result.analysis or {}),
     )
+
+
+def _fusion(sites: Sequence[SiteWeights]) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """(adapter, weight at each site) in the adapters' order, sites bottom to top."""
+    ordered = sorted(sites, key=lambda site: site.block)
+    adapters = list(dict.fromkeys(name for site in ordered for name in site.weights))
+    return tuple((name, tuple(site.weights[name] for site in ordered)) for name in adapters)
 
 
 def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:

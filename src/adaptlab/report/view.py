@@ -86,6 +86,10 @@ class StudyView:
         """Mean per-layer `measure` per method at its chosen learning rate (if recorded)."""
         return self._per_method(setting, lambda runs: aggregate.mean_layer_scores(runs, measure))
 
+    def fusion_weights(self, setting: Setting) -> dict[str, dict[str, tuple[float, ...]]]:
+        """Per fusion method at its chosen learning rate: each adapter's mean weight per layer."""
+        return self._per_method(setting, aggregate.mean_fusion_weights)
+
     def landscapes(self, setting: Setting) -> dict[str, Curve]:
         """Mean loss landscape per method at its chosen learning rate (if recorded)."""
         return self._per_method(setting, aggregate.mean_landscape)

@@ -46,17 +46,23 @@ class Executor(Protocol):
 
 
 def run_one(
-    spec: RunSpec, progress: bool, analysis: AnalysisRequest | None = None
+    spec: RunSpec,
+    progress: bool,
+    analysis: AnalysisRequest | None = None,
+    out: str | None = None,
 ) -> tuple[RunResult | None, str | None, float]:
     """`execute(spec)` -> (result, None, seconds); a user error or out-of-memory is (None, line, s).
 
     `analysis` names analyses to run on the trained model (their results join the result).
-    Any other exception is a bug and propagates.
+    `out`: the run folder to write (for runs other runs build on). Any other exception is a
+    bug and propagates.
     """
     started = time.perf_counter()
     hook = analysis.hook() if analysis is not None else None
     try:
-        result: RunResult | None = execute(spec, progress=progress, on_trained=hook)
+        result: RunResult | None = execute(
+            spec, out, progress=progress, overwrite=out is not None, on_trained=hook
+        )
         error = None
     except (AdaptlabError, torch.OutOfMemoryError) as failure:
         result, error = None, one_line(failure)
@@ -80,5 +86,5 @@ class LocalExecutor:
     def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
         for run in runs:
             started(run)
-            result, error, seconds = run_one(run.spec, self.progress, run.analysis)
+            result, error, seconds = run_one(run.spec, self.progress, run.analysis, run.out)
             yield Outcome(run, result, error, seconds)

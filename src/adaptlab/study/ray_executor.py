@@ -36,10 +36,14 @@ def import_ray() -> ModuleType:
 
 
 def execute_task(
-    spec: RunSpec, analysis: AnalysisRequest | None = None
+    spec: RunSpec, analysis: AnalysisRequest | None = None, out: str | None = None
 ) -> tuple[RunResult | None, str | None, float]:
-    """The body of one Ray task: run the spec (and its analyses) without a progress bar."""
-    return run_one(spec, progress=False, analysis=analysis)
+    """The body of one Ray task: run the spec (and its analyses) without a progress bar.
+
+    A run other runs build on writes its folder to `out`, which must be on a file system the
+    driver's machine shares (the study store's folder).
+    """
+    return run_one(spec, progress=False, analysis=analysis, out=out)
 
 
 class RayExecutor:
@@ -79,7 +83,7 @@ class RayExecutor:
                 while queue and len(pending) < width:
                     run = queue.popleft()
                     started(run)
-                    pending[task.remote(run.spec, run.analysis)] = run
+                    pending[task.remote(run.spec, run.analysis, run.out)] = run
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
                     yield self._outcome(ray, ref, pending.pop(ref))

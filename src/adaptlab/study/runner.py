@@ -22,6 +22,7 @@ from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.progress import StudyProgress
 from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.store import ResultStore, check_store_path
+from adaptlab.train.run import METRICS_FILE
 
 
 @dataclass
@@ -55,6 +56,15 @@ def timed(spent: defaultdict[str, float], step: str) -> Iterator[None]:
         yield
     finally:
         spent[step] += time.perf_counter() - began
+
+
+def adapter_folders(store: Path) -> Path:
+    """Where a study keeps the run folders other runs build on: `<store name>-adapters/`."""
+    return store.with_name(f"{store.stem}-adapters")
+
+
+def _folder_done(run: PlannedRun) -> bool:
+    return run.out is not None and (Path(run.out) / METRICS_FILE).is_file()
 
 
 def default_store(spec_path: Path, spec: StudySpec) -> Path:
@@ -92,13 +102,19 @@ def run_study(
                 stale = changed_data(runs, stored)
                 if stale and not rerun_changed:
                     raise ConfigError(describe_changed(stale, stored))
-                if stale:
-                    results.run_again([run.run_id for run in stale], "its data changed since")
+                for run in stale:
+                    results.reopen(run.run_id, "its data changed since")
                 results.set_plan(spec.name, runs)
+                runs = [run.placed(adapter_folders(store)) for run in runs]
                 states = results.statuses()
+                for run in runs:
+                    if run.keep and states.get(run.run_id) == "done" and not _folder_done(run):
+                        results.reopen(run.run_id, "its adapter folder is missing")
+                        states[run.run_id] = "failed"
             todo = [run for run in runs if states.get(run.run_id) != "done"]
             summary.done_before = len(runs) - len(todo)
-            _run(todo, results, executor or LocalExecutor(), summary, console or Console())
+            done = {run_id for run_id, state in states.items() if state == "done"}
+            _run(todo, done, results, executor or LocalExecutor(), summary, console or Console())
     summary.wall_seconds = time.perf_counter() - began
     return summary
 
@@ -130,11 +146,13 @@ def describe_changed(stale: list[PlannedRun], stored: dict[str, str | None]) -> 
 
 def _run(
     todo: list[PlannedRun],
+    done: set[str],
     results: ResultStore,
     executor: Executor,
     summary: StudySummary,
     console: Console,
 ) -> None:
+    """Run `todo` stage by stage: a run starts once the runs it builds on are `done`."""
     progress = StudyProgress(console, summary.planned, summary.done_before, len(todo))
     progress.header(summary.study, summary.store, executor.name)
     if not todo:
@@ -145,17 +163,42 @@ def _run(
             results.start(run)
         progress.started(run)
 
+    def finished(outcome: Outcome) -> None:
+        with timed(summary.spent, "store"):
+            if outcome.result is not None:
+                results.finish(outcome.run.run_id, outcome.result)
+                done.add(outcome.run.run_id)
+            else:
+                results.fail(outcome.run.run_id, outcome.error or "failed")
+        summary.outcomes.append(outcome)
+        progress.finished_run(outcome)
+
     try:
-        with closing(executor.run(todo, started)) as outcomes:
-            for outcome in outcomes:
-                with timed(summary.spent, "store"):
-                    if outcome.result is not None:
-                        results.finish(outcome.run.run_id, outcome.result)
-                    else:
-                        results.fail(outcome.run.run_id, outcome.error or "failed")
-                summary.outcomes.append(outcome)
-                progress.finished_run(outcome)
+        for stage in _stages(todo):
+            ready = []
+            for run in stage:
+                missing = [needed for needed in run.needs if needed not in done]
+                if missing:
+                    started(run)
+                    error = f"it builds on run {missing[0]}, which has not finished"
+                    finished(Outcome(run, None, error, 0.0))
+                else:
+                    ready.append(run)
+            with closing(executor.run(ready, started)) as outcomes:
+                for outcome in outcomes:
+                    finished(outcome)
     except KeyboardInterrupt:
         progress.interrupted()
         raise
     progress.summary()
+
+
+def _stages(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """`runs` in groups, each after the groups holding the runs it builds on (plan order kept)."""
+    depth: dict[str, int] = {}
+    for run in runs:  # the planner puts every run after those it builds on
+        depth[run.run_id] = 1 + max((depth.get(n, -1) for n in run.needs), default=-1)
+    stages: list[list[PlannedRun]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for run in runs:
+        stages[depth[run.run_id]].append(run)
+    return stages

@@ -224,12 +224,11 @@ class ResultStore:
         rows = self._db.execute("SELECT run_id, data_digest FROM runs WHERE status = 'done'")
         return dict(rows.fetchall())
 
-    def run_again(self, run_ids: Sequence[str], reason: str) -> None:
-        """Mark done runs failed with `reason`, so that `study run` runs them again."""
+    def reopen(self, run_id: str, why: str) -> None:
+        """Mark a done run failed (`why`), so the next start runs it again."""
         with self._transaction() as db:
-            db.executemany(
-                "UPDATE runs SET status = 'failed', error = ? WHERE run_id = ? AND status = 'done'",
-                [(reason, run_id) for run_id in run_ids],
+            db.execute(
+                "UPDATE runs SET status = 'failed', error = ? WHERE run_id = ?", (why, run_id)
             )
 
     def finish(self, run_id: str, result: RunResult) -> None:

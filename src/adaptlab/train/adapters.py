@@ -63,5 +63,9 @@ def adapter_name(folder: Path, saved: str | None) -> str:
     if saved and saved not in (DEFAULT_ADAPTER, DEFAULT_FUSION):
         return saved
     source = folder.parent if folder.name == RUN_ADAPTER_FOLDER else folder
-    name = re.sub(r"[^A-Za-z0-9_-]+", "-", source.resolve().name).strip("-_")[:64]
-    return name or "adapter"
+    return as_adapter_name(source.resolve().name)
+
+
+def as_adapter_name(text: str) -> str:
+    """`text` made a valid adapter name (letters, digits, '-', '_'; at most 64)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-_")[:64] or "adapter"

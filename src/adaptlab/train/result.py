@@ -20,6 +20,7 @@ import transformers
 
 from adaptlab.errors import ConfigError
 from adaptlab.tasks import TASK_KINDS, TaskKind
+from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import RunSpec
 from adaptlab.version import __version__
@@ -150,6 +151,8 @@ class RunResult:
     adapter_bytes: int | None = None
     wall_seconds: float | None = None
     analysis: Mapping[str, Any] | None = field(default=None)
+    fusion_weights: tuple[SiteWeights, ...] | None = None
+    """For a fusion run: each fusion layer's mean weight per adapter on the dev set."""
 
     @property
     def best(self) -> EpochRecord:
@@ -179,6 +182,8 @@ class RunResult:
         }
         if self.analysis is not None:
             result["analysis"] = dict(self.analysis)
+        if self.fusion_weights is not None:
+            result["fusion_weights"] = [site.to_dict() for site in self.fusion_weights]
         return result
 
     @classmethod
@@ -210,6 +215,11 @@ class RunResult:
             versions=Versions.from_json(result.object("versions")),
             host=result.text("host"),
             analysis=analysis,
+            fusion_weights=(
+                tuple(SiteWeights.from_json(row) for row in result.objects("fusion_weights"))
+                if "fusion_weights" in result
+                else None
+            ),
         )
 
 
@@ -232,6 +242,7 @@ _FIELDS = (
     "versions",
     "host",
     "analysis",
+    "fusion_weights",
 )
 
 

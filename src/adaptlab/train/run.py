@@ -28,6 +28,7 @@ from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.evaluate import evaluate
+from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, check_run_folder
@@ -139,6 +140,13 @@ def execute(
             peak_memory_bytes=peak_memory_bytes(device),
             versions=Versions.current(),
             host=socket.gethostname(),
+            fusion_weights=(
+                mean_fusion_weights(
+                    model, handle, encoder, features["dev"], spec.train.eval_batch_size
+                )
+                if handle.is_fusion
+                else None
+            ),
         )
         if on_trained is not None:
             began = time.perf_counter()
