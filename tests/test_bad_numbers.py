@@ -32,6 +32,7 @@ RSA = ["analyze", "rsa", "--adapter", "nowhere", "--data", "nowhere.csv"]
 CKA = ["analyze", "cka", "--adapter", "nowhere", "--data", "nowhere.csv"]
 LANDSCAPE = ["analyze", "landscape", "--adapter", "nowhere", "--data", "nowhere.csv"]
 RANK = ["rank", "--models", "nowhere/model", "--data", "nowhere.csv"]
+FUSION = ["analyze", "fusion", "--adapter", "nowhere", "--data", "nowhere.csv"]
 
 CASES = {
     "eval --batch-size 0": ([*EVAL, "--batch-size", "0"], "--batch-size must be a positive"),
@@ -49,6 +50,7 @@ CASES = {
     "landscape --span -2": ([*LANDSCAPE, "--span", "-2"], "--span must be a finite number > 0"),
     "landscape --points 1": ([*LANDSCAPE, "--points", "1"], "--points must be an integer >= 2"),
     "landscape --points -5": ([*LANDSCAPE, "--points", "-5"], "--points must be"),
+    "fusion --batch-size 0": ([*FUSION, "--batch-size", "0"], "--batch-size must be a positive"),
     "rsa --tokens 1": ([*RSA, "--tokens", "1"], "--tokens must be an integer >= 2"),
     "rsa --seed huge": ([*RSA, "--seed", HUGE], f"--seed must be an integer from 0 to {MAX_SEED}"),
     "rsa --seed -1": ([*RSA, "--seed", "-1"], "--seed must be an integer from 0"),

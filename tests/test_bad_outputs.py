@@ -129,7 +129,7 @@ def test_a_store_in_a_read_only_folder_can_be_read(
 # --- analyses --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["rsa", "cka", "landscape"])
+@pytest.mark.parametrize("command", ["rsa", "cka", "landscape", "fusion"])
 def test_analysis_out_naming_a_file_is_refused_before_the_model_loads(
     command: str,
     trained: Path,
