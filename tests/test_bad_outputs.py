@@ -245,3 +245,22 @@ def test_rank_refuses_a_cache_or_store_it_could_not_write_before_any_model_loads
         refused(args, capsys, "cannot write the feature cache", "set ADAPTLAB_CACHE")
         monkeypatch.setenv("ADAPTLAB_CACHE", str(work / "locked" / "cache"))
         refused(args, capsys, "cannot make adaptlab's cache folder", "set ADAPTLAB_CACHE")
+
+
+def test_export_and_import_write_only_new_or_empty_folders(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "taken").mkdir()
+    (work / "taken" / "adapter.safetensors").write_bytes(b"someone else's adapter")
+    with unchanged(work):
+        refused(
+            ["export", "--adapter", "nowhere", "taken"],
+            capsys,
+            "export folder taken exists and is not empty",
+        )
+        refused(["export", "--adapter", "nowhere", "notes.txt"], capsys, "notes.txt is a file")
+        refused(
+            ["import", "nowhere", "taken", "--model", "nowhere/m", "--labels", "a,b"],
+            capsys,
+            "adapter folder taken exists and is not empty",
+        )

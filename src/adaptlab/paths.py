@@ -10,15 +10,18 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from adaptlab.errors import AdaptlabError, ConfigError, DataError
+from adaptlab.errors import ConfigError, DataError
+
+JSON_OUTPUT_LIMIT = 64 << 20
+"""A JSON file larger than this is no output of adaptlab's (and is not read to find out)."""
 
 
-def input_file(path: Path, what: str, error: type[AdaptlabError] = DataError) -> Path:
-    """`path` if it exists and is not a folder (pipes and devices are fine), else `error`."""
+def input_file(path: Path, what: str) -> Path:
+    """`path` if it exists and is not a folder (pipes and devices are fine)."""
     if path.is_dir():
-        raise error(f"{what} {path} is a folder, not a file; give the file itself")
+        raise DataError(f"{what} {path} is a folder, not a file; give the file itself")
     if not path.exists():
-        raise error(f"{what} {path} not found; check the path")
+        raise DataError(f"{what} {path} not found; check the path")
     return path
 
 
@@ -104,6 +107,8 @@ def has_prefix(path: Path, prefix: bytes) -> bool:
 def json_with_key(path: Path, key: str) -> bool:
     """Whether `path` holds a JSON object with `key` (how earlier JSON outputs are known)."""
     try:
+        if path.stat().st_size > JSON_OUTPUT_LIMIT:
+            return False
         found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
