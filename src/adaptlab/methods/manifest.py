@@ -22,6 +22,7 @@ from adaptlab.errors import AdapterFileError, AdaptlabError
 from adaptlab.methods.blocks import Composition, composition_names, parse_composition
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.registry import make_config
+from adaptlab.tasks import TASK_KINDS
 from adaptlab.version import __version__
 
 MANIFEST = "manifest.json"
@@ -133,7 +134,7 @@ def parse_manifest(folder: Path) -> Manifest:
             model_type=base_fields.text("model_type", optional=True),
             fingerprint=base_fields.text("fingerprint", pattern=_FINGERPRINT),
         ),
-        task=fields.text("task", optional=True),
+        task=fields.choice("task", (*TASK_KINDS, None)),
         label_names=fields.labels(),
         metrics=fields.mapping("metrics", optional=True),
         composition=composition,
@@ -169,11 +170,11 @@ class _Fields:
             raise self.fail(key, f"a string matching {pattern.pattern}")
         return value
 
-    def choice(self, key: str, options: tuple[str, ...]) -> str:
-        value = self.get(key, False)
-        if value not in options:
-            raise self.fail(key, f"one of {', '.join(options)}")
-        return str(value)
+    def choice(self, key: str, options: tuple[str | None, ...]) -> Any:
+        value = self.get(key, None in options)
+        if value not in options or isinstance(value, bool):
+            raise self.fail(key, f"one of {', '.join(str(o).lower() for o in options)}")
+        return value
 
     def boolean(self, key: str) -> bool:
         value = self.get(key, False)

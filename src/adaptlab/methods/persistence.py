@@ -213,8 +213,15 @@ def load_adapter(
     if problem:
         delete_adapter(model, name)
         raise AdapterFileError(f"{folder}: {problem}")
+    config = getattr(model, "config", None)
+    labels = manifest.label_names
+    if labels and handle.train_head and len(labels) != getattr(config, "num_labels", len(labels)):
+        delete_adapter(model, name)
+        raise AdapterFileError(
+            f"{folder}: label_names has {len(labels)} names, the model's head "
+            f"{config.num_labels} outputs"  # type: ignore[union-attr]
+        )
     if activate:
-        config = getattr(model, "config", None)
         if manifest.label_names and config is not None and handle.train_head:
             config.id2label = dict(enumerate(manifest.label_names))
             config.label2id = {label: i for i, label in enumerate(manifest.label_names)}
