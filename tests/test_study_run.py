@@ -54,9 +54,9 @@ def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = executors.execute
 
-    def counting(spec: Any, **kwargs: Any) -> RunResult:
+    def counting(spec: Any, *args: Any, **kwargs: Any) -> RunResult:
         calls.append(spec.methods[0].name)
-        return real(spec, **kwargs)
+        return real(spec, *args, **kwargs)
 
     monkeypatch.setattr(executors, "execute", counting)
     return calls
@@ -141,12 +141,12 @@ def test_failed_runs_are_recorded_the_study_goes_on_and_a_rerun_retries_them(
     real = executors.execute
     flaky = {"bitfit": 1}
 
-    def once_failing(run_spec: Any, **kwargs: Any) -> RunResult:
+    def once_failing(run_spec: Any, *args: Any, **kwargs: Any) -> RunResult:
         name = run_spec.methods[0].name
         if flaky.get(name):
             flaky[name] -= 1
             raise ConfigError("bitfit: a passing problem")
-        return real(run_spec, **kwargs)
+        return real(run_spec, *args, **kwargs)
 
     monkeypatch.setattr(executors, "execute", once_failing)
     code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
