@@ -84,18 +84,18 @@ class AdapterState:
         With `keep_initial` they are copies; without, the adapter takes the base tensors
         themselves (no memory spent, but the base model cannot be given back).
         """
-        owned: dict[str, nn.Parameter] = {}
-        for name in names:
+        for name in names:  # every check before anything changes
             if name not in self._slots:
                 raise ConfigError(f"{name!r} is not a parameter of the base model")
-            base = self._originals.get(name, _param(self._slots[name]))
-            if name in self._originals and base is None:
+            if name in self._originals and self._originals[name] is None:
                 raise ConfigError(
                     f"the base value of {name!r} was given to an adapter made with "
                     "keep_initial=False; start from a fresh base model"
                 )
+        owned: dict[str, nn.Parameter] = {}
+        for name in names:
+            base = self._originals.setdefault(name, _param(self._slots[name]))
             assert base is not None
-            self._originals.setdefault(name, base)
             if keep_initial:
                 owned[name] = nn.Parameter(base.detach().clone(), requires_grad=False)
             else:
@@ -192,15 +192,16 @@ class AdapterState:
                     f"adapter {owner!r} was made with keep_initial=False and cannot be switched "
                     f"off: {name!r} has no base value left"
                 )
-        for name, original in self._originals.items():
+        steps = {site: self._step(composition, site) for site in self._site_hooks}
+        for name, original in self._originals.items():  # nothing changed before this point
             target = wanted.get(name, original)
             assert target is not None
             self._put(name, target)
-        self._plan = {}
-        for site in self._site_hooks:
-            step = self._step(composition, site)
-            if step is not None:
-                self._plan[site] = (step, tuple(dict.fromkeys(step.reads())))
+        self._plan = {
+            site: (step, tuple(dict.fromkeys(step.reads())))
+            for site, step in steps.items()
+            if step is not None
+        }
         self._capturing = frozenset(
             source for site, (_, reads) in self._plan.items() for source in reads if source != site
         )
