@@ -21,6 +21,8 @@ from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.progress import StudyProgress
 from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.store import ResultStore
+from adaptlab.train.choice import require_metric
+from adaptlab.train.result import RunResult
 
 
 @dataclass
@@ -82,11 +84,14 @@ def run_study(
             results = ResultStore(store)
         with results:
             with timed(summary.spent, "store"):
-                results.set_plan(spec.name, runs)
+                results.set_plan(spec.name, runs, spec.metric)
                 states = results.statuses()
             todo = [run for run in runs if states.get(run.run_id) != "done"]
             summary.done_before = len(runs) - len(todo)
-            _run(todo, results, executor or LocalExecutor(), summary, console or Console())
+            progress = StudyProgress(
+                console or Console(), summary.planned, summary.done_before, len(todo), spec.metric
+            )
+            _run(todo, results, executor or LocalExecutor(), summary, progress)
     summary.wall_seconds = time.perf_counter() - began
     return summary
 
@@ -96,9 +101,8 @@ def _run(
     results: ResultStore,
     executor: Executor,
     summary: StudySummary,
-    console: Console,
+    progress: StudyProgress,
 ) -> None:
-    progress = StudyProgress(console, summary.planned, summary.done_before, len(todo))
     progress.header(summary.study, summary.store, executor.name)
     if not todo:
         return
@@ -118,7 +122,14 @@ def _run(
                         results.fail(outcome.run.run_id, outcome.error or "failed")
                 summary.outcomes.append(outcome)
                 progress.finished_run(outcome)
+                _check_metric(progress.metric, outcome.result)
     except KeyboardInterrupt:
         progress.interrupted()
         raise
     progress.summary()
+
+
+def _check_metric(metric: str | None, result: RunResult | None) -> None:
+    """Stop the study after its first run on data whose task does not compute `metric:`."""
+    if metric is not None and result is not None:
+        require_metric(metric, result.test, result.data.name, result.data.task)
