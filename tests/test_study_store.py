@@ -144,6 +144,7 @@ def test_a_store_of_the_first_schema_is_upgraded_in_place(
     with sqlite3.connect(path) as db:  # what a store written before validations looked like
         db.execute("DROP TABLE validations")
         db.execute("ALTER TABLE runs DROP COLUMN data_digest")
+        db.execute("DROP TABLE studies")
         db.execute("PRAGMA user_version = 1")
     db.close()
     assert len(load_records(path)) == 1  # opening upgrades it; the runs stay
@@ -153,3 +154,25 @@ def test_a_store_of_the_first_schema_is_upgraded_in_place(
         assert db.execute("SELECT data_digest FROM runs").fetchall() == [(None,)]
     db.close()
     assert integrity(path) == "ok"
+
+
+def test_a_studys_metric_is_kept_and_a_store_without_it_is_upgraded(
+    tmp_path: Path,
+    planned: list,  # type: ignore[type-arg]
+) -> None:
+    path = tmp_path / "s.db"
+    with ResultStore(path) as store:
+        store.set_plan("s", planned, "macro_f1")
+        store.start(planned[0])
+        store.finish(planned[0].run_id, fake_result(planned[0].spec, 1.0))
+        assert [r.study_metric for r in store.records()] == ["macro_f1"]
+        store.set_plan("s", planned)  # the spec no longer asks: the default rule again
+        assert [r.study_metric for r in store.records()] == [None]
+    with sqlite3.connect(path) as db:  # a store of schema 3, before `metric:` existed
+        db.execute("DROP TABLE studies")
+        db.execute("PRAGMA user_version = 3")
+    db.close()
+    assert [r.study_metric for r in load_records(path)] == [None]
+    with ResultStore(path) as store:
+        store.set_plan("s", planned, "accuracy")
+        assert [r.study_metric for r in store.records()] == ["accuracy"]

@@ -23,6 +23,8 @@ from adaptlab.cli.options import (
     positive,
 )
 from adaptlab.data import TextEncoder, load_dataset
+from adaptlab.train.choice import choose_metric
+from adaptlab.train.classes import training_counts
 from adaptlab.train.evaluate import evaluate as run_evaluation
 from adaptlab.train.restore import check_data_fits, check_split, load_trained
 
@@ -59,10 +61,18 @@ def evaluate(
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     features = encoder.encode(dataset.splits[split])
     result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
+    counts = training_counts(dataset.task, dataset.splits["train"], labels)
+    judged = choose_metric(dataset.task, counts)
     if as_json:
         print(
             json.dumps(
-                {"split": split, "examples": len(features), "loss": result.loss, **result.metrics}
+                {
+                    "split": split,
+                    "examples": len(features),
+                    "loss": result.loss,
+                    **result.metrics,
+                    "judged_by": judged.metric,
+                }
             )
         )
         return
@@ -71,4 +81,6 @@ def evaluate(
     table.add_column("value", justify="right")
     for name, value in {"loss": result.loss, **result.metrics}.items():
         table.add_row(name, f"{value:.4f}")
-    console().print(table)
+    out = console()
+    out.print(table)
+    out.print(f"judged by {judged.metric}: {judged.reason}", soft_wrap=True, highlight=False)

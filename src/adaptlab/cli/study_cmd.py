@@ -182,12 +182,18 @@ def report(
     title: Annotated[
         str | None, typer.Option(help="Report title; default: the study names.")
     ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(help="Judge methods by this metric instead of the studies' own choice."),
+    ] = None,
 ) -> None:
     """Write an HTML report of a store's finished runs (tables and plots).
 
     Example:
 
         adaptlab study report examples/low-resource.db -o low-resource.html
+
+        adaptlab study report examples/reuters-imbalance.db --metric accuracy -o by-accuracy.html
     """
     from adaptlab.report import is_report, write_report
 
@@ -208,6 +214,7 @@ def report(
         target,
         title=title or ", ".join(studies) or path.stem,
         validations=load_validations(path),
+        metric=metric,
     )
     console().print(
         f"report of {len(records)} runs written to {written}", soft_wrap=True, highlight=False

@@ -23,6 +23,7 @@ from adaptlab.cli.options import (
 )
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec
+from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
 
@@ -117,6 +118,12 @@ def train(
     out_console.print(
         f"best epoch {result.best_epoch}: dev {metric} {result.dev[metric]:.4f}, "
         f"test {metric} {result.test[metric]:.4f}"
+    )
+    judged = choose_metric(result.data.task, result.data.train_counts)
+    out_console.print(
+        f"judged by {judged.metric}: test {result.test[judged.metric]:.4f} ({judged.reason})",
+        soft_wrap=True,
+        highlight=False,
     )
     out_console.print(json.dumps(dict(result.test), indent=None), highlight=False)
     out_console.print(

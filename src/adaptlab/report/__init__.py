@@ -41,10 +41,12 @@ def render_report(
     *,
     title: str,
     validations: Sequence[Mapping[str, Any]] = (),
+    metric: str | None = None,
 ) -> str:
     """The report of `records` (the store's done runs) as one self-contained HTML string;
-    `validations` are the store's saved transferability validations, if any."""
-    view = study_view(read_runs(records), read_validations(validations))
+    `validations` are the store's saved transferability validations, if any; `metric`, if
+    given, judges every data set instead of the studies' own choice."""
+    view = study_view(read_runs(records), read_validations(validations), metric)
     return render(view, title)
 
 
@@ -54,13 +56,14 @@ def write_report(
     *,
     title: str,
     validations: Sequence[Mapping[str, Any]] = (),
+    metric: str | None = None,
 ) -> Path:
     """Write the report of `records` to `out` atomically (temp file + rename); return `out`.
 
     Raises ConfigError (an AdaptlabError) on an empty list or a run the report cannot show.
     """
     out = Path(out)
-    text = render_report(records, title=title, validations=validations)
+    text = render_report(records, title=title, validations=validations, metric=metric)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, text.encode("utf-8"))
     return out

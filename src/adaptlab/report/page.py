@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adaptlab.report import fusion, sections
 from adaptlab.report.markup import Html, join, tag
+from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS
 from adaptlab.report.view import StudyView
 
@@ -23,9 +24,11 @@ def render(view: StudyView, title: str) -> str:
     body = join(
         [
             tag("h1", title),
+            sections.judged_by(view),
             tag("p", lead, class_="lead"),
             sections.what_to_use(view),
             sections.results(view),
+            per_class(view),
             sections.efficiency(view),
             sections.training_size(view),
             sections.learning_rate(view),

@@ -22,6 +22,8 @@ from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.progress import StudyProgress
 from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.store import ResultStore, check_store_path
+from adaptlab.train.choice import require_metric
+from adaptlab.train.result import RunResult
 from adaptlab.train.run import METRICS_FILE
 
 
@@ -104,7 +106,7 @@ def run_study(
                     raise ConfigError(describe_changed(stale, stored))
                 for run in stale:
                     results.reopen(run.run_id, "its data changed since")
-                results.set_plan(spec.name, runs)
+                results.set_plan(spec.name, runs, spec.metric)
                 runs = [run.placed(adapter_folders(store)) for run in runs]
                 states = results.statuses()
                 for run in runs:
@@ -114,7 +116,10 @@ def run_study(
             todo = [run for run in runs if states.get(run.run_id) != "done"]
             summary.done_before = len(runs) - len(todo)
             done = {run_id for run_id, state in states.items() if state == "done"}
-            _run(todo, done, results, executor or LocalExecutor(), summary, console or Console())
+            progress = StudyProgress(
+                console or Console(), summary.planned, summary.done_before, len(todo), spec.metric
+            )
+            _run(todo, done, results, executor or LocalExecutor(), summary, progress)
     summary.wall_seconds = time.perf_counter() - began
     return summary
 
@@ -150,10 +155,9 @@ def _run(
     results: ResultStore,
     executor: Executor,
     summary: StudySummary,
-    console: Console,
+    progress: StudyProgress,
 ) -> None:
     """Run `todo` stage by stage: a run starts once the runs it builds on are `done`."""
-    progress = StudyProgress(console, summary.planned, summary.done_before, len(todo))
     progress.header(summary.study, summary.store, executor.name)
     if not todo:
         return
@@ -172,6 +176,7 @@ def _run(
                 results.fail(outcome.run.run_id, outcome.error or "failed")
         summary.outcomes.append(outcome)
         progress.finished_run(outcome)
+        _check_metric(progress.metric, outcome.result)
 
     try:
         for stage in _stages(todo):
@@ -202,3 +207,9 @@ def _stages(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
     for run in runs:
         stages[depth[run.run_id]].append(run)
     return stages
+
+
+def _check_metric(metric: str | None, result: RunResult | None) -> None:
+    """Stop the study after its first run on data whose task does not compute `metric:`."""
+    if metric is not None and result is not None:
+        require_metric(metric, result.test, result.data.name, result.data.task)

@@ -9,6 +9,7 @@
     learning_rates: default         # each method's own default, or a list crossed with every method
     epochs: 10
     analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
+    metric: macro_f1                # optional: what judges methods (default: fits the data)
 
 docs/studies.md documents every key.
 """
@@ -40,6 +41,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.study.analysis import AnalysisName
 from adaptlab.study.yamlfile import YamlDocument, read_yaml
+from adaptlab.train.metrics import METRICS
 
 MethodParts = tuple[tuple[str, dict[str, Any]], ...]
 """A method or combination as written: (name, options given in the spec) per part."""
@@ -259,6 +261,18 @@ class StudySpec(_Strict):
     analysis: list[AnalysisName] = []
     analysis_tokens: Annotated[int, Field(ge=3)] = DEFAULT_TOKENS
     sources: list[SourceEntry] = []
+    metric: str | None = None
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, value: str | None) -> str | None:
+        known = list(dict.fromkeys(name for names in METRICS.values() for name in names))
+        if value is not None and value not in known:
+            raise ValueError(
+                f"metric must be one a task computes where higher is better: "
+                f"{', '.join(known)}; got {value!r}"
+            )
+        return value
 
     @field_validator("name")
     @classmethod

@@ -4,7 +4,8 @@ Table `runs`: run_id (primary key), study, status ('running' | 'done' | 'failed'
 method_label, spec (the planned RunSpec as JSON), record (the run's `RunResult` as JSON, NULL
 until done), error, started_at / finished_at (UTC, ISO 8601), host, pid. Table `planned`
 holds each study's grid (study, run_id, position, method_label, spec) so `status` can count
-the runs still to do. Table `validations` holds what `adaptlab rank --validate` found for this
+the runs still to do. Table `studies` holds each study's `metric:` (NULL: the default rule).
+Table `validations` holds what `adaptlab rank --validate` found for this
 store's runs (data, kind: 'models' | 'layers', result JSON, created_at), one row per data set
 and kind, for the report.
 
@@ -35,7 +36,7 @@ from adaptlab.paths import check_writable, has_prefix, write_denied
 from adaptlab.study.planner import PlannedRun
 from adaptlab.train.result import RunResult
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SQLITE_HEADER = b"SQLite format 3\x00"
 VALIDATION_KINDS = ("models", "layers")
 
@@ -45,6 +46,11 @@ _VALIDATIONS = """CREATE TABLE validations (
         result TEXT NOT NULL,
         created_at TEXT NOT NULL,
         PRIMARY KEY (data, kind)
+    )"""
+
+_STUDIES = """CREATE TABLE studies (
+        study TEXT PRIMARY KEY,
+        metric TEXT
     )"""
 
 _SCHEMA = (
@@ -71,12 +77,14 @@ _SCHEMA = (
         PRIMARY KEY (study, run_id)
     )""",
     _VALIDATIONS,
+    _STUDIES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
 _UPGRADES = {
     1: (_VALIDATIONS, "PRAGMA user_version = 2"),
     2: ("ALTER TABLE runs ADD COLUMN data_digest TEXT", "PRAGMA user_version = 3"),
+    3: (_STUDIES, "PRAGMA user_version = 4"),
 }
 """Statements that bring a store of schema version N to N + 1 (additive: old rows stay)."""
 
@@ -102,12 +110,14 @@ class PlanRow:
 
 @dataclass(frozen=True)
 class StoredRun:
-    """A done run as the store holds it: its result, and the study and method label it ran as."""
+    """A done run as the store holds it: its result, the study and method label it ran as,
+    and the metric its study's spec asked to judge by (None: the default rule)."""
 
     run_id: str
     study: str
     method_label: str
     result: RunResult
+    study_metric: str | None = None
 
 
 def check_store_path(path: Path) -> None:
@@ -177,9 +187,10 @@ class ResultStore:
         """Close the connection (a no-op when already closed)."""
         self._db.close()
 
-    def set_plan(self, study: str, runs: Sequence[PlannedRun]) -> None:
-        """Replace `study`'s planned grid with `runs`, in their order."""
+    def set_plan(self, study: str, runs: Sequence[PlannedRun], metric: str | None = None) -> None:
+        """Replace `study`'s planned grid with `runs`, in their order, and its `metric:`."""
         with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO studies VALUES (?, ?)", (study, metric))
             db.execute("DELETE FROM planned WHERE study = ?", (study,))
             db.executemany(
                 "INSERT INTO planned VALUES (?, ?, ?, ?, ?)",
@@ -248,14 +259,15 @@ class ResultStore:
         ConfigError naming the store, the run and the field.
         """
         rows = self._db.execute(
-            f"""SELECT r.run_id, r.study, r.method_label, r.record FROM runs r
+            f"""SELECT r.run_id, r.study, r.method_label, r.record, s.metric FROM runs r
                LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
+               LEFT JOIN studies s ON s.study = r.study
                WHERE r.status = 'done' {"AND p.run_id IS NOT NULL" if planned_only else ""}
                ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id"""
         ).fetchall()
         return [
-            StoredRun(run_id, study, label, self._result(run_id, record))
-            for run_id, study, label, record in rows
+            StoredRun(run_id, study, label, self._result(run_id, record), metric)
+            for run_id, study, label, record, metric in rows
         ]
 
     def _result(self, run_id: str, record: str) -> RunResult:

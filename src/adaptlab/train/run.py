@@ -27,6 +27,7 @@ from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
 from adaptlab.train.adapters import attach_adapters
+from adaptlab.train.classes import evaluated_counts, training_counts
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.loop import train
@@ -126,12 +127,18 @@ def execute(
                 task=dataset.task,
                 labels=tuple(dataset.label_names),
                 sizes={k: len(v) for k, v in dataset.splits.items()},
+                train_counts=training_counts(
+                    dataset.task, dataset.splits["train"], dataset.label_names
+                ),
             ),
             metric=history.metric,
             epochs=tuple(history.epochs),
             best_epoch=history.best_epoch,
             dev=history.best.dev_metrics,
             test=test.metrics,
+            test_classes=evaluated_counts(
+                dataset.task, test.outputs, test.labels, dataset.label_names
+            ),
             test_loss=test.loss,
             trainable_parameters=counts["trainable"],
             total_parameters=counts["total"],
