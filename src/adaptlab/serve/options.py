@@ -1,0 +1,53 @@
+"""The server's options: what it serves and the limits it enforces, checked once at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from adaptlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Where the adapters are, which base model they run on, and every limit of the server.
+
+    `max_batch` texts run in one forward at most; a batch waits at most `max_wait_ms` for more
+    requests after its first. `max_loaded` / `max_loaded_mb` cap the adapters kept in memory
+    (least recently used leave first). `max_texts` / `max_chars` cap one request.
+    """
+
+    model: str
+    adapters: str
+    max_batch: int = 32
+    max_wait_ms: float = 5.0
+    max_loaded: int = 16
+    max_loaded_mb: float = 1024.0
+    max_texts: int = 64
+    max_chars: int = 10_000
+    max_length: int = 128
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch", "max_loaded", "max_texts", "max_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{_option(name)} must be a whole number >= 1, got {value!r}")
+        if self.max_length < 2:
+            raise ConfigError(f"--max-length must be at least 2 tokens, got {self.max_length}")
+        for name in ("max_wait_ms", "max_loaded_mb"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ConfigError(f"{_option(name)} must be a number >= 0, got {value!r}")
+        if self.max_loaded_mb == 0:
+            raise ConfigError("--max-loaded-mb must be above 0")
+
+    @property
+    def max_loaded_bytes(self) -> int:
+        return int(self.max_loaded_mb * 2**20)
+
+    def to_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")

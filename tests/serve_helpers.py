@@ -1,0 +1,84 @@
+"""A registry of tiny trained adapters and a real uvicorn server on a free port, for tests."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.run import RunSpec, execute
+
+MOODS = {"fresh": ["great", "lovely", "fun", "superb"], "rotten": ["dull", "awful", "bad", "boring"]}
+TOPICS = {
+    "sport": ["goal", "match", "team"],
+    "food": ["bread", "soup", "cheese"],
+    "law": ["court", "judge", "vote"],
+}
+
+
+def write_csv(path: Path, words: dict[str, list[str]], rows: int) -> Path:
+    rng = random.Random(0)
+    labels = sorted(words)
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for i in range(rows):
+            label = labels[i % len(labels)]
+            writer.writerow([f"a {rng.choice(words[label])} {rng.choice(words[label])}", label])
+    return path
+
+
+def write_ner(path: Path) -> Path:
+    lines = []
+    for i in range(40):
+        lines += [f"{'Paris' if i % 2 else 'Rome'}\tB-LOC", "is\tO", "nice\tO", ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+def train(model: str, data: Path, method: str, out: Path, **kwargs: object) -> Path:
+    config = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=0)
+    execute(RunSpec.build(model, str(data), method, train=config, **kwargs), out, progress=False)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def running(app: object) -> Iterator[str]:
+    """Serve `app` with uvicorn on a free local port; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def set_fingerprint(folder: Path, value: str) -> None:
+    path = folder / "adapter" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["base_model"]["fingerprint"] = value
+    path.write_text(json.dumps(manifest))
