@@ -12,10 +12,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import torch
+
+import adaptlab
+from adaptlab.models.loading import load_model
+from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
 
-MOODS = {"fresh": ["great", "lovely", "fun", "superb"], "rotten": ["dull", "awful", "bad", "boring"]}
+MOODS = {
+    "fresh": ["great", "lovely", "fun", "superb"],
+    "rotten": ["dull", "awful", "bad", "boring"],
+}
 TOPICS = {
     "sport": ["goal", "match", "team"],
     "food": ["bread", "soup", "cheese"],
@@ -46,6 +54,42 @@ def write_ner(path: Path) -> Path:
 def train(model: str, data: Path, method: str, out: Path, **kwargs: object) -> Path:
     config = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=0)
     execute(RunSpec.build(model, str(data), method, train=config, **kwargs), out, progress=False)
+    return out
+
+
+def save_random_adapter(
+    model_dir: str,
+    out: Path,
+    method: str,
+    *,
+    task: TaskKind = "single_label",
+    labels: tuple[str, ...] = ("fresh", "rotten"),
+    seed: int = 0,
+    fuse: dict[str, Path] | None = None,
+) -> Path:
+    """An untrained adapter (or a fusion over saved ones) with random tensors, saved as a
+    folder like a trained one: quick to make, and unlike every other adapter."""
+    model = load_model(model_dir, task, label_names=labels, seed=0).model
+    if fuse:
+        for name, folder in fuse.items():
+            adaptlab.load_adapter(model, folder, name=name, activate=False, with_head=False)
+        handle = adaptlab.add_fusion(model, adaptlab.Fuse(*fuse), name="fusion", seed=seed)
+    else:
+        handle = adaptlab.add_adapter(model, "default", method, seed=seed)
+    adaptlab.train_adapter(model, handle.name)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for tensor in handle.tensors().values():
+            tensor.add_(0.3 * torch.randn(tensor.shape, generator=generator))
+    adaptlab.save_adapter(
+        model,
+        out,
+        name=handle.name,
+        base_model_id=model_dir,
+        task=task,
+        label_names=labels,
+        metrics={"test": {"accuracy": 0.5}},
+    )
     return out
 
 

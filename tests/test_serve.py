@@ -24,10 +24,10 @@ from serve_helpers import (  # noqa: E402
     TOPICS,
     free_port,
     running,
+    save_random_adapter,
     set_fingerprint,
     train,
     write_csv,
-    write_ner,
 )
 from tiny_models import save_tiny_bert  # noqa: E402
 
@@ -48,20 +48,20 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A tiny base, a registry of five trained adapters (2 and 3 labels, token tags, a
-    fusion), and folders the registry must refuse."""
+    """A tiny base, a registry of five adapters (a trained run; 2 and 3 labels, token tags, a
+    fusion over two of them, with random tensors), and folders the registry must refuse."""
     root = tmp_path_factory.mktemp("serve")
     model = Path(save_tiny_bert(str(root / "tiny-bert")))
     registry = root / "registry"
     registry.mkdir()
-    reviews = write_csv(root / "reviews.csv", MOODS, 48)
-    topics = write_csv(root / "topics.csv", TOPICS, 48)
-    train(str(model), reviews, "houlsby", registry / "rt-houlsby")
-    train(str(model), reviews, "lora", registry / "rt-lora")
-    train(str(model), topics, "pfeiffer", registry / "topics")
-    train(str(model), write_ner(root / "ner.txt"), "lora", registry / "ner")
-    members = (str(registry / "topics"), str(registry / "rt-lora"))
-    train(str(model), reviews, "fusion", registry / "fusion", fuse=members)
+    train(str(model), write_csv(root / "reviews.csv", MOODS, 32), "lora", registry / "rt-lora")
+    save_random_adapter(str(model), registry / "rt-houlsby", "houlsby", seed=1)
+    topics = tuple(sorted(TOPICS))
+    save_random_adapter(str(model), registry / "topics", "pfeiffer", labels=topics, seed=2)
+    ner = ("O", "B-LOC", "I-LOC")
+    save_random_adapter(str(model), registry / "ner", "lora", task="token", labels=ner, seed=3)
+    members = {"topics": registry / "topics", "rt-lora": registry / "rt-lora" / "adapter"}
+    save_random_adapter(str(model), registry / "fusion", "fusion", fuse=members, seed=4)
     shutil.copytree(registry / "rt-lora", registry / "other-base")
     set_fingerprint(registry / "other-base", "0123456789abcdef")
     shutil.copytree(registry / "rt-lora", registry / "bad.name")
@@ -175,7 +175,11 @@ def test_concurrent_mixed_adapters_each_get_their_own_answers(
         ({"adapter": "rt-lora", "texts": ["ok", "  "]}, 422, "texts[1] is empty"),
         ({"adapter": "rt-lora", "texts": ["a"] * 9}, 413, "9 texts in one request; the limit is 8"),
         ({"adapter": "rt-lora", "texts": ["a" * 201]}, 413, "201 characters; the limit is 200"),
-        ({"adapter": "rt-lora", "texts": ["a", 1]}, 422, "texts[1]: Input should be a valid string"),
+        (
+            {"adapter": "rt-lora", "texts": ["a", 1]},
+            422,
+            "texts[1]: Input should be a valid string",
+        ),
         ({"adapter": 5, "texts": ["a"]}, 422, "adapter: Input should be a valid string"),
         ({"adapter": "rt-lora", "texts": "a film"}, 422, "texts: Input should be a valid list"),
         ({"adapter": "rt-lora"}, 422, "texts: Field required"),
@@ -326,3 +330,21 @@ def test_the_command_line_serves_and_refuses_bad_options(
         server.terminate()
         output, _ = server.communicate(timeout=60)
     assert "5 adapters on" in output and "refused other-base" in output
+
+
+def test_every_head_shape_shares_one_copy_of_the_base_weights(service: AdapterService) -> None:
+    base = service.base
+    models = [
+        base.shared_model("single_label", ("fresh", "rotten")),
+        base.shared_model("single_label", tuple(sorted(TOPICS))),
+        base.shared_model("token", ("O", "B-LOC", "I-LOC")),
+        base.new_model("single_label", ("fresh", "rotten")),  # a fusion's own model
+    ]
+    for name in (
+        "bert.embeddings.word_embeddings.weight",
+        "bert.encoder.layer.1.output.dense.weight",
+    ):
+        pointers = {m.get_parameter(name).data_ptr() for m in models}
+        assert len(pointers) == 1, name
+    heads = {m.get_parameter("classifier.weight").data_ptr() for m in models}
+    assert len(heads) == len(models)  # each model has its own head

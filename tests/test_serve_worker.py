@@ -23,7 +23,9 @@ def test_queued_requests_run_as_one_slice_per_adapter_and_errors_stay_in_their_g
             raise RuntimeError("broken adapter")
         return [Prediction(text, f"{adapter}:{text}", 1.0) for text in texts]
 
-    thread = ModelThread(run_group, max_batch=100, max_wait=0.0, observe=lambda *b: batches.append(b))
+    thread = ModelThread(
+        run_group, max_batch=100, max_wait=0.0, observe=lambda *b: batches.append(b)
+    )
     first = thread.predict("a", ["0"])
     assert started.wait(30)
     queued = [("b", ["1", "2"]), ("a", ["3"]), ("broken", ["4"]), ("b", ["5"]), ("c", ["6"])]

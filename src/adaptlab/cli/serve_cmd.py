@@ -10,7 +10,9 @@ import typer
 from adaptlab.cli.options import Device
 from adaptlab.errors import ConfigError
 
-SERVE_HINT = "adaptlab serve needs the serve extra: `pip install -c constraints.txt 'adaptlab[serve]'`"
+SERVE_HINT = (
+    "adaptlab serve needs the serve extra: `pip install -c constraints.txt 'adaptlab[serve]'`"
+)
 
 
 def serve(

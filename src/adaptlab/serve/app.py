@@ -95,9 +95,7 @@ def create_app(service: AdapterService) -> FastAPI:
     async def predict(body: PredictRequest) -> PredictResponse:
         """Label every text with the adapter named: label and score (tags for token tasks)."""
         predictions = await asyncio.wrap_future(service.predict(body.adapter, body.texts))
-        return PredictResponse(
-            adapter=body.adapter, predictions=[p.to_dict() for p in predictions]
-        )
+        return PredictResponse(adapter=body.adapter, predictions=[p.to_dict() for p in predictions])
 
     @app.post("/admin/reload")
     async def reload() -> dict[str, Any]:

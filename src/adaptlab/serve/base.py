@@ -10,6 +10,7 @@ member adapters under their saved names, gets a model of its own built the same 
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import torch
 from torch import nn
@@ -19,6 +20,7 @@ from adaptlab.methods.manifest import Manifest
 from adaptlab.models.device import torch_device
 from adaptlab.models.fingerprint import fingerprint
 from adaptlab.models.loading import load_model, load_tokenizer
+from adaptlab.tasks import TaskKind
 
 
 class SharedBase:
@@ -29,20 +31,20 @@ class SharedBase:
         self.device = torch_device(device)
         self.tokenizer = load_tokenizer(model_id)
         self._weights: dict[str, nn.Parameter] = {}
-        self._shared: dict[tuple[str, tuple[str, ...]], nn.Module] = {}
+        self._shared: dict[tuple[TaskKind, tuple[str, ...]], nn.Module] = {}
         self._fingerprints: dict[tuple[str, str], tuple[str, str]] = {}
 
-    def shared_model(self, task: str, labels: tuple[str, ...]) -> nn.Module:
+    def shared_model(self, task: TaskKind, labels: tuple[str, ...]) -> nn.Module:
         """The model that every plain adapter with this task and these labels shares."""
         key = (task, labels)
         if key not in self._shared:
             self._shared[key] = self.new_model(task, labels)
         return self._shared[key]
 
-    def new_model(self, task: str, labels: tuple[str, ...]) -> nn.Module:
+    def new_model(self, task: TaskKind, labels: tuple[str, ...]) -> nn.Module:
         """A model for `task` with a head for `labels`, its pretrained weights shared."""
         names = labels if task != "regression" else None
-        model = load_model(self.model_id, task, label_names=names, seed=0).model  # type: ignore[arg-type]
+        model: nn.Module = load_model(self.model_id, task, label_names=names, seed=0).model
         head = tuple(f"{name}." for name in find_backbone(model).head)
         for name, parameter in list(model.named_parameters(remove_duplicate=False)):
             if name.startswith(head):
@@ -52,7 +54,8 @@ class SharedBase:
                 owner, _, attribute = name.rpartition(".")
                 setattr(model.get_submodule(owner), attribute, shared)
         model.requires_grad_(False)
-        return model.to(self.device).eval()
+        model.to(self.device)
+        return model.eval()
 
     def fits(self, manifest: Manifest) -> str | None:
         """None if an adapter with this manifest runs on this base, else why it does not."""
@@ -77,7 +80,7 @@ class SharedBase:
         key = (str(manifest.task), overrides)
         if key not in self._fingerprints:
             # a fresh model: a shared one may be running an adapter's own norms or biases
-            model = self.new_model(str(manifest.task), manifest.label_names or ())
+            model = self.new_model(cast(TaskKind, manifest.task), manifest.label_names or ())
             head = find_backbone(model, manifest.backbone_overrides).head
             with torch.no_grad():
                 self._fingerprints[key] = (type(model).__name__, fingerprint(model, exclude=head))

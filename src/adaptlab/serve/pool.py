@@ -97,5 +97,5 @@ class AdapterPool:
         else:
             model = self.base.shared_model(entry.task, entry.labels)
             load_adapter(model, entry.folder, name=entry.name, activate=False)
-        encoder = TextEncoder(self.base.tokenizer, entry.task, len(entry.labels), self.max_length)  # type: ignore[arg-type]
+        encoder = TextEncoder(self.base.tokenizer, entry.task, len(entry.labels), self.max_length)
         return Loaded(entry=entry, model=model, encoder=encoder)

@@ -14,10 +14,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.methods.manifest import NAME, TENSORS, Manifest, parse_manifest
+from adaptlab.tasks import TaskKind
 from adaptlab.train.restore import adapter_folder
 
 BaseCheck = Callable[[Manifest], str | None]
@@ -35,9 +36,9 @@ class Entry:
     """Size of every tensor file it loads (its own and its members')."""
 
     @property
-    def task(self) -> str:
-        assert self.manifest.task is not None
-        return self.manifest.task
+    def task(self) -> TaskKind:
+        assert self.manifest.task is not None  # entries without a task are refused
+        return cast(TaskKind, self.manifest.task)
 
     @property
     def labels(self) -> tuple[str, ...]:

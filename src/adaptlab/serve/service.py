@@ -52,7 +52,9 @@ class AdapterService:
         if name in registry.refused:
             raise RequestError(404, f"adapter {name!r} is refused: {registry.refused[name]}")
         if name not in registry.entries:
-            raise RequestError(404, f"no adapter {name!r} in the registry; GET /adapters lists them")
+            raise RequestError(
+                404, f"no adapter {name!r} in the registry; GET /adapters lists them"
+            )
         return registry.entries[name]
 
     def check_texts(self, texts: Sequence[str]) -> None:
@@ -112,5 +114,10 @@ class AdapterService:
         self.metrics.loaded.set(len(self.pool.names))
         loaded.activate()
         return predict(
-            loaded.model, loaded.encoder, texts, entry.task, entry.labels, self.options.max_batch  # type: ignore[arg-type]
+            loaded.model,
+            loaded.encoder,
+            texts,
+            entry.task,
+            entry.labels,
+            self.options.max_batch,
         )
