@@ -78,6 +78,7 @@ def serve(
     typer.echo(f"{len(registry.entries)} adapters on {model}: {', '.join(registry.entries)}")
     for name, reason in registry.refused.items():
         typer.echo(f"refused {name}: {reason}")
+    typer.echo(f"listening on http://{host}:{port} (OpenAPI documentation at /docs)")
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
     finally:

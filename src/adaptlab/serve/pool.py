@@ -53,11 +53,12 @@ class AdapterPool:
         self.max_bytes = max_bytes
         self.max_length = max_length
         self._loaded: OrderedDict[str, Loaded] = OrderedDict()
+        self._names: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
-        """The loaded adapters, least recently used first."""
-        return list(self._loaded)
+        """The loaded adapters, least recently used first (safe to read from any thread)."""
+        return list(self._names)
 
     @property
     def bytes(self) -> int:
@@ -68,6 +69,7 @@ class AdapterPool:
         item = self._loaded.get(entry.name)
         if item is not None and item.entry == entry:
             self._loaded.move_to_end(entry.name)
+            self._names = tuple(self._loaded)
             return item
         if item is not None:  # its folder changed since it was loaded
             self.drop(entry.name)
@@ -82,11 +84,13 @@ class AdapterPool:
             self.drop(next(iter(self._loaded)))
         item = self._load(entry)
         self._loaded[entry.name] = item
+        self._names = tuple(self._loaded)
         return item
 
     def drop(self, name: str) -> None:
         """Take adapter `name` out of memory, if it is there."""
         item = self._loaded.pop(name, None)
+        self._names = tuple(self._loaded)
         if item is not None:
             item.unload()
 
