@@ -10,9 +10,12 @@ value, each with its own pooler + classifier) trained by the command line on Rot
    to back, for `--seconds` per cell: all requests to one adapter, or each request to one of
    the five at random (uniform). Cells alternate single / mixed and repeat `--rounds` times;
    throughput is the median over rounds, p50 / p99 latency over every request of a cell.
-2. **Memory.** The server's resident set size (RSS and USS) after the runs above, with all
-   five adapters loaded, against a second server given a registry of one adapter and the
-   same warm-up traffic: "5 separate processes" is five times that one.
+2. **Memory.** The server's resident set size (RSS and USS) with all five adapters loaded,
+   after a fixed warm-up (the same 320 requests, 32 at a time, on the same texts), against a
+   second server given a registry of one adapter and the same warm-up: "5 separate
+   processes" is five times that one. The five-adapter server's memory after all the timed
+   runs is recorded too (longer traffic leaves the allocator holding more: larger padded
+   batches were seen, whatever the adapters).
 3. **Against PEFT** (`peft==0.21.2`), in this process: the same batches of 32 reviews, each
    review routed to one of the five adapters at random. adaptlab runs each adapter's rows as
    one contiguous slice (what the server does: `set_active`, then a forward); PEFT runs the
@@ -70,7 +73,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--adapters", type=Path, default=DEFAULT_ADAPTERS)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seconds", type=float, default=10.0, help="per cell and round")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--peft-batches", type=int, default=20)
@@ -193,17 +196,37 @@ def memory_of(pid: int) -> dict[str, float]:
 
 
 def warm(url: str, adapters: tuple[str, ...], texts: list[str]) -> None:
-    """Load every adapter, then a burst of 32 concurrent clients (as in the runs)."""
+    """Load every adapter, then the same 10 waves of 32 concurrent requests on any server
+    (the same texts in the same order; only the adapters differ), so memory compares."""
     for adapter in adapters:
         response = httpx.post(f"{url}/predict", json={"adapter": adapter, "texts": texts[:1]})
         response.raise_for_status()
-    asyncio.run(drive(url, adapters, texts, 32, 3.0, 99))
+    pick_text, pick_adapter = random.Random(7), random.Random(8)
+
+    async def waves() -> None:
+        async with httpx.AsyncClient(timeout=120) as http:
+            for _ in range(10):
+                bodies = [
+                    {"adapter": pick_adapter.choice(adapters), "texts": [pick_text.choice(texts)]}
+                    for _ in range(32)
+                ]
+                answers = await asyncio.gather(
+                    *(http.post(f"{url}/predict", json=body) for body in bodies)
+                )
+                assert all(a.status_code == 200 for a in answers)
+
+    asyncio.run(waves())
 
 
 def memory_rows(
-    five: dict[str, float], registry: Path, texts: list[str], threads: int, wait: float
+    five: dict[str, float],
+    five_after: dict[str, float],
+    registry: Path,
+    texts: list[str],
+    threads: int,
+    wait: float,
 ) -> dict[str, Any]:
-    """One-adapter server memory, measured; five adapters' server memory against it."""
+    """One-adapter server memory after the same warm-up; five adapters' against it."""
     with tempfile.TemporaryDirectory() as tmp:
         one_registry = Path(tmp) / "registry"
         one_registry.mkdir()
@@ -214,6 +237,7 @@ def memory_rows(
     return {
         "one_adapter_process": one,
         "five_adapter_server": five,
+        "five_adapter_server_after_all_runs": five_after,
         "five_separate_processes": {k: 5 * v for k, v in one.items()},
         "five_over_one_rss": five["rss_mb"] / one["rss_mb"],
         "five_over_one_uss": five["uss_mb"] / one["uss_mb"],
@@ -335,12 +359,13 @@ def main() -> None:
     print("HTTP (adaptlab serve, one text per request)", flush=True)
     with server(args.adapters, args.threads, args.max_wait_ms) as (url, pid):
         warm(url, ADAPTERS, texts)  # type: ignore[arg-type]
-        cells = http_cells(url, texts, args.seconds, args.rounds)  # type: ignore[arg-type]
         five = memory_of(pid)
+        cells = http_cells(url, texts, args.seconds, args.rounds)  # type: ignore[arg-type]
+        five_after = memory_of(pid)
         loaded = httpx.get(f"{url}/health").json()["loaded"]
     assert loaded == len(ADAPTERS)
     print("memory", flush=True)
-    memory = memory_rows(five, args.adapters, texts, args.threads, args.max_wait_ms)  # type: ignore[arg-type]
+    memory = memory_rows(five, five_after, args.adapters, texts, args.threads, args.max_wait_ms)  # type: ignore[arg-type]
     print("against PEFT (in process, mixed batches of 32)", flush=True)
     peft = peft_comparison(args.adapters, texts, args.peft_batches)  # type: ignore[arg-type]
 
@@ -425,6 +450,7 @@ def format_table(result: dict[str, Any]) -> str:
             for key, label in (
                 ("one_adapter_process", "server, 1 adapter"),
                 ("five_adapter_server", "server, 5 adapters"),
+                ("five_adapter_server_after_all_runs", "server, 5 adapters, after all runs"),
                 ("five_separate_processes", "5 separate 1-adapter processes"),
             )
         ),
