@@ -290,6 +290,18 @@ def test_the_pool_keeps_the_most_recent_adapters_within_count_and_bytes(
         service.close()
 
 
+def test_adapters_larger_than_the_memory_cap_are_refused(setup: dict[str, Path]) -> None:
+    options = ServeOptions(
+        model=str(setup["model"]), adapters=str(setup["registry"]), max_loaded_mb=0.001
+    )
+    service = AdapterService(options)
+    try:
+        assert not service.registry.entries
+        assert "above --max-loaded-mb 0.001" in service.registry.refused["rt-lora"]
+    finally:
+        service.close()
+
+
 def test_the_command_line_serves_and_refuses_bad_options(
     setup: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,8 +4,9 @@ A registry folder holds adapter folders (`manifest.json` + `adapter.safetensors`
 folders (`adaptlab train --out`, holding `adapter/`). Each becomes an entry named after its
 folder, or is refused with one line saying why: a name that is not an adapter name, a
 manifest that does not check (`adaptlab.methods.manifest`), no task or labels, no trained
-head, another base model, a symbolic link that leads out of the root. Folders are untrusted:
-a name is only ever looked up here, never joined onto a path.
+head, another base model, more tensor bytes than the server may hold, a symbolic link that
+leads out of the root. Folders are untrusted: a name is only ever looked up here, never
+joined onto a path.
 """
 
 from __future__ import annotations
@@ -74,8 +75,11 @@ class Registry:
     refused: dict[str, str]
 
 
-def scan_registry(root: str | os.PathLike[str], fits_base: BaseCheck) -> Registry:
-    """Every adapter or run folder directly under `root`, checked; `fits_base` checks bases."""
+def scan_registry(
+    root: str | os.PathLike[str], fits_base: BaseCheck, max_bytes: int | None = None
+) -> Registry:
+    """Every adapter or run folder directly under `root`, checked; `fits_base` checks bases,
+    and an adapter whose tensors exceed `max_bytes` is refused."""
     folder = Path(root)
     if not folder.is_dir():
         raise ConfigError(f"--adapters {folder}: no such folder")
@@ -86,13 +90,13 @@ def scan_registry(root: str | os.PathLike[str], fits_base: BaseCheck) -> Registr
         if not child.is_dir() or child.name.startswith("."):
             continue
         try:
-            entries[child.name] = _entry(child, real_root, fits_base)
+            entries[child.name] = _entry(child, real_root, fits_base, max_bytes)
         except AdaptlabError as error:
             refused[child.name] = str(error)
     return Registry(root=real_root, entries=entries, refused=refused)
 
 
-def _entry(child: Path, root: Path, fits_base: BaseCheck) -> Entry:
+def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None) -> Entry:
     if not NAME.fullmatch(child.name):
         raise ConfigError(
             f"{child.name!r} is not an adapter name (letters, digits, '-', '_'; at most 64)"
@@ -110,6 +114,10 @@ def _entry(child: Path, root: Path, fits_base: BaseCheck) -> Entry:
     if problem:
         raise ConfigError(problem)
     size = sum(p.stat().st_size for p in folder.rglob(TENSORS) if p.is_file())
+    if max_bytes is not None and size > max_bytes:
+        raise ConfigError(
+            f"its tensors take {size / 2**20:.1f} MB, above --max-loaded-mb {max_bytes / 2**20:g}"
+        )
     return Entry(name=child.name, folder=folder.resolve(), manifest=manifest, bytes=size)
 
 

@@ -28,7 +28,7 @@ class AdapterService:
     def __init__(self, options: ServeOptions) -> None:
         self.options = options
         self.base = SharedBase(options.model, options.device)
-        self.registry = scan_registry(options.adapters, self.base.fits)
+        self.registry = self._scan()
         self.pool = AdapterPool(
             self.base, options.max_loaded, options.max_loaded_bytes, options.max_length
         )
@@ -100,13 +100,16 @@ class AdapterService:
         self._thread.close()
 
     def _rescan(self) -> Registry:
-        registry = scan_registry(self.options.adapters, self.base.fits)
+        registry = self._scan()
         for name in self.pool.names:
             if registry.entries.get(name) != self.registry.entries.get(name):
                 self.pool.drop(name)
         self.registry = registry
         self.metrics.loaded.set(len(self.pool.names))
         return registry
+
+    def _scan(self) -> Registry:
+        return scan_registry(self.options.adapters, self.base.fits, self.options.max_loaded_bytes)
 
     def _run_group(self, adapter: str, texts: list[str]) -> list[Prediction]:
         entry = self.entry(adapter)  # a reload may have taken it away since the request came
