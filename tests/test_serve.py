@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
 httpx = pytest.importorskip("httpx")
 
 from serve_helpers import (  # noqa: E402
@@ -31,6 +32,7 @@ from serve_helpers import (  # noqa: E402
 )
 from tiny_models import save_tiny_bert  # noqa: E402
 
+import adaptlab  # noqa: E402
 from adaptlab.cli.app import main  # noqa: E402
 from adaptlab.errors import AdapterFileError  # noqa: E402
 from adaptlab.serve import AdapterService, ServeOptions, create_app  # noqa: E402
@@ -360,3 +362,16 @@ def test_every_head_shape_shares_one_copy_of_the_base_weights(service: AdapterSe
         assert len(pointers) == 1, name
     heads = {m.get_parameter("classifier.weight").data_ptr() for m in models}
     assert len(heads) == len(models)  # each model has its own head
+
+
+def test_without_the_serve_extra_the_command_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [m for m in sys.modules if m.startswith("adaptlab.serve")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delattr(adaptlab, "serve")  # restored with the modules after the test
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # import fastapi -> ImportError
+    with pytest.raises(SystemExit) as done:
+        main(["serve", "--model", "minilm-l6", "--adapters", "runs"])
+    assert done.value.code == 1
+    assert "pip install -c constraints.txt -e '.[serve]'" in capsys.readouterr().err

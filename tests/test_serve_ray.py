@@ -6,11 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_helpers import MOODS, free_port, train, write_csv
-from tiny_models import save_tiny_bert
 
-from adaptlab.errors import ConfigError
-from adaptlab.serve import AdapterService, ServeOptions
+pytest.importorskip("fastapi")
+pytest.importorskip("prometheus_client")
+
+from serve_helpers import MOODS, free_port, train, write_csv  # noqa: E402
+from tiny_models import save_tiny_bert  # noqa: E402
+
+from adaptlab.errors import ConfigError  # noqa: E402
+from adaptlab.serve import AdapterService, ServeOptions  # noqa: E402
 
 TEXTS = ["a great fun film", "a dull awful film", "lovely"]
 
@@ -19,7 +23,6 @@ TEXTS = ["a great fun film", "a dull awful film", "lovely"]
 def local_ray() -> Iterator[None]:
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.serve")
-    pytest.importorskip("fastapi")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield

@@ -11,7 +11,8 @@ from adaptlab.cli.options import Device
 from adaptlab.errors import ConfigError
 
 SERVE_HINT = (
-    "adaptlab serve needs the serve extra: `pip install -c constraints.txt 'adaptlab[serve]'`"
+    "adaptlab serve needs the serve extra: run `pip install -c constraints.txt -e '.[serve]'` "
+    "in the adaptlab checkout (make setup installs it)"
 )
 
 

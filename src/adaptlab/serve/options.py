@@ -43,10 +43,15 @@ class ServeOptions:
 
     @property
     def max_loaded_bytes(self) -> int:
-        return int(self.max_loaded_mb * 2**20)
+        return round(self.max_loaded_mb * 2**20)
 
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def megabytes(count: int) -> str:
+    """`count` bytes in MB, to four significant digits: '0.001', '1.5', '1024'."""
+    return f"{count / 2**20:.4g}"
 
 
 def _option(name: str) -> str:

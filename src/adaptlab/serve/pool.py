@@ -18,6 +18,7 @@ from adaptlab.data import TextEncoder
 from adaptlab.errors import AdapterFileError
 from adaptlab.methods import active, delete_adapter, load_adapter, set_active
 from adaptlab.serve.base import SharedBase
+from adaptlab.serve.options import megabytes
 from adaptlab.serve.registry import Entry
 
 
@@ -75,8 +76,8 @@ class AdapterPool:
             self.drop(entry.name)
         if entry.bytes > self.max_bytes:
             raise AdapterFileError(
-                f"adapter {entry.name!r} has {entry.bytes / 2**20:.1f} MB of tensors, above "
-                f"--max-loaded-mb {self.max_bytes / 2**20:g}"
+                f"adapter {entry.name!r} has {megabytes(entry.bytes)} MB of tensors, above "
+                f"--max-loaded-mb {megabytes(self.max_bytes)}"
             )
         while self._loaded and (
             len(self._loaded) >= self.max_loaded or self.bytes + entry.bytes > self.max_bytes

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.methods.manifest import NAME, TENSORS, Manifest, parse_manifest
+from adaptlab.serve.options import megabytes
 from adaptlab.tasks import TaskKind
 from adaptlab.train.restore import adapter_folder
 
@@ -116,7 +117,7 @@ def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None)
     size = sum(p.stat().st_size for p in folder.rglob(TENSORS) if p.is_file())
     if max_bytes is not None and size > max_bytes:
         raise ConfigError(
-            f"its tensors take {size / 2**20:.1f} MB, above --max-loaded-mb {max_bytes / 2**20:g}"
+            f"its tensors take {megabytes(size)} MB, above --max-loaded-mb {megabytes(max_bytes)}"
         )
     return Entry(name=child.name, folder=folder.resolve(), manifest=manifest, bytes=size)
 
