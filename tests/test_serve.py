@@ -245,9 +245,20 @@ def test_openapi_docs_are_served(url: str) -> None:
     assert {"/predict", "/adapters", "/health", "/admin/reload", "/metrics"} <= set(schema["paths"])
 
 
+def as_format_1(manifest_path: Path) -> None:
+    """Rewrite a manifest as adaptlab 0.1.0 wrote it: no name, kind, composition or members."""
+    manifest = json.loads(manifest_path.read_text())
+    for key in ("name", "kind", "composition", "members"):
+        del manifest[key]
+    manifest["format_version"] = 1
+    manifest_path.write_text(json.dumps(manifest))
+
+
 def test_reload_picks_up_new_adapters_and_drops_removed_ones(
     setup: dict[str, Path], tmp_path: Path, expected: dict[str, list[dict[str, Any]]]
 ) -> None:
+    """New folders appear (one a run saved in manifest format 1, as adaptlab 0.1.0 wrote it,
+    served like any other), removed ones leave the registry and memory."""
     registry = tmp_path / "registry"
     registry.mkdir()
     shutil.copytree(setup["registry"] / "rt-lora", registry / "rt-lora")
@@ -257,14 +268,19 @@ def test_reload_picks_up_new_adapters_and_drops_removed_ones(
             assert post(url, {"adapter": "rt-lora", "texts": TEXTS}).status_code == 200
             assert post(url, {"adapter": "topics", "texts": TEXTS}).status_code == 404
             shutil.copytree(setup["registry"] / "topics", registry / "topics")
+            shutil.copytree(registry / "rt-lora", registry / "old-run")
+            as_format_1(registry / "old-run" / "adapter" / "manifest.json")
             shutil.rmtree(registry / "rt-lora")
             reloaded = httpx.post(f"{url}/admin/reload", timeout=60).json()
-            assert reloaded == {"adapters": ["topics"], "refused": {}}
+            assert reloaded == {"adapters": ["old-run", "topics"], "refused": {}}
             response = post(url, {"adapter": "topics", "texts": TEXTS})
             assert response.status_code == 200
             assert_same(response.json()["predictions"], expected["topics"])
+            response = post(url, {"adapter": "old-run", "texts": TEXTS})
+            assert response.status_code == 200
+            assert_same(response.json()["predictions"], expected["rt-lora"])
             assert post(url, {"adapter": "rt-lora", "texts": TEXTS}).status_code == 404
-            assert service.pool.names == ["topics"]
+            assert service.pool.names == ["topics", "old-run"]
     finally:
         service.close()
 
@@ -309,8 +325,12 @@ def test_the_command_line_serves_and_refuses_bad_options(
 ) -> None:
     for args, message in [
         (["--adapters", str(setup["root"] / "none")], "no such folder"),
+        (["--adapters", str(setup["root"] / "reviews.csv")], "is a file; give the folder"),
         (["--adapters", str(setup["registry"]), "--replicas", "2"], "go with --ray"),
         (["--adapters", str(setup["registry"]), "--max-batch", "0"], "--max-batch must be"),
+        (["--adapters", str(setup["registry"]), "--max-wait-ms", "-1"], "--max-wait-ms must be"),
+        (["--adapters", str(setup["registry"]), "--port", "70000"], "--port must be from 1"),
+        (["--adapters", str(setup["registry"]), "--max-length", "100000"], "tokens this model"),
     ]:
         with pytest.raises(SystemExit) as done:
             main(["serve", "--model", str(setup["model"]), *args])

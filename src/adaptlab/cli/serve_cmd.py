@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from adaptlab.cli.options import Device
+from adaptlab.cli.options import Device, MaxLength
 from adaptlab.errors import ConfigError
 
 SERVE_HINT = (
@@ -33,7 +33,7 @@ def serve(
     ] = 1024.0,
     max_texts: Annotated[int, typer.Option(help="Most texts in one request.")] = 64,
     max_chars: Annotated[int, typer.Option(help="Most characters in one text.")] = 10_000,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    max_length: MaxLength = 128,
     device: Device = "cpu",
     ray: Annotated[bool, typer.Option("--ray", help="Deploy with Ray Serve.")] = False,
     replicas: Annotated[int, typer.Option(help="Ray Serve replicas (with --ray).")] = 1,
@@ -53,6 +53,8 @@ def serve(
         from adaptlab.serve.app import create_app
     except ImportError:
         raise ConfigError(SERVE_HINT) from None
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be from 1 to 65535, got {port}")
     if not ray and (replicas != 1 or address is not None):
         raise ConfigError("--replicas and --address go with --ray")
     options = ServeOptions(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from math import inf
 
+from adaptlab import checks
 from adaptlab.errors import ConfigError
 
 
@@ -29,24 +31,16 @@ class ServeOptions:
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_loaded", "max_texts", "max_chars"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{_option(name)} must be a whole number >= 1, got {value!r}")
-        if self.max_length < 2:
-            raise ConfigError(f"--max-length must be at least 2 tokens, got {self.max_length}")
-        for name in ("max_wait_ms", "max_loaded_mb"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not 0 <= value < float("inf"):
-                raise ConfigError(f"{_option(name)} must be a number >= 0, got {value!r}")
-        if self.max_loaded_mb == 0:
-            raise ConfigError("--max-loaded-mb must be above 0")
+            checks.positive(getattr(self, name), _option(name))
+        checks.at_least(self.max_length, 2, "--max-length")
+        checks.positive_finite(self.max_loaded_mb, "--max-loaded-mb")
+        wait = self.max_wait_ms
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < inf:
+            raise ConfigError(f"--max-wait-ms must be a finite number >= 0, got {wait!r}")
 
     @property
     def max_loaded_bytes(self) -> int:
         return round(self.max_loaded_mb * 2**20)
-
-    def to_dict(self) -> dict[str, object]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def megabytes(count: int) -> str:

@@ -82,6 +82,8 @@ def scan_registry(
     """Every adapter or run folder directly under `root`, checked; `fits_base` checks bases,
     and an adapter whose tensors exceed `max_bytes` is refused."""
     folder = Path(root)
+    if folder.is_file():
+        raise ConfigError(f"--adapters {folder} is a file; give the folder that holds the adapters")
     if not folder.is_dir():
         raise ConfigError(f"--adapters {folder}: no such folder")
     real_root = folder.resolve()

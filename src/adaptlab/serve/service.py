@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from adaptlab.data import TextEncoder
 from adaptlab.methods.manifest import NAME
 from adaptlab.serve.base import SharedBase
 from adaptlab.serve.errors import RequestError
@@ -28,6 +29,8 @@ class AdapterService:
     def __init__(self, options: ServeOptions) -> None:
         self.options = options
         self.base = SharedBase(options.model, options.device)
+        # a --max-length the model cannot take (or a tokenizer that cannot pad) fails here
+        TextEncoder(self.base.tokenizer, "regression", 1, options.max_length)
         self.registry = self._scan()
         self.pool = AdapterPool(
             self.base, options.max_loaded, options.max_loaded_bytes, options.max_length
