@@ -1,6 +1,23 @@
-"""Shared pytest set-up: keep tests offline and quiet."""
+"""Shared pytest set-up: keep tests offline and quiet; in CI, refuse to skip the serve tests."""
 
+import importlib.util
 import os
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+SERVE_MODULES = ("fastapi", "uvicorn", "httpx", "prometheus_client", "ray.serve")
+"""What the serve and ray extras bring; the serve tests skip without them, except in CI."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("ADAPTLAB_REQUIRE_EXTRAS") != "1":
+        return
+    missing = [name for name in SERVE_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise pytest.UsageError(
+            f"ADAPTLAB_REQUIRE_EXTRAS=1 but {', '.join(missing)} cannot be imported: install "
+            "the extras (make setup) so that the serve tests run instead of skipping"
+        )

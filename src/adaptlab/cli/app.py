@@ -16,6 +16,7 @@ from adaptlab.cli import (
     neurons_cmd,
     predict_cmd,
     rank_cmd,
+    serve_cmd,
     study_cmd,
     train_cmd,
 )
@@ -45,6 +46,7 @@ app.command("methods")(methods_cmd.methods)
 app.command("rank")(rank_cmd.rank_models)
 app.command("export")(adapters_cmd.export)
 app.command("import")(adapters_cmd.import_)
+app.command("serve")(serve_cmd.serve)
 app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(study_cmd.app, name="study")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -48,7 +47,7 @@ def predict(
     encoder = TextEncoder(loaded.tokenizer, task, len(labels), max_length)
     for result in run_prediction(loaded.model, encoder, texts, task, labels, batch_size):
         if jsonl:
-            print(json.dumps({k: v for k, v in asdict(result).items() if v is not None}))
+            print(json.dumps(result.to_dict()))
         elif result.words is not None:
             print(" ".join(f"{w}/{t}" for w, t in zip(result.words, result.label, strict=True)))
         elif isinstance(result.probability, float):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -24,6 +24,10 @@ class Prediction:
     label: Any
     probability: float | list[float] | None
     words: list[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`adaptlab predict --jsonl`, the server): fields that are set."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def placeholder_example(text: str, task: TaskKind) -> Example:

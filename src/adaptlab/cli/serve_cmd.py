@@ -1,0 +1,88 @@
+"""`adaptlab serve`: an HTTP server for every adapter of a registry folder, on one base model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from adaptlab.cli.options import Device, MaxLength
+from adaptlab.errors import ConfigError
+
+SERVE_HINT = (
+    "adaptlab serve needs the serve extra: run `pip install -c constraints.txt -e '.[serve]'` "
+    "in the adaptlab checkout (make setup installs it)"
+)
+
+
+def serve(
+    model: Annotated[str, typer.Option("--model", help="Base model the adapters were trained on.")],
+    adapters: Annotated[
+        Path, typer.Option(help="Registry folder: adapter or run folders, one per adapter.")
+    ],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    max_batch: Annotated[int, typer.Option(help="Most texts in one forward pass.")] = 32,
+    max_wait_ms: Annotated[
+        float, typer.Option(help="How long a batch waits for more requests after its first.")
+    ] = 5.0,
+    max_loaded: Annotated[int, typer.Option(help="Most adapters kept in memory (LRU).")] = 16,
+    max_loaded_mb: Annotated[
+        float, typer.Option(help="Most MB of adapter tensors kept in memory (LRU).")
+    ] = 1024.0,
+    max_texts: Annotated[int, typer.Option(help="Most texts in one request.")] = 64,
+    max_chars: Annotated[int, typer.Option(help="Most characters in one text.")] = 10_000,
+    max_length: MaxLength = 128,
+    device: Device = "cpu",
+    ray: Annotated[bool, typer.Option("--ray", help="Deploy with Ray Serve.")] = False,
+    replicas: Annotated[int, typer.Option(help="Ray Serve replicas (with --ray).")] = 1,
+    address: Annotated[
+        str | None, typer.Option(help="Existing Ray cluster to deploy on (with --ray), e.g. auto.")
+    ] = None,
+) -> None:
+    """Serve every adapter under a folder over HTTP, one base model in memory.
+
+    Example:
+
+        adaptlab serve --model minilm-l6 --adapters runs/
+        curl -s localhost:8000/predict -d '{"adapter": "rt-houlsby", "texts": ["a witty film"]}'
+    """
+    try:
+        from adaptlab.serve import AdapterService, ServeOptions
+        from adaptlab.serve.app import create_app
+    except ImportError:
+        raise ConfigError(SERVE_HINT) from None
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be from 1 to 65535, got {port}")
+    if not ray and (replicas != 1 or address is not None):
+        raise ConfigError("--replicas and --address go with --ray")
+    options = ServeOptions(
+        model=model,
+        adapters=str(adapters),
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        max_loaded=max_loaded,
+        max_loaded_mb=max_loaded_mb,
+        max_texts=max_texts,
+        max_chars=max_chars,
+        max_length=max_length,
+        device=device,
+    )
+    if ray:
+        from adaptlab.serve import ray_serve
+
+        ray_serve.run(options, replicas=replicas, address=address, host=host, port=port)
+        return
+    import uvicorn
+
+    service = AdapterService(options)
+    registry = service.registry
+    typer.echo(f"{len(registry.entries)} adapters on {model}: {', '.join(registry.entries)}")
+    for name, reason in registry.refused.items():
+        typer.echo(f"refused {name}: {reason}")
+    typer.echo(f"listening on http://{host}:{port} (OpenAPI documentation at /docs)")
+    try:
+        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+    finally:
+        service.close()

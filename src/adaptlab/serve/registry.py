@@ -1,0 +1,131 @@
+"""The registry: every adapter folder directly under one root folder, keyed by folder name.
+
+A registry folder holds adapter folders (`manifest.json` + `adapter.safetensors`) or run
+folders (`adaptlab train --out`, holding `adapter/`). Each becomes an entry named after its
+folder, or is refused with one line saying why: a name that is not an adapter name, a
+manifest that does not check (`adaptlab.methods.manifest`), no task or labels, no trained
+head, another base model, more tensor bytes than the server may hold, a symbolic link that
+leads out of the root. Folders are untrusted: a name is only ever looked up here, never
+joined onto a path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from adaptlab.errors import AdaptlabError, ConfigError
+from adaptlab.methods.manifest import NAME, TENSORS, Manifest, parse_manifest
+from adaptlab.serve.options import megabytes
+from adaptlab.tasks import TaskKind
+from adaptlab.train.restore import adapter_folder
+
+BaseCheck = Callable[[Manifest], str | None]
+"""Given a manifest: None if the served base model fits it, else why not."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One servable adapter: its registry name, folder and checked manifest."""
+
+    name: str
+    folder: Path
+    manifest: Manifest
+    bytes: int
+    """Size of every tensor file it loads (its own and its members')."""
+
+    @property
+    def task(self) -> TaskKind:
+        assert self.manifest.task is not None  # entries without a task are refused
+        return cast(TaskKind, self.manifest.task)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.manifest.label_names or ()
+
+    @property
+    def composed(self) -> bool:
+        """A fusion or stack: it brings other adapters with it."""
+        return bool(self.manifest.members)
+
+    def describe(self) -> dict[str, Any]:
+        """What `GET /adapters` shows of it."""
+        manifest = self.manifest
+        return {
+            "name": self.name,
+            "task": manifest.task,
+            "labels": list(self.labels),
+            "method": "+".join(c.name for c in manifest.configs),
+            "kind": manifest.kind,
+            "bytes": self.bytes,
+            "base_model": manifest.base_model.id,
+            "base_fingerprint": manifest.base_model.fingerprint,
+            "metrics": manifest.metrics,
+        }
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The entries found under `root`, and the folders refused with their reason."""
+
+    root: Path
+    entries: dict[str, Entry]
+    refused: dict[str, str]
+
+
+def scan_registry(
+    root: str | os.PathLike[str], fits_base: BaseCheck, max_bytes: int | None = None
+) -> Registry:
+    """Every adapter or run folder directly under `root`, checked; `fits_base` checks bases,
+    and an adapter whose tensors exceed `max_bytes` is refused."""
+    folder = Path(root)
+    if folder.is_file():
+        raise ConfigError(f"--adapters {folder} is a file; give the folder that holds the adapters")
+    if not folder.is_dir():
+        raise ConfigError(f"--adapters {folder}: no such folder")
+    real_root = folder.resolve()
+    entries: dict[str, Entry] = {}
+    refused: dict[str, str] = {}
+    for child in sorted(folder.iterdir(), key=lambda p: p.name):
+        if not child.is_dir() or child.name.startswith("."):
+            continue
+        try:
+            entries[child.name] = _entry(child, real_root, fits_base, max_bytes)
+        except AdaptlabError as error:
+            refused[child.name] = str(error)
+    return Registry(root=real_root, entries=entries, refused=refused)
+
+
+def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None) -> Entry:
+    if not NAME.fullmatch(child.name):
+        raise ConfigError(
+            f"{child.name!r} is not an adapter name (letters, digits, '-', '_'; at most 64)"
+        )
+    _refuse_links_out(child, root)
+    folder = adapter_folder(child)
+    manifest = parse_manifest(folder)
+    if not manifest.task:
+        raise ConfigError("its manifest names no task")
+    if manifest.task != "regression" and not manifest.label_names:
+        raise ConfigError("its manifest names no labels")
+    if not manifest.train_head:
+        raise ConfigError("it has no trained head (saved with train_head=false)")
+    problem = fits_base(manifest)
+    if problem:
+        raise ConfigError(problem)
+    size = sum(p.stat().st_size for p in folder.rglob(TENSORS) if p.is_file())
+    if max_bytes is not None and size > max_bytes:
+        raise ConfigError(
+            f"its tensors take {megabytes(size)} MB, above --max-loaded-mb {megabytes(max_bytes)}"
+        )
+    return Entry(name=child.name, folder=folder.resolve(), manifest=manifest, bytes=size)
+
+
+def _refuse_links_out(folder: Path, root: Path) -> None:
+    """Everything under `folder` (links followed) must stay inside `root`."""
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise ConfigError(f"{path.relative_to(folder.parent)} links outside the registry")

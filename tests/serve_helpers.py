@@ -1,0 +1,128 @@
+"""A registry of tiny trained adapters and a real uvicorn server on a free port, for tests."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+import adaptlab
+from adaptlab.models.loading import load_model
+from adaptlab.tasks import TaskKind
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.run import RunSpec, execute
+
+MOODS = {
+    "fresh": ["great", "lovely", "fun", "superb"],
+    "rotten": ["dull", "awful", "bad", "boring"],
+}
+TOPICS = {
+    "sport": ["goal", "match", "team"],
+    "food": ["bread", "soup", "cheese"],
+    "law": ["court", "judge", "vote"],
+}
+
+
+def write_csv(path: Path, words: dict[str, list[str]], rows: int) -> Path:
+    rng = random.Random(0)
+    labels = sorted(words)
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for i in range(rows):
+            label = labels[i % len(labels)]
+            writer.writerow([f"a {rng.choice(words[label])} {rng.choice(words[label])}", label])
+    return path
+
+
+def write_ner(path: Path) -> Path:
+    lines = []
+    for i in range(40):
+        lines += [f"{'Paris' if i % 2 else 'Rome'}\tB-LOC", "is\tO", "nice\tO", ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+def train(model: str, data: Path, method: str, out: Path, **kwargs: object) -> Path:
+    config = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=0)
+    execute(RunSpec.build(model, str(data), method, train=config, **kwargs), out, progress=False)
+    return out
+
+
+def save_random_adapter(
+    model_dir: str,
+    out: Path,
+    method: str,
+    *,
+    task: TaskKind = "single_label",
+    labels: tuple[str, ...] = ("fresh", "rotten"),
+    seed: int = 0,
+    fuse: dict[str, Path] | None = None,
+) -> Path:
+    """An untrained adapter (or a fusion over saved ones) with random tensors, saved as a
+    folder like a trained one: quick to make, and unlike every other adapter."""
+    model = load_model(model_dir, task, label_names=labels, seed=0).model
+    if fuse:
+        for name, folder in fuse.items():
+            adaptlab.load_adapter(model, folder, name=name, activate=False, with_head=False)
+        handle = adaptlab.add_fusion(model, adaptlab.Fuse(*fuse), name="fusion", seed=seed)
+    else:
+        handle = adaptlab.add_adapter(model, "default", method, seed=seed)
+    adaptlab.train_adapter(model, handle.name)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for tensor in handle.tensors().values():
+            tensor.add_(0.3 * torch.randn(tensor.shape, generator=generator))
+    adaptlab.save_adapter(
+        model,
+        out,
+        name=handle.name,
+        base_model_id=model_dir,
+        task=task,
+        label_names=labels,
+        metrics={"test": {"accuracy": 0.5}},
+    )
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def running(app: object) -> Iterator[str]:
+    """Serve `app` with uvicorn on a free local port; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def set_fingerprint(folder: Path, value: str) -> None:
+    path = folder / "adapter" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["base_model"]["fingerprint"] = value
+    path.write_text(json.dumps(manifest))
