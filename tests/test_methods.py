@@ -19,7 +19,7 @@ from tiny_models import (
 import adaptlab
 from adaptlab.errors import ConfigError
 
-INSERTING = ("houlsby", "pfeiffer", "parallel", "lora")
+INSERTING = ("houlsby", "pfeiffer", "parallel", "lora", "ia3")
 LABELS = 3
 D, L, F_ = HIDDEN, LAYERS, FFN
 
@@ -54,6 +54,9 @@ def closed_form(arch: str, method: str) -> int:
     if method == "lora":
         kv = D // HEADS * 2 if arch == "llama" else D
         return L * 8 * ((D + D) + (D + kv)) + head
+    if method == "ia3":
+        kv = D // HEADS * 2 if arch == "llama" else D
+        return L * (kv + kv + F_) + head
     if method == "lnfit":
         return norm_count(arch) + head
     if method == "bitfit":
@@ -65,7 +68,16 @@ def closed_form(arch: str, method: str) -> int:
     raise ValueError(method)
 
 
-CLOSED_FORM_METHODS = ("houlsby", "pfeiffer", "parallel", "lora", "lnfit", "bitfit", "head")
+CLOSED_FORM_METHODS = (
+    "houlsby",
+    "pfeiffer",
+    "parallel",
+    "lora",
+    "ia3",
+    "lnfit",
+    "bitfit",
+    "head",
+)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -243,6 +255,7 @@ def test_every_method_is_listed_with_a_description() -> None:
         "pfeiffer",
         "parallel",
         "lora",
+        "ia3",
         "fusion",
     }
     assert set(names) == expected

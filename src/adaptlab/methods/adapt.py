@@ -62,14 +62,16 @@ def add_adapter(
     state = get_state(model)
     _check_new_name(state, name)
     parts = find_backbone(model, overrides)
-    ctx = ApplyContext(seed=seed)
+    ctx = ApplyContext(seed=seed, keep_initial=keep_initial)
     insertions: dict[str, list[Any]] = {}
     base_groups: list[tuple[str, set[str]]] = []
+    no_dropout: set[str] = set()
     for config in configs:
         result = get_method(config.name).apply(model, parts, config, ctx)
         if result.insertions:
             insertions[config.name] = result.insertions
         base_groups += result.groups.items()
+        no_dropout |= result.no_dropout
     if train_head and parts.head:
         base_groups.append((HEAD_GROUP, parameters_under(model, parts.head)))
     state = state or attach(model, parts)
@@ -100,6 +102,7 @@ def add_adapter(
             insertions=insertions,
             owned=state.own([n for n in order if n in claimed], keep_initial),
             groups=groups,
+            no_dropout=tuple(sorted(no_dropout)),
         )
         if keep_initial:
             handle.remember_start()

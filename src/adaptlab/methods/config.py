@@ -26,6 +26,11 @@ class MethodConfig:
         """Options as a JSON-ready mapping (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
+    def folded(self) -> MethodConfig:
+        """The config of the method's saved form (prefix tuning saves its prefixes, not the
+        MLP that made them); the same config for most methods."""
+        return self
+
 
 def require(condition: bool, method: str, message: str) -> None:
     """Raise a one-line ConfigError naming the method when `condition` is false."""

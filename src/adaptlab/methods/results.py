@@ -14,9 +14,13 @@ from adaptlab.methods.site import Insertion
 
 @dataclass
 class ApplyContext:
-    """Shared by the methods of one adapter: the seed for the inserted modules' inits."""
+    """Shared by the methods of one adapter: the seed for the inserted modules' inits, and
+    whether the adapter trains copies of the pretrained weights (`keep_initial`) or the model's
+    own tensors (a method that needs the pretrained values while training, mixout, must then
+    keep its own copy)."""
 
     seed: int
+    keep_initial: bool = True
 
     def generator(self, module_name: str) -> torch.Generator:
         """A generator seeded from the adapter's seed and the module name: reproducible inits."""
@@ -39,7 +43,10 @@ class MethodResult:
     """Pretrained parameters the method trains (canonical names, by group) and its insertions.
 
     The parameters of inserted modules train too; they form a group named after the method.
+    `no_dropout`: modules (model-absolute names, "" for the whole model) that run without
+    dropout while the adapter runs (mixout replaces dropout, Lee et al. 2020).
     """
 
     groups: dict[str, set[str]] = field(default_factory=dict)
     insertions: list[Insertion] = field(default_factory=list)
+    no_dropout: set[str] = field(default_factory=set)
