@@ -62,7 +62,9 @@ def add_adapter(
     state = get_state(model)
     _check_new_name(state, name)
     parts = find_backbone(model, overrides)
-    ctx = ApplyContext(seed=seed, keep_initial=keep_initial)
+    ctx = ApplyContext(
+        seed=seed, keep_initial=keep_initial, base=state.base_tensor if state else None
+    )
     insertions: dict[str, list[Any]] = {}
     base_groups: list[tuple[str, set[str]]] = []
     no_dropout: set[str] = set()
@@ -79,12 +81,13 @@ def add_adapter(
     claimed: set[str] = set()
     groups: dict[str, list[str]] = {}
     for config in configs:  # inserted modules first, then the pretrained weights, head last
-        if config.name in insertions:
-            groups[config.name] = [
-                f"{inserted_name(i.site, name, config.name)}.{n}"
-                for i in insertions[config.name]
-                for n, _ in i.module.named_parameters()
-            ]
+        inserted = [
+            f"{inserted_name(i.site, name, config.name)}.{n}"
+            for i in insertions.get(config.name, [])
+            for n, _ in i.module.named_parameters()
+        ]
+        if inserted:
+            groups[config.name] = inserted
     for group, members in base_groups:  # a weight counts in the first group claiming it
         names = [n for n in order if n in members and n not in claimed]
         claimed.update(names)

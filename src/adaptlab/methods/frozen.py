@@ -6,7 +6,7 @@ output of block k - 1 is a fixed function of the input: `head` (k = every block)
 (its k), Ladder Side-Tuning (every block: its side network only reads the blocks' outputs).
 That part runs without dropout, with or without the frozen-activation cache, so its output is
 the same every time an example comes back (a cached output could not be re-sampled anyway).
-Dropout elsewhere (the head, trained blocks, inserted modules) is unchanged.
+Dropout elsewhere (the head, trained blocks, a side network) is unchanged.
 
 "Runs before the blocks" is read from the order in which the model registers its modules
 (HF models register them in the order they run: ELECTRA's embedding projection comes between
@@ -58,34 +58,49 @@ def frozen_modules(model: nn.Module, backbone: Backbone, blocks: int) -> list[st
 
 
 def quiet(model: nn.Module, names: Iterable[str]) -> list[RemovableHandle]:
-    """Hooks that run each named module with its own submodules in eval mode (no dropout).
+    """Hooks that run each named module with every dropout inside it at probability 0.
 
-    Modules adaptlab inserted at that module itself (a side network's ladder at a block)
-    keep the model's mode; those deeper inside are part of the frozen computation.
+    Dropout modules and the float dropout rates attention modules keep (Llama's
+    `attention_dropout`) are set to 0 while the module runs and put back afterwards, so
+    nothing else about the training mode changes. Modules adaptlab inserted at the named
+    module itself (a side network's ladder at a block) keep their dropout; those deeper
+    inside are part of the frozen computation.
     """
     handles: list[RemovableHandle] = []
     for name in names:
         module = model.get_submodule(name) if name else model
         own = f"{INSERTED}."
         inner = [m for n, m in module.named_modules() if not n.startswith(own) and n != INSERTED]
-        pre, post = _eval_while_running(inner)
-        handles.append(module.register_forward_pre_hook(pre))
-        handles.append(module.register_forward_hook(post, always_call=True))
+        rates = [(m, a) for m in inner for a in _dropout_rates(m)]
+        if rates:
+            pre, post = _zero_while_running(rates)
+            handles.append(module.register_forward_pre_hook(pre))
+            handles.append(module.register_forward_hook(post, always_call=True))
     return handles
 
 
-def _eval_while_running(modules: list[nn.Module]) -> tuple[Any, Any]:
-    switched: list[list[nn.Module]] = []
+def _dropout_rates(module: nn.Module) -> list[str]:
+    """Attributes of `module` that hold a dropout probability."""
+    if isinstance(module, nn.Dropout):
+        return ["p"]
+    return [
+        name
+        for name, value in vars(module).items()
+        if "dropout" in name and isinstance(value, float) and not isinstance(value, bool)
+    ]
+
+
+def _zero_while_running(rates: list[tuple[nn.Module, str]]) -> tuple[Any, Any]:
+    saved: list[list[float]] = []
 
     def pre(module: nn.Module, args: Any) -> None:
-        training = [m for m in modules if m.training]
-        for m in training:
-            m.training = False
-        switched.append(training)
+        saved.append([getattr(m, a) for m, a in rates])
+        for m, a in rates:
+            setattr(m, a, 0.0)
 
     def post(module: nn.Module, args: Any, output: Any) -> None:
-        for m in switched.pop():
-            m.training = True
+        for (m, a), value in zip(rates, saved.pop(), strict=True):
+            setattr(m, a, value)
 
     return pre, post
 

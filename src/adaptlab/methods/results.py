@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 from adaptlab.backbone import Backbone
 from adaptlab.methods.config import require
@@ -21,6 +23,12 @@ class ApplyContext:
 
     seed: int
     keep_initial: bool = True
+    base: Callable[[str], torch.Tensor] | None = None
+    """The pretrained value of a base parameter, when adapters may have theirs in place."""
+
+    def pretrained(self, model: nn.Module, name: str) -> torch.Tensor:
+        """The pretrained value of parameter `name` of `model` (not another adapter's)."""
+        return self.base(name) if self.base is not None else model.get_parameter(name)
 
     def generator(self, module_name: str) -> torch.Generator:
         """A generator seeded from the adapter's seed and the module name: reproducible inits."""

@@ -146,6 +146,7 @@ class AdapterState:
             modules = container[handle.name]
             assert isinstance(modules, nn.ModuleDict)
             weight = next(layer.parameters())
+            module.train(layer.training)  # the model's mode, as if it had always been there
             modules[method] = module.to(device=weight.device, dtype=weight.dtype)
         self.units[handle.name] = handle
         self._sync_hooks()
