@@ -265,6 +265,7 @@ def test_every_method_is_listed_with_a_description() -> None:
         "lora",
         "ia3",
         "prefix",
+        "mam",
         "fusion",
     }
     assert set(names) == expected
