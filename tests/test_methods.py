@@ -57,6 +57,11 @@ def closed_form(arch: str, method: str) -> int:
     if method == "prefix":  # l = 30 vectors of width d through d -> 512 -> L x 2 x kv
         kv = D // HEADS * 2 if arch == "llama" else D
         return 30 * D + (D + 1) * 512 + (512 + 1) * L * 2 * kv + head
+    if method == "lst":  # side width w = d / 8, FFN f = F / 8
+        w, f = D // 8, F_ // 8
+        layer = 4 * w + (3 * w * w + 3 * w) + (w * w + w) + (w * f + f) + (f * w + w)
+        ladder = D * w + w + 1 + layer
+        return (D * w + w) + L * ladder + 2 * w + (w * D + D) + head
     if method == "ia3":
         kv = D // HEADS * 2 if arch == "llama" else D
         return L * (kv + kv + F_) + head
@@ -78,6 +83,7 @@ CLOSED_FORM_METHODS = (
     "lora",
     "ia3",
     "prefix",
+    "lst",
     "lnfit",
     "bitfit",
     "head",
@@ -266,6 +272,7 @@ def test_every_method_is_listed_with_a_description() -> None:
         "ia3",
         "prefix",
         "mam",
+        "lst",
         "fusion",
     }
     assert set(names) == expected

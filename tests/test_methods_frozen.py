@@ -39,6 +39,7 @@ EMBED, BLOCK0, BLOCK1, HEAD = (
     ("method", "options", "off", "on", "blocks"),
     [
         ("head", {}, [EMBED, BLOCK0, BLOCK1], [HEAD], 2),
+        ("lst", {}, [EMBED, BLOCK0, BLOCK1], [HEAD], 2),
         ("freeze", {"k": 1}, [EMBED, BLOCK0], [BLOCK1, HEAD], 1),
         ("lora", {}, [], [EMBED, BLOCK0, BLOCK1, HEAD], 0),
         ("houlsby", {}, [], [EMBED, BLOCK0, BLOCK1, HEAD], 0),

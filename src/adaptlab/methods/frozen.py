@@ -8,9 +8,9 @@ That part runs without dropout, with or without the frozen-activation cache, so 
 the same every time an example comes back (a cached output could not be re-sampled anyway).
 Dropout elsewhere (the head, trained blocks, a side network) is unchanged.
 
-"Runs before the blocks" is read from the order in which the model registers its modules
-(HF models register them in the order they run: ELECTRA's embedding projection comes between
-its embeddings and its blocks).
+"Runs before the blocks" is read from the order in which the model registers the modules of
+its body (HF models register them in the order they run: ELECTRA's embedding projection comes
+between its embeddings and its blocks); the task head runs last wherever it is registered.
 """
 
 from __future__ import annotations
@@ -24,19 +24,23 @@ from torch.utils.hooks import RemovableHandle
 from adaptlab.backbone import INSERTED, Backbone
 
 
-def frozen_blocks(model: nn.Module, backbone: Backbone, changed_outputs: Iterable[str]) -> int:
+def frozen_blocks(
+    model: nn.Module, backbone: Backbone, trainable: Iterable[str], changed_outputs: Iterable[str]
+) -> int:
     """How many leading blocks (with the embeddings) hold nothing that trains, 0 to all.
 
-    `changed_outputs`: sites whose output an active inserted module changes; the blocks
-    after a changed block output are not frozen (their input depends on what trains).
+    `trainable`: names of the parameters that run and train. `changed_outputs`: sites whose
+    output a running inserted module changes; the blocks after a changed block output are not
+    frozen (their input depends on what trains).
     """
-    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    trainable = list(trainable)
     if not trainable:
         return 0
     order = {name: i for i, (name, _) in enumerate(model.named_modules())}
     start = order[backbone.blocks_name]
+    head = tuple(f"{h}." for h in backbone.head)  # runs last, wherever it is registered
     before = [n for n in trainable if order.get(_module_of(n), start) < start]
-    if any(not _under(n, backbone.blocks_name) for n in before):
+    if any(not _under(n, backbone.blocks_name) and not n.startswith(head) for n in before):
         return 0
     changed = set(changed_outputs)
     count = 0

@@ -58,17 +58,11 @@ class PrefixConfig(MethodConfig):
 class PrefixEncoder(nn.Module):
     """P = MLP(P'): l learned vectors of the model's width, through d -> hidden -> n x 2 x w."""
 
-    def __init__(
-        self, config: PrefixConfig, hidden: int, layers: int, width: int, g: torch.Generator
-    ) -> None:
+    def __init__(self, embedding: torch.Tensor, down: nn.Linear, up: nn.Linear, width: int) -> None:
         super().__init__()
-        self.embedding = nn.Parameter(torch.randn(config.length, hidden, generator=g))
-        self.down = nn.Linear(hidden, config.reparam_hidden)
-        self.up = nn.Linear(config.reparam_hidden, layers * 2 * width)
-        for linear in (self.down, self.up):
-            bound = 1 / linear.in_features**0.5  # nn.Linear's own init, from the generator
-            nn.init.uniform_(linear.weight, -bound, bound, generator=g)
-            nn.init.uniform_(linear.bias, -bound, bound, generator=g)
+        self.embedding = nn.Parameter(embedding)
+        self.down = down
+        self.up = up
         self.width = width
 
     def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,8 +123,13 @@ def insert_prefixes(
     (width,) = widths
     encoder = None
     if config.reparameterize:
-        generator = ctx.generator(f"{sites[0]}.{method}")
-        encoder = PrefixEncoder(config, backbone.hidden_size, len(sites), width, generator)
+        name, hidden = f"{sites[0]}.{method}", config.reparam_hidden
+        encoder = PrefixEncoder(
+            torch.randn(config.length, backbone.hidden_size, generator=ctx.generator(name)),
+            ctx.linear(backbone.hidden_size, hidden, f"{name}.down"),
+            ctx.linear(hidden, len(sites) * 2 * width, f"{name}.up"),
+            width,
+        )
     return [
         Insertion(site, Prefix(config.length, width, ctx.generator(site), encoder, index))
         for index, site in enumerate(sites)

@@ -26,6 +26,17 @@ class ApplyContext:
     base: Callable[[str], torch.Tensor] | None = None
     """The pretrained value of a base parameter, when adapters may have theirs in place."""
 
+    def linear(self, in_features: int, out_features: int, module_name: str) -> nn.Linear:
+        """A linear layer initialised as nn.Linear initialises itself, from the seeded generator
+        of `module_name`."""
+        layer = nn.Linear(in_features, out_features)
+        generator = self.generator(module_name)
+        bound = 1 / in_features**0.5
+        with torch.no_grad():
+            layer.weight.uniform_(-bound, bound, generator=generator)
+            layer.bias.uniform_(-bound, bound, generator=generator)
+        return layer
+
     def pretrained(self, model: nn.Module, name: str) -> torch.Tensor:
         """The pretrained value of parameter `name` of `model` (not another adapter's)."""
         return self.base(name) if self.base is not None else model.get_parameter(name)

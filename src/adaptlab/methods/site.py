@@ -41,7 +41,7 @@ class SiteModule(nn.Module):
 
     mergeable: ClassVar[bool] = False
     acts_on: ClassVar[str] = OUTPUT
-    changes_output: ClassVar[bool] = True
+    changes_output: bool = True
     """False for a module that only reads its site's output (a side network's ladder)."""
     sees_model_call: ClassVar[bool] = False
     """True for a module that reads the model's own call arguments (`model_call`)."""

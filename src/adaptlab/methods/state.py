@@ -31,7 +31,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import Backbone, get_module
+from adaptlab.backbone import Backbone, get_module, is_inserted
 from adaptlab.errors import ConfigError
 from adaptlab.methods import attention
 from adaptlab.methods.blocks import Composition, Fuse, Parallel, Stack, composition_names
@@ -655,7 +655,13 @@ class AdapterState:
             for i in ins
             if i.module.acts_on == OUTPUT and i.module.changes_output
         }
-        self.frozen_blocks = frozen_blocks(self.model, self.backbone, changed)
+        inserted = {n for unit in running for n in unit.inserted_tensors()}
+        trainable = [
+            n
+            for n, p in self.model.named_parameters()
+            if p.requires_grad and (n in inserted or not is_inserted(n))
+        ]
+        self.frozen_blocks = frozen_blocks(self.model, self.backbone, trainable, changed)
         names = frozen_modules(self.model, self.backbone, self.frozen_blocks)
         self._set_quiet([*names, *(n for u in running for n in u.no_dropout)])
 
