@@ -93,3 +93,14 @@ def test_trainable_count_adds_one_magnitude_per_output() -> None:
     dora = adaptlab.adapt(tiny_model("llama"), "lora", dora=True).parameter_counts()["trainable"]
     hidden, kv = 32, 16  # tiny Llama: query out 32, value out 2 heads x 8
     assert dora - plain == 2 * (hidden + kv)
+
+
+def test_configs_without_the_new_options_write_what_they_wrote_before() -> None:
+    """Run ids hash a run's configs: an unset dora or mixout must not change them."""
+    assert adaptlab.make_config("lora").to_dict() == {
+        "rank": 8,
+        "alpha": 8.0,
+        "dropout": 0.0,
+        "targets": ["query", "value"],
+    }
+    assert adaptlab.make_config("full").to_dict() == {}

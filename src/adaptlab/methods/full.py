@@ -15,13 +15,13 @@ embeddings are not mixed out. In eval mode the layer is w.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from adaptlab.backbone import Backbone
-from adaptlab.methods.config import FINE_TUNING_LR, MethodConfig, require
+from adaptlab.methods.config import ADDED, FINE_TUNING_LR, MethodConfig, require
 from adaptlab.methods.params import pretrained_names
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
@@ -35,7 +35,7 @@ class FullConfig(MethodConfig):
 
     name = "full"
     default_learning_rate = FINE_TUNING_LR
-    mixout: float = 0.0
+    mixout: float = field(default=0.0, metadata=ADDED)
 
     def __post_init__(self) -> None:
         ok = isinstance(self.mixout, int | float) and not isinstance(self.mixout, bool)

@@ -16,7 +16,7 @@ Merging writes f ⊙ (W + s B A) into W and keeps the norm it used, so unmerging
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -24,7 +24,7 @@ from torch.nn import functional as F
 
 from adaptlab.backbone import ROLES, Backbone, get_module
 from adaptlab.errors import ConfigError
-from adaptlab.methods.config import MethodConfig, check_positive_int, require
+from adaptlab.methods.config import ADDED, MethodConfig, check_positive_int, require
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, SiteModule
@@ -40,7 +40,7 @@ class LoRAConfig(MethodConfig):
     alpha: float = 8.0
     dropout: float = 0.0
     targets: tuple[str, ...] = ("query", "value")
-    dora: bool = False
+    dora: bool = field(default=False, metadata=ADDED)
 
     def __post_init__(self) -> None:
         check_positive_int("lora", "rank", self.rank)
