@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import ARCHS, tiny_inputs, tiny_model, train_steps
+from tiny_models import ARCHS, HEADS, HIDDEN, LAYERS, tiny_inputs, tiny_model, train_steps
 
 import adaptlab
 from adaptlab.errors import AdapterFileError
@@ -88,11 +88,12 @@ def test_save_load_exact_and_peft_export_refused(tmp_path: Path) -> None:
         export_peft(model, tmp_path / "peft")
 
 
-def test_trainable_count_adds_one_magnitude_per_output() -> None:
-    plain = adaptlab.adapt(tiny_model("llama"), "lora").parameter_counts()["trainable"]
-    dora = adaptlab.adapt(tiny_model("llama"), "lora", dora=True).parameter_counts()["trainable"]
-    hidden, kv = 32, 16  # tiny Llama: query out 32, value out 2 heads x 8
-    assert dora - plain == 2 * (hidden + kv)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_trainable_count_adds_one_magnitude_per_output(arch: str) -> None:
+    plain = adaptlab.adapt(tiny_model(arch), "lora").parameter_counts()["trainable"]
+    dora = adaptlab.adapt(tiny_model(arch), "lora", dora=True).parameter_counts()["trainable"]
+    kv = HIDDEN // HEADS * 2 if arch == "llama" else HIDDEN  # Llama: 2 key-value heads
+    assert dora - plain == LAYERS * (HIDDEN + kv)  # query and value outputs of every block
 
 
 def test_configs_without_the_new_options_write_what_they_wrote_before() -> None:

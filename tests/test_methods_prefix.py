@@ -129,3 +129,12 @@ def test_mpnet_is_refused_in_one_line() -> None:
     assert "computes attention in its own code" in str(error.value)
     assert "\n" not in str(error.value)
     assert model.config._attn_implementation == "eager" and VOCAB
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"length": 0}, "length must be a positive integer"), ({"length": 10**9}, "at most 4096")],
+)
+def test_bad_lengths_fail_before_anything_is_allocated(options: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        adaptlab.make_config("prefix", options)

@@ -17,7 +17,7 @@ from torch import nn
 from adaptlab.backbone import Backbone
 from adaptlab.methods.config import MethodConfig, check_activation, check_positive_int, require
 from adaptlab.methods.parallel import ParallelConfig, insert_parallel
-from adaptlab.methods.prefix import PrefixConfig, insert_prefixes
+from adaptlab.methods.prefix import PrefixConfig, check_prefix, insert_prefixes
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
 
@@ -38,9 +38,10 @@ class MAMConfig(MethodConfig):
     reparam_hidden: int = 512
 
     def __post_init__(self) -> None:
-        check_positive_int("mam", "prefix_length", self.prefix_length)
+        check_prefix(
+            "mam", "prefix_length", self.prefix_length, "reparam_hidden", self.reparam_hidden
+        )
         check_positive_int("mam", "hidden_size", self.hidden_size)
-        check_positive_int("mam", "reparam_hidden", self.reparam_hidden)
         check_activation("mam", self.activation)
         require(self.scale > 0, "mam", f"scale must be > 0, got {self.scale!r}")
         require(self.init_std >= 0, "mam", f"init_std must be >= 0, got {self.init_std!r}")

@@ -35,6 +35,8 @@ from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import AttentionModule, Insertion
 
 SITES = ("attention_prefix",)
+MAX_LENGTH, MAX_HIDDEN = 4096, 16384
+"""Bounds that keep a manifest from asking for absurd allocations (Li & Liang use l <= 200)."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,20 @@ class PrefixConfig(MethodConfig):
     reparam_hidden: int = 512
 
     def __post_init__(self) -> None:
-        check_positive_int("prefix", "length", self.length)
-        check_positive_int("prefix", "reparam_hidden", self.reparam_hidden)
+        check_prefix("prefix", "length", self.length, "reparam_hidden", self.reparam_hidden)
 
     def folded(self) -> PrefixConfig:
         return replace(self, reparameterize=False)
+
+
+def check_prefix(
+    method: str, length_option: str, length: int, hidden_option: str, hidden: int
+) -> None:
+    """A prefix length and an MLP width: positive and within `MAX_LENGTH`, `MAX_HIDDEN`."""
+    check_positive_int(method, length_option, length)
+    check_positive_int(method, hidden_option, hidden)
+    require(length <= MAX_LENGTH, method, f"{length_option} must be at most {MAX_LENGTH}")
+    require(hidden <= MAX_HIDDEN, method, f"{hidden_option} must be at most {MAX_HIDDEN}")
 
 
 class PrefixEncoder(nn.Module):

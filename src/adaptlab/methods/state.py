@@ -342,7 +342,7 @@ class AdapterState:
         if not mergeable:
             raise ConfigError(
                 f"adapter {handle.name!r} ({'+'.join(handle.method_names)}) has nothing to merge; "
-                "mergeable methods: lora"
+                "mergeable methods: lora (DoRA too), ia3"
             )
         others = {
             site
