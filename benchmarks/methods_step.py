@@ -49,8 +49,8 @@ Usage (from the repository root)::
 
     .venv/bin/python benchmarks/methods_step.py                # everything, about 9 minutes
     .venv/bin/python benchmarks/methods_step.py --nice -20     # on a busy shared machine
-    .venv/bin/python benchmarks/methods_step.py --no-adapters  # without the adapters venv
-    .venv/bin/python benchmarks/methods_step.py --rounds 1 --no-adapters \
+    .venv/bin/python benchmarks/methods_step.py --no-with-adapters  # without the adapters venv
+    .venv/bin/python benchmarks/methods_step.py --rounds 1 --no-with-adapters \
         --methods ia3,prefix,lst --no-mpnet                      # a quick look
 """
 
@@ -821,7 +821,7 @@ def main(argv: list[str] | None = None) -> int:
             environments["adapters"] = {"error": f"adapters venv could not be created: {exc}"}
             print(environments["adapters"]["error"], file=sys.stderr)
     else:
-        environments["adapters"] = {"error": "not requested (--no-adapters)"}
+        environments["adapters"] = {"error": "not requested (--no-with-adapters)"}
 
     print(
         f"{len(configs)} configurations x {args.rounds} rounds, {args.warmup} warm-up + "
