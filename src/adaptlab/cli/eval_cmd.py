@@ -7,20 +7,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     BaseModel,
     DataOption,
     Device,
     LabelColumn,
+    MaxLength,
     Task,
     TextColumn,
     TextPairColumn,
     data_options,
+    positive,
 )
 from adaptlab.data import TextEncoder, load_dataset
+from adaptlab.train.choice import choose_metric
+from adaptlab.train.classes import training_counts
 from adaptlab.train.evaluate import evaluate as run_evaluation
 from adaptlab.train.restore import check_data_fits, check_split, load_trained
 
@@ -33,8 +37,8 @@ def evaluate(
     split: Annotated[
         str, typer.Option(help="train, dev or test (the data set's fixed splits).")
     ] = "test",
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
+    max_length: MaxLength = 128,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -57,10 +61,18 @@ def evaluate(
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     features = encoder.encode(dataset.splits[split])
     result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
+    counts = training_counts(dataset.task, dataset.splits["train"], labels)
+    judged = choose_metric(dataset.task, counts)
     if as_json:
         print(
             json.dumps(
-                {"split": split, "examples": len(features), "loss": result.loss, **result.metrics}
+                {
+                    "split": split,
+                    "examples": len(features),
+                    "loss": result.loss,
+                    **result.metrics,
+                    "judged_by": judged.metric,
+                }
             )
         )
         return
@@ -69,4 +81,6 @@ def evaluate(
     table.add_column("value", justify="right")
     for name, value in {"loss": result.loss, **result.metrics}.items():
         table.add_row(name, f"{value:.4f}")
-    Console().print(table)
+    out = console()
+    out.print(table)
+    out.print(f"judged by {judged.metric}: {judged.reason}", soft_wrap=True, highlight=False)

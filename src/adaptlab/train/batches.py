@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from adaptlab import checks
 from adaptlab.data import TextEncoder
 
 
@@ -30,6 +31,7 @@ def indexed_batches(
     generator: torch.Generator | None = None,
 ) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
     """`batches`, each with the indices of its examples in `features`."""
+    checks.positive(batch_size, "batch size")
     order = (
         torch.randperm(len(features), generator=generator).tolist()
         if generator is not None

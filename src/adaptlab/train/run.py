@@ -21,24 +21,22 @@ from typing import Any
 from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
-from adaptlab.errors import ConfigError
-from adaptlab.fileio import staging_folder
+from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.methods import save_adapter
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
+from adaptlab.models.resolve import resolve_model
 from adaptlab.train.adapters import attach_adapters
+from adaptlab.train.classes import evaluated_counts, training_counts
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, check_run_folder
 from adaptlab.train.result import DataInfo, RunResult, Versions
 from adaptlab.train.spec import RunSpec
 
 log = logging.getLogger("adaptlab.train")
-
-METRICS_FILE = "metrics.json"
-LOG_FILE = "train.log"
-ADAPTER_FOLDER = "adapter"
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,10 @@ def execute(
     """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
-    if out_path is not None and out_path.exists() and any(out_path.iterdir()) and not overwrite:
-        raise ConfigError(
-            f"output folder {out_path} exists and is not empty; pass --overwrite or another --out"
-        )
+    if out_path is not None:
+        check_run_folder(out_path, overwrite)
     device = torch_device(spec.device)
+    resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     dataset = prepare_data(spec)
     loaded = load_model(
         spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
@@ -134,12 +131,18 @@ def execute(
                 task=dataset.task,
                 labels=tuple(dataset.label_names),
                 sizes={k: len(v) for k, v in dataset.splits.items()},
+                train_counts=training_counts(
+                    dataset.task, dataset.splits["train"], dataset.label_names
+                ),
             ),
             metric=history.metric,
             epochs=tuple(history.epochs),
             best_epoch=history.best_epoch,
             dev=history.best.dev_metrics,
             test=test.metrics,
+            test_classes=evaluated_counts(
+                dataset.task, test.outputs, test.labels, dataset.label_names
+            ),
             test_loss=test.loss,
             trainable_parameters=counts["trainable"],
             total_parameters=counts["total"],
@@ -179,9 +182,7 @@ def execute(
             if handler:
                 _close(handler)
                 handler = None
-            if out_path.exists():
-                shutil.rmtree(out_path)
-            staging.rename(out_path)
+            publish_folder(staging, out_path)
         return replace(result, wall_seconds=time.perf_counter() - started)
     finally:
         if handler:
