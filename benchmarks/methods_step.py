@@ -29,15 +29,29 @@ Side by side, in the same run:
   benchmarks/.venv-adapters) with plain full fine-tuning measured there too: its ratios are to
   full fine-tuning in *its* environment, ours to full fine-tuning in ours.
 
+- PEFT's (IA)3 (keys, values and the FFN output projection's input), prefix tuning (l = 30,
+  reparameterised through an MLP of width 512) and DoRA (rank 8, query+value) against
+  adaptlab's `ia3`, `prefix` and `lora -o dora=true`, with the same trainable counts.
+
 Peers train the same tensors as adaptlab (the pooler and classifier head; for Houlsby also every
 LayerNorm, and the tanh activation), so the comparisons are like for like; each peer's default
 trainable count is reported beside it.
+
+Ladder Side-Tuning's training memory is measured on all-mpnet-base-v2's shape (12 layers,
+hidden 768; random weights, MPNetConfig's defaults) at the same batch, against LoRA and full
+fine-tuning on that model (`--no-mpnet` skips it). The frozen-activation cache is measured as
+epoch time: adaptlab's training loop, 3 epochs of 64 random sequences (lengths 32-128) on
+MiniLM, with and without the cache, for `head`, `freeze` (k = 3) and `lst`; the figure is the
+median time of epochs 2-3 (each epoch's time includes a one-batch dev evaluation) with the
+cache over without (`--no-cache-epochs` skips it).
 
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/methods_step.py                # everything, about 9 minutes
     .venv/bin/python benchmarks/methods_step.py --nice -20     # on a busy shared machine
-    .venv/bin/python benchmarks/methods_step.py --no-adapters  # without the adapters venv
+    .venv/bin/python benchmarks/methods_step.py --no-with-adapters  # without the adapters venv
+    .venv/bin/python benchmarks/methods_step.py --rounds 1 --no-with-adapters \
+        --methods ia3,prefix,lst --no-mpnet                      # a quick look
 """
 
 from __future__ import annotations
@@ -77,6 +91,9 @@ QUIET_CORES = 0.25
 """The machine counts as quiet when other processes keep less than this many cores busy."""
 
 CORES = os.cpu_count() or 1
+EPOCHS = "adaptlab-epochs"
+SOURCES = BENCH_DIR.parent / "src"
+"""The checkout's own sources: what adaptlab's workers import."""
 HIDDEN = 384
 HOULSBY_BOTTLENECK = 64
 LORA_OPTIONS: dict[str, Any] = {
@@ -95,34 +112,87 @@ class Config:
     label: str
     framework: str
     method: str
-    env: str  # "main" (adaptlab's venv) or "adapters"
+    env: str  # "main" (adaptlab's venv), "mpnet" (the same venv, mpnet-base) or "adapters"
     options: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    """None: the MiniLM model; else a model path or a worker's `random:` shape."""
 
 
 def adaptlab_configs() -> list[Config]:
     """Every registered adaptlab method with the options benchmarked (full first)."""
-    methods: list[tuple[str, dict[str, Any]]] = [
-        ("full", {}),
-        ("head", {}),
-        ("freeze", {"k": 3}),
-        ("bitfit", {}),
-        ("lnfit", {}),
-        ("houlsby", {"hidden_size": HOULSBY_BOTTLENECK}),
-        ("pfeiffer", {}),
-        ("parallel", {"hidden_size": HOULSBY_BOTTLENECK}),
-        ("lora", dict(LORA_OPTIONS)),
+    methods: list[tuple[str, str, dict[str, Any]]] = [
+        ("full", "full", {}),
+        ("head", "head", {}),
+        ("freeze", "freeze", {"k": 3}),
+        ("bitfit", "bitfit", {}),
+        ("lnfit", "lnfit", {}),
+        ("houlsby", "houlsby", {"hidden_size": HOULSBY_BOTTLENECK}),
+        ("pfeiffer", "pfeiffer", {}),
+        ("parallel", "parallel", {"hidden_size": HOULSBY_BOTTLENECK}),
+        ("lora", "lora", dict(LORA_OPTIONS)),
+        ("dora", "lora", {**LORA_OPTIONS, "dora": True}),
+        ("ia3", "ia3", {}),
+        ("prefix", "prefix", dict(PREFIX_OPTIONS)),
+        ("mam", "mam", {}),
+        ("lst", "lst", {}),
+        ("mixout", "full", {"mixout": 0.9}),
     ]
-    return [Config(f"adaptlab:{m}", m, "adaptlab", m, "main", o) for m, o in methods]
+    return [Config(f"adaptlab:{k}", k, "adaptlab", m, "main", o) for k, m, o in methods]
 
 
-PEFT_LORA = Config(
-    "peft:lora",
-    "peft lora",
-    "peft",
-    "lora",
-    "main",
-    {**LORA_OPTIONS, "extra_modules_to_save": ["pooler"]},
-)
+PREFIX_OPTIONS: dict[str, Any] = {"length": 30, "reparam_hidden": 512}
+PEER_HEAD = {"extra_modules_to_save": ["pooler"]}
+PEFT_LORA = Config("peft:lora", "peft lora", "peft", "lora", "main", {**LORA_OPTIONS, **PEER_HEAD})
+PEFT_PEERS = [
+    PEFT_LORA,
+    Config("peft:dora", "peft dora", "peft", "dora", "main", {**LORA_OPTIONS, **PEER_HEAD}),
+    Config(
+        "peft:ia3",
+        "peft ia3",
+        "peft",
+        "ia3",
+        "main",
+        {
+            "target_modules": r".*\.layer\.\d+\.(attention\.self\.(key|value)|output\.dense)$",
+            "feedforward_modules": r".*\.layer\.\d+\.output\.dense$",
+            **PEER_HEAD,
+        },
+    ),
+    Config("peft:prefix", "peft prefix", "peft", "prefix", "main", {**PREFIX_OPTIONS, **PEER_HEAD}),
+]
+"""PEFT's methods, each against adaptlab's of the same key after the colon."""
+
+MPNET = "random:mpnet-base"
+MPNET_CONFIGS = [
+    Config("mpnet:full", "full (mpnet)", "adaptlab", "full", "mpnet", {}, MPNET),
+    Config("mpnet:lora", "lora (mpnet)", "adaptlab", "lora", "mpnet", dict(LORA_OPTIONS), MPNET),
+    Config("mpnet:lst", "lst (mpnet)", "adaptlab", "lst", "mpnet", {}, MPNET),
+]
+CACHE_METHODS: list[tuple[str, dict[str, Any]]] = [("head", {}), ("freeze", {"k": 3}), ("lst", {})]
+
+
+def cache_configs(folder: Path) -> list[Config]:
+    """Epoch-time runs of the training loop, with and without the frozen cache."""
+    return [
+        Config(
+            f"epochs:{method}:{mode}",
+            f"{method} cache {mode}",
+            "adaptlab-epochs",
+            method,
+            "main",
+            {
+                "method_options": options,
+                "frozen_cache": mode,
+                "epochs": 3,
+                "examples": 64,
+                "tokenizer": str(folder),
+            },
+        )
+        for method, options in CACHE_METHODS
+        for mode in ("off", "memory")
+    ]
+
+
 ADAPTERS_FULL = Config("hf:full", "full (plain HF)", "hf", "full", "adapters")
 ADAPTERS_HOULSBY = Config(
     "adapters:houlsby",
@@ -275,7 +345,7 @@ def run_worker(
             f"--framework={config.framework}",
             f"--method={config.method}",
             f"--options={json.dumps(config.options)}",
-            f"--model-path={folder}",
+            f"--model-path={config.model or folder}",
             f"--out={out}",
             f"--threads={args.threads}",
             f"--batch-size={args.batch_size}",
@@ -319,6 +389,8 @@ def describe(result: dict[str, Any]) -> str:
     """One progress line for a worker result."""
     if "error" in result:
         return f"FAILED: {result['error'].splitlines()[-1]}"
+    if "epoch_seconds" in result:
+        return "epochs " + ", ".join(f"{s:.1f} s" for s in result["epoch_seconds"])
     m = result["measurement"]
     clean = clean_steps(result)
     ms = 1000 * statistics.median(clean or m["step_seconds"])
@@ -365,7 +437,8 @@ def measure_all(
         short = [
             c
             for c in configs
-            if sum(len(clean_steps(x)) for x in runs[c.key] if "error" not in x) < min_clean
+            if c.framework != EPOCHS
+            and sum(len(clean_steps(x)) for x in runs[c.key] if "error" not in x) < min_clean
             and any("error" not in x for x in runs[c.key])
         ]
         if not short:
@@ -388,6 +461,18 @@ def summarise(config: Config, results: list[dict[str, Any]], min_clean: int) -> 
     row.update(framework=config.framework, method=config.method, options=config.options)
     if not ok:
         row["error"] = results[-1]["error"] if results else "not run"
+        return row
+    if config.framework == EPOCHS:
+        later = [s for r in ok for s in r["epoch_seconds"][1:]]
+        row.update(
+            first_epoch_s=statistics.median(r["epoch_seconds"][0] for r in ok),
+            later_epoch_s=statistics.median(later),
+            later_epoch_s_by_run={
+                r["round"]: statistics.median(r["epoch_seconds"][1:]) for r in ok
+            },
+            frozen_blocks=ok[0]["frozen_blocks"],
+            train_loss=ok[0]["train_loss"],
+        )
         return row
     clean = [t for r in ok for t in clean_steps(r)]
     every = [t for r in ok for t in r["measurement"]["step_seconds"]]
@@ -424,7 +509,7 @@ def add_ratios(rows: dict[str, dict[str, Any]], full_keys: dict[str, str]) -> No
     """Step and peak ratios of every row to full fine-tuning in the same environment."""
     for row in rows.values():
         full = rows.get(full_keys[row["env"]])
-        if "error" in row or full is None or "error" in full:
+        if "error" in row or "step_ms" not in row or full is None or "error" in full:
             continue
         row["step_ratio"] = row["step_ms"] / full["step_ms"]
         row["peak_ratio"] = row["peak_mb"] / full["peak_mb"] if full["peak_mb"] else None
@@ -455,14 +540,14 @@ def quotient_check(
     Timing checks on rows measured on contended steps are flagged: they are not a measurement.
     """
     value = a[field_name] / b[field_name] if b.get(field_name) else None
-    timing = field_name.startswith("step")
+    timing = field_name.startswith(("step", "later"))
     return {
         "name": name,
         "value": value,
         "limit": limit,
         "pass": value is not None and value <= limit,
         "per_round": _per_round(a, b, f"{field_name}_by_run"),
-        "contended": timing and (a["contended"] or b["contended"]),
+        "contended": timing and (a.get("contended", False) or b.get("contended", False)),
     }
 
 
@@ -485,6 +570,32 @@ def make_checks(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             quotient_check("lora step ms: adaptlab / peft", lora, peft_lora, "step_ms", 1.0),
             quotient_check("lora peak MB: adaptlab / peft", lora, peft_lora, "peak_mb", 1.0),
         ]
+    for method in ("dora", "ia3", "prefix"):
+        ours, peer = get(f"adaptlab:{method}"), get(f"peft:{method}")
+        if ours and peer:
+            checks += [
+                quotient_check(f"{method} step ms: adaptlab / peft", ours, peer, "step_ms", 1.0),
+                quotient_check(f"{method} peak MB: adaptlab / peft", ours, peer, "peak_mb", 1.0),
+            ]
+    lst, mpnet_lora = get("mpnet:lst"), get("mpnet:lora")
+    if lst and mpnet_lora:
+        checks.append(
+            quotient_check(
+                "lst peak MB / lora peak MB (mpnet-base)", lst, mpnet_lora, "peak_mb", 1.0
+            )
+        )
+    for method, _ in CACHE_METHODS:
+        on, off = rows.get(f"epochs:{method}:memory"), rows.get(f"epochs:{method}:off")
+        if on and off and "error" not in on and "error" not in off:
+            checks.append(
+                quotient_check(
+                    f"{method} epochs 2+: with frozen cache / without",
+                    on,
+                    off,
+                    "later_epoch_s",
+                    1.0,
+                )
+            )
     if houlsby and peer_houlsby:
         checks += [
             quotient_check(
@@ -550,6 +661,23 @@ def format_pairs(rows: dict[str, dict[str, Any]]) -> str:
             "modules_to_save to match adaptlab's head (classifier + pooler)",
         ),
         (
+            "adaptlab:dora",
+            "peft:dora",
+            "PEFT DoRA with the pooler in modules_to_save, as for LoRA",
+        ),
+        (
+            "adaptlab:ia3",
+            "peft:ia3",
+            "PEFT (IA)3 on key, value and the FFN output projection's input (feedforward), the "
+            "pooler in modules_to_save",
+        ),
+        (
+            "adaptlab:prefix",
+            "peft:prefix",
+            "PEFT prefix tuning with prefix_projection (the same MLP), the pooler in "
+            "modules_to_save",
+        ),
+        (
             "adaptlab:houlsby",
             "adapters:houlsby",
             "adapters' train_adapter trains adapters + classifier; the pooler and the 13 "
@@ -563,6 +691,25 @@ def format_pairs(rows: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"  {a['label']:<10} {a['trainable']:>9,} vs {b['label']:<17} {b['trainable']:>9,} "
             f"({same}); peer default {b['peer_default_trainable']:,}: {why}"
+        )
+    return "\n".join(lines)
+
+
+def format_epochs(rows: list[dict[str, Any]]) -> str:
+    """Epoch times of the training loop with and without the frozen-activation cache."""
+    head = f"{'configuration':<22} {'frozen blocks':>13} {'epoch 1 s':>10} {'epochs 2+ s':>12}"
+    lines = [
+        "== training loop, 64 random sequences x 3 epochs on MiniLM: the frozen cache",
+        head,
+        "-" * len(head),
+    ]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"{row['label']:<22} not measured: {row['error'].splitlines()[-1]}")
+            continue
+        lines.append(
+            f"{row['label']:<22} {row['frozen_blocks']:>13} {row['first_epoch_s']:>10.1f} "
+            f"{row['later_epoch_s']:>12.1f}"
         )
     return "\n".join(lines)
 
@@ -607,7 +754,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--methods", help="comma-separated adaptlab methods (default all; full always runs)"
     )
     parser.add_argument(
-        "--no-peft", dest="with_peft", action="store_false", help="skip PEFT's LoRA"
+        "--no-peft", dest="with_peft", action="store_false", help="skip PEFT's methods"
+    )
+    parser.add_argument(
+        "--no-mpnet",
+        dest="with_mpnet",
+        action="store_false",
+        help="skip the mpnet-base memory comparison of lst, lora and full",
+    )
+    parser.add_argument(
+        "--no-cache-epochs",
+        dest="with_cache",
+        action="store_false",
+        help="skip the epoch times with and without the frozen-activation cache",
     )
     parser.add_argument("--retries", type=int, default=2, help="re-measure passes (default 2)")
     parser.add_argument(
@@ -635,10 +794,16 @@ def main(argv: list[str] | None = None) -> int:
     configs = adaptlab_configs()
     if args.methods:
         wanted = {"full", *args.methods.split(",")}
-        configs = [c for c in configs if c.method in wanted]
+        configs = [c for c in configs if c.label in wanted]
     if args.with_peft:
-        configs.append(PEFT_LORA)
-    pythons = {"main": Path(sys.executable)}
+        ours = {c.key.split(":")[1] for c in configs}
+        configs += [c for c in PEFT_PEERS if c.key.split(":")[1] in ours]
+    if args.with_mpnet:
+        configs += MPNET_CONFIGS
+    if args.with_cache:
+        configs += cache_configs(folder)
+    pythons = {"main": Path(sys.executable), "mpnet": Path(sys.executable)}
+    sources = {"main": str(SOURCES), "mpnet": str(SOURCES)}
     environments: dict[str, Any] = {
         "main": {
             "python": sys.executable,
@@ -656,7 +821,7 @@ def main(argv: list[str] | None = None) -> int:
             environments["adapters"] = {"error": f"adapters venv could not be created: {exc}"}
             print(environments["adapters"]["error"], file=sys.stderr)
     else:
-        environments["adapters"] = {"error": "not requested (--no-adapters)"}
+        environments["adapters"] = {"error": "not requested (--no-with-adapters)"}
 
     print(
         f"{len(configs)} configurations x {args.rounds} rounds, {args.warmup} warm-up + "
@@ -664,10 +829,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.threads} threads",
         flush=True,
     )
-    runs = measure_all(configs, pythons, args, folder)
+    runs = measure_all(configs, pythons, args, folder, sources)
     min_clean = max(3, (args.rounds * args.steps) // 2)
     rows = {c.key: summarise(c, runs[c.key], min_clean) for c in configs}
-    add_ratios(rows, {"main": "adaptlab:full", "adapters": ADAPTERS_FULL.key})
+    add_ratios(
+        rows, {"main": "adaptlab:full", "mpnet": "mpnet:full", "adapters": ADAPTERS_FULL.key}
+    )
     checks = make_checks(rows)
     wall = time.monotonic() - started
 
@@ -678,7 +845,7 @@ def main(argv: list[str] | None = None) -> int:
         "fwd + bwd + AdamW step, median of clean timed steps; ratios to full FT in the same venv; "
         "trainable % of the base model's parameters; * = contended steps used"
     )
-    main_rows = [rows[c.key] for c in configs if c.env == "main"]
+    main_rows = [rows[c.key] for c in configs if c.env == "main" and c.framework != EPOCHS]
     text = [
         format_table(
             main_rows,
@@ -688,6 +855,19 @@ def main(argv: list[str] | None = None) -> int:
             {},
         )
     ]
+    mpnet_rows = [rows[c.key] for c in configs if c.env == "mpnet"]
+    if mpnet_rows:
+        text.append(
+            format_table(
+                mpnet_rows,
+                "== mpnet-base shape (12 x 768, random weights): Ladder Side-Tuning's memory",
+                "",
+                {},
+            )
+        )
+    epoch_rows = [rows[c.key] for c in configs if c.framework == EPOCHS]
+    if epoch_rows:
+        text.append(format_epochs(epoch_rows))
     adapters_env = environments["adapters"]
     if "error" in adapters_env:
         text.append(f"== adapters library: NOT MEASURED: {adapters_env['error']}")

@@ -6,7 +6,9 @@ between configurations. Frameworks:
 - ``adaptlab``: ``adaptlab.adapt(model, method, **options)`` (adaptlab's environment; with
   PYTHONPATH set, an earlier adaptlab's sources);
 - ``adaptlab-composed``: a fusion or a stack of named adapters (adaptlab's environment);
-- ``peft``: PEFT's LoRA (adaptlab's environment, transformers 5);
+- ``peft``: PEFT's LoRA, DoRA, (IA)3 and prefix tuning (adaptlab's environment, transformers 5);
+- ``adaptlab-epochs``: adaptlab's training loop for a few epochs on random token sequences,
+  with or without the frozen-activation cache; per-epoch seconds instead of steps;
 - ``adapters``: the `adapters` library's Houlsby adapter or Fuse (its own environment,
   transformers 4.57);
 - ``hf``: plain transformers full fine-tuning, every parameter trains (any environment).
@@ -39,12 +41,21 @@ Setup = tuple[nn.Module, dict[str, Any]]
 """The model ready to train and what the framework reports about it."""
 
 
+RANDOM = {"random:mpnet-base": "MPNetConfig"}
+"""Models built from a config with random weights: all-mpnet-base-v2's shape (12 layers, hidden
+768, FFN 3072, vocabulary 30,527 are MPNetConfig's defaults) when its weights are not installed."""
+
+
 def load_model(model_path: str) -> nn.Module:
-    """The MiniLM encoder with a fresh two-label classification head."""
+    """The encoder at `model_path` (or a random one of a named shape) with a fresh 2-label head."""
     import transformers
     from transformers import AutoModelForSequenceClassification
 
     transformers.logging.set_verbosity_error()
+    if model_path in RANDOM:
+        torch.manual_seed(0)
+        config = getattr(transformers, RANDOM[model_path])(num_labels=2)
+        return AutoModelForSequenceClassification.from_config(config)
     return AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
 
 
@@ -90,24 +101,44 @@ def setup_adaptlab_composed(model: nn.Module, method: str, options: dict[str, An
 
 
 def setup_peft(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
-    """PEFT LoRA; `extra_modules_to_save` adds modules (the pooler) so the head matches adaptlab's.
+    """PEFT's LoRA, DoRA, (IA)3 or prefix tuning; `extra_modules_to_save` adds modules (the
+    pooler) so the trained head matches adaptlab's.
 
     With task_type SEQ_CLS PEFT always trains a copy of ``classifier``; adaptlab's head is the
     classifier and the pooler, so by default the trainable sets differ by the pooler.
     """
     import peft
 
-    if method != "lora":
-        raise ValueError(f"peft: only lora is benchmarked, got {method!r}")
     extra = list(options.get("extra_modules_to_save", []))
-    config = peft.LoraConfig(
-        task_type="SEQ_CLS",
-        r=options["rank"],
-        lora_alpha=options["alpha"],
-        lora_dropout=options["dropout"],
-        target_modules=list(options["targets"]),
-        modules_to_save=list(extra) or None,  # PEFT extends the list it is given
-    )
+    saved = list(extra) or None  # PEFT extends the list it is given
+    config: Any
+    if method in ("lora", "dora"):
+        config = peft.LoraConfig(
+            task_type="SEQ_CLS",
+            r=options["rank"],
+            lora_alpha=options["alpha"],
+            lora_dropout=options["dropout"],
+            target_modules=list(options["targets"]),
+            modules_to_save=saved,
+            use_dora=method == "dora",
+        )
+    elif method == "ia3":
+        config = peft.IA3Config(
+            task_type="SEQ_CLS",
+            target_modules=options["target_modules"],
+            feedforward_modules=options["feedforward_modules"],
+            modules_to_save=saved,
+        )
+    elif method == "prefix":
+        config = peft.PrefixTuningConfig(
+            task_type="SEQ_CLS",
+            num_virtual_tokens=options["length"],
+            prefix_projection=True,
+            encoder_hidden_size=options["reparam_hidden"],
+            modules_to_save=saved,
+        )
+    else:
+        raise ValueError(f"peft: lora, dora, ia3 or prefix are benchmarked, got {method!r}")
     wrapped = peft.get_peft_model(model, config)
     trainable, _ = count_parameters(wrapped)
     extra_params = sum(
@@ -226,6 +257,54 @@ def set_priority(nice: int) -> str:
         return f"process nice {os.nice(0)}; autogroup unchanged ({exc.strerror})"
 
 
+def run_epochs(model: nn.Module, args: argparse.Namespace, options: dict[str, Any]) -> Setup:
+    """adaptlab's training loop for `epochs` epochs of `examples` random sequences (lengths
+    uniform in [seq_len / 4, seq_len], seeded), with the frozen cache as `frozen_cache` says."""
+    from transformers import AutoTokenizer
+
+    import adaptlab
+    from adaptlab.data import TextEncoder
+    from adaptlab.train.config import TrainConfig
+    from adaptlab.train.loop import train
+
+    handle = adaptlab.adapt(model, args.method, **options.get("method_options", {}))
+    generator = torch.Generator().manual_seed(args.seed)
+    vocab = int(getattr(model, "config").vocab_size)  # noqa: B009 (untyped attribute)
+
+    def examples(count: int) -> list[dict[str, Any]]:
+        rows = []
+        for i in range(count):
+            length = int(
+                torch.randint(args.seq_len // 4, args.seq_len + 1, (), generator=generator)
+            )
+            ids = torch.randint(5, vocab, (length,), generator=generator).tolist()
+            rows.append({"input_ids": ids, "attention_mask": [1] * length, "labels": i % 2})
+        return rows
+
+    tokenizer = AutoTokenizer.from_pretrained(options["tokenizer"])
+    config = TrainConfig(
+        epochs=options["epochs"], batch_size=args.batch_size, eval_batch_size=args.batch_size
+    )
+    history = train(
+        model,
+        TextEncoder(tokenizer, "single_label", 2, max_length=args.seq_len),
+        examples(options["examples"]),
+        examples(args.batch_size),
+        "single_label",
+        ["a", "b"],
+        config,
+        1e-4,
+        progress=False,
+        frozen_cache=options["frozen_cache"],
+    )
+    return model, {
+        "library_counts": handle.parameter_counts(),
+        "frozen_blocks": handle.state.frozen_blocks,
+        "epoch_seconds": [e.seconds for e in history.epochs],
+        "train_loss": [e.train_loss for e in history.epochs],
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Load, adapt, measure; everything the orchestrator needs as one JSON-ready mapping."""
     import transformers
@@ -233,6 +312,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     priority = set_priority(args.nice) if args.nice else None
     configure_threads(args.threads)
     options = json.loads(args.options)
+    if args.framework == "adaptlab-epochs":
+        started = time.perf_counter()
+        model, info = run_epochs(load_model(args.model_path), args, options)
+        return {
+            "framework": args.framework,
+            "method": args.method,
+            "options": options,
+            **info,
+            "wall_seconds": time.perf_counter() - started,
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        }
     start = time.perf_counter()
     model = load_model(args.model_path)
     vocab_size = int(getattr(model, "config").vocab_size)  # noqa: B009 (untyped attribute)
@@ -266,7 +357,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command line of one measurement (the orchestrator fills every option)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--framework", choices=sorted(SETUPS), required=True)
+    parser.add_argument("--framework", choices=sorted([*SETUPS, "adaptlab-epochs"]), required=True)
     parser.add_argument("--method", required=True)
     parser.add_argument("--options", default="{}", help="method options as JSON")
     parser.add_argument("--model-path", required=True)

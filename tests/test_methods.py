@@ -19,7 +19,7 @@ from tiny_models import (
 import adaptlab
 from adaptlab.errors import ConfigError
 
-INSERTING = ("houlsby", "pfeiffer", "parallel", "lora")
+INSERTING = ("houlsby", "pfeiffer", "parallel", "lora", "ia3")
 LABELS = 3
 D, L, F_ = HIDDEN, LAYERS, FFN
 
@@ -54,6 +54,17 @@ def closed_form(arch: str, method: str) -> int:
     if method == "lora":
         kv = D // HEADS * 2 if arch == "llama" else D
         return L * 8 * ((D + D) + (D + kv)) + head
+    if method == "prefix":  # l = 30 vectors of width d through d -> 512 -> L x 2 x kv
+        kv = D // HEADS * 2 if arch == "llama" else D
+        return 30 * D + (D + 1) * 512 + (512 + 1) * L * 2 * kv + head
+    if method == "lst":  # side width w = d / 8, FFN f = F / 8
+        w, f = D // 8, F_ // 8
+        layer = 4 * w + (3 * w * w + 3 * w) + (w * w + w) + (w * f + f) + (f * w + w)
+        ladder = D * w + w + 1 + layer
+        return (D * w + w) + L * ladder + 2 * w + (w * D + D) + head
+    if method == "ia3":
+        kv = D // HEADS * 2 if arch == "llama" else D
+        return L * (kv + kv + F_) + head
     if method == "lnfit":
         return norm_count(arch) + head
     if method == "bitfit":
@@ -65,7 +76,18 @@ def closed_form(arch: str, method: str) -> int:
     raise ValueError(method)
 
 
-CLOSED_FORM_METHODS = ("houlsby", "pfeiffer", "parallel", "lora", "lnfit", "bitfit", "head")
+CLOSED_FORM_METHODS = (
+    "houlsby",
+    "pfeiffer",
+    "parallel",
+    "lora",
+    "ia3",
+    "prefix",
+    "lst",
+    "lnfit",
+    "bitfit",
+    "head",
+)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -86,6 +108,10 @@ def test_trainable_counts_match_closed_form(arch: str, method: str) -> None:
     model = tiny_model(arch, num_labels=LABELS)
     if arch == "llama" and method == "bitfit":
         with pytest.raises(ConfigError, match="no bias terms"):
+            adaptlab.adapt(model, method)
+        return
+    if arch == "mpnet" and method == "prefix":
+        with pytest.raises(ConfigError, match="computes attention in its own code"):
             adaptlab.adapt(model, method)
         return
     handle = adaptlab.adapt(model, method)
@@ -243,6 +269,10 @@ def test_every_method_is_listed_with_a_description() -> None:
         "pfeiffer",
         "parallel",
         "lora",
+        "ia3",
+        "prefix",
+        "mam",
+        "lst",
         "fusion",
     }
     assert set(names) == expected

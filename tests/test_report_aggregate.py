@@ -204,3 +204,16 @@ def test_candidates_from_folders_show_their_last_part_and_names_stay_whole() -> 
     assert fmt.candidate("sentence-transformers/all-MiniLM-L6-v2") == (
         "sentence-transformers/all-MiniLM-L6-v2"
     )
+
+
+def test_failed_runs_are_those_predicting_one_class() -> None:
+    healthy = [("negative", 50, 48, 40), ("positive", 50, 52, 42)]
+    collapsed = [("negative", 50, 100, 50), ("positive", 50, 0, 0)]
+    records = [
+        make_record(learning_rate=1e-4, seed=s, test=t, test_classes=c)
+        for s, t, c in [(0, 0.82, healthy), (1, 0.5, collapsed), (2, 0.5, collapsed)]
+    ]
+    assert [c.one_class for c in cells_of(records)] == [2]
+    assert [c.one_class for c in cells_of(records[:1])] == [0]
+    unknown = [*records, make_record(learning_rate=1e-4, seed=3, test=0.8)]
+    assert [c.one_class for c in cells_of(unknown)] == [None]

@@ -152,3 +152,19 @@ def test_a_malformed_validation_is_a_clear_error(tmp_path: Path) -> None:
     broken = {**VALIDATION, "scores": {}}
     with pytest.raises(AdaptlabError, match="transferability validation is malformed"):
         write_report([make_record()], tmp_path / "r.html", title="t", validations=[broken])
+
+
+def test_learning_rate_table_counts_failed_runs(tmp_path: Path) -> None:
+    healthy = [("negative", 50, 48, 40), ("positive", 50, 52, 42)]
+    collapsed = [("negative", 50, 0, 0), ("positive", 50, 100, 50)]
+    records = [
+        make_record(method=method, learning_rate=lr, seed=seed, test=0.5, test_classes=classes)
+        for method, classes in (("full", collapsed), ("houlsby(hidden_size=64)", healthy))
+        for lr in (2e-5, 1e-4)
+        for seed in (0, 1)
+    ]
+    records[0] = make_record(method="full", learning_rate=2e-5, test=0.82, test_classes=healthy)
+    out = write_report(records, tmp_path / "report.html", title="failed runs")
+    rates = section(out.read_text(encoding="utf-8"), "learning-rate")
+    assert "failed runs" in rates
+    assert "<td>3 of 4</td>" in rates and "<td>0 of 4</td>" in rates

@@ -25,7 +25,15 @@ from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec
 from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.frozen_cache import MODES
 from adaptlab.train.run import RunSpec, execute
+
+
+def cache_mode(value: str) -> str:
+    """--frozen-cache: one of the cache's modes."""
+    if value not in MODES:
+        raise ConfigError(f"--frozen-cache must be one of {', '.join(MODES)}, got {value!r}")
+    return value
 
 
 def train(
@@ -78,6 +86,14 @@ def train(
     device: Device = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    frozen_cache: Annotated[
+        str,
+        typer.Option(
+            help="Replay the frozen blocks' outputs after the first epoch (head, freeze, lst): "
+            "auto, memory, disk or off.",
+            callback=cache_mode,
+        ),
+    ] = "auto",
 ) -> None:
     """Adapt a model to a data set, keep the best epoch on dev, and test it.
 
@@ -112,7 +128,7 @@ def train(
         fuse=folders(adapters),
         stack=folders(stack),
     )
-    result = execute(spec, out, progress=progress, overwrite=overwrite)
+    result = execute(spec, out, progress=progress, overwrite=overwrite, frozen_cache=frozen_cache)
     out_console = console()
     metric = result.metric
     out_console.print(

@@ -3,7 +3,8 @@
 # Import order is registration order: the order `list_methods` shows.
 # isort: off
 from adaptlab.methods import full, head, freeze, bitfit, lnfit  # noqa: F401
-from adaptlab.methods import houlsby, pfeiffer, parallel, lora, fusion  # noqa: F401
+from adaptlab.methods import houlsby, pfeiffer, parallel, lora, ia3, prefix, mam  # noqa: F401
+from adaptlab.methods import lst, fusion  # noqa: F401
 
 # isort: on
 from adaptlab.methods.adapt import (

@@ -62,14 +62,18 @@ def add_adapter(
     state = get_state(model)
     _check_new_name(state, name)
     parts = find_backbone(model, overrides)
-    ctx = ApplyContext(seed=seed)
+    ctx = ApplyContext(
+        seed=seed, keep_initial=keep_initial, base=state.base_tensor if state else None
+    )
     insertions: dict[str, list[Any]] = {}
     base_groups: list[tuple[str, set[str]]] = []
+    no_dropout: set[str] = set()
     for config in configs:
         result = get_method(config.name).apply(model, parts, config, ctx)
         if result.insertions:
             insertions[config.name] = result.insertions
         base_groups += result.groups.items()
+        no_dropout |= result.no_dropout
     if train_head and parts.head:
         base_groups.append((HEAD_GROUP, parameters_under(model, parts.head)))
     state = state or attach(model, parts)
@@ -77,12 +81,13 @@ def add_adapter(
     claimed: set[str] = set()
     groups: dict[str, list[str]] = {}
     for config in configs:  # inserted modules first, then the pretrained weights, head last
-        if config.name in insertions:
-            groups[config.name] = [
-                f"{inserted_name(i.site, name, config.name)}.{n}"
-                for i in insertions[config.name]
-                for n, _ in i.module.named_parameters()
-            ]
+        inserted = [
+            f"{inserted_name(i.site, name, config.name)}.{n}"
+            for i in insertions.get(config.name, [])
+            for n, _ in i.module.named_parameters()
+        ]
+        if inserted:
+            groups[config.name] = inserted
     for group, members in base_groups:  # a weight counts in the first group claiming it
         names = [n for n in order if n in members and n not in claimed]
         claimed.update(names)
@@ -100,6 +105,7 @@ def add_adapter(
             insertions=insertions,
             owned=state.own([n for n in order if n in claimed], keep_initial),
             groups=groups,
+            no_dropout=tuple(sorted(no_dropout)),
         )
         if keep_initial:
             handle.remember_start()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from adaptlab.errors import ConfigError
@@ -14,6 +14,11 @@ ADAPTER_LR = 1e-4
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish")
 
+ADDED = {"added": True}
+"""Metadata of an option added to a method after adaptlab 0.1.0: `to_dict` writes it only when
+it differs from its default, so the run ids of existing runs (a hash of their configs) stay
+the same and their stores keep resuming."""
+
 
 @dataclass(frozen=True)
 class MethodConfig:
@@ -23,8 +28,19 @@ class MethodConfig:
     default_learning_rate: ClassVar[float] = ADAPTER_LR
 
     def to_dict(self) -> dict[str, Any]:
-        """Options as a JSON-ready mapping (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """Options as a JSON-ready mapping (tuples become lists; see `ADDED`)."""
+        options = {}
+        for option in fields(self):
+            value = getattr(self, option.name)
+            if option.metadata.get("added") and value == option.default:
+                continue
+            options[option.name] = list(value) if isinstance(value, tuple) else value
+        return options
+
+    def folded(self) -> MethodConfig:
+        """The config of the method's saved form (prefix tuning saves its prefixes, not the
+        MLP that made them); the same config for most methods."""
+        return self
 
 
 def require(condition: bool, method: str, message: str) -> None:

@@ -33,14 +33,16 @@ class Step:
 
 @dataclass(frozen=True)
 class AdapterStep(Step):
-    """One adapter's modules at the site: h + delta(x) for each (merged ones skipped)."""
+    """One adapter's modules at the site, each on the output of the one before (merged ones
+    skipped): h + delta(x) for most, a new output for those that rewrite it (DoRA)."""
 
     modules: tuple[tuple[SiteModule, str | None], ...]  # (module, the module whose input it reads)
+    site: nn.Module
 
     def run(self, h: torch.Tensor, inputs: Inputs) -> torch.Tensor:
         for module, source in self.modules:
             if not module.merged:
-                h = h + module.delta(h if source is None else inputs[source])
+                h = module.output(h, h if source is None else inputs[source], self.site)
         return h
 
     def reads(self) -> Iterator[str]:

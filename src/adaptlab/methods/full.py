@@ -1,30 +1,92 @@
-"""Full fine-tuning: every parameter trains."""
+"""Full fine-tuning: every parameter trains; optionally regularised by mixout.
+
+Mixout (Lee et al. 2020, "Mixout: Effective Regularization to Finetune Large-scale Pretrained
+Language Models", §3): while training, each linear layer's weight w is replaced by
+u + M (w - u) / (1 - p), u the pretrained weight and M a Bernoulli(1 - p) mask drawn per
+input unit at every forward (as dropout drops a unit; the authors' MixLinear), so that on
+average the layer is w and each unit falls back to its pretrained weights with probability p.
+The rescaling is the paper's: E[u + M (w - u) / (1 - p)] = w. Mixout replaces dropout, which
+is switched off in the whole model while it trains, as He et al. 2021 compare it
+(paper-effectiveness, Table 7 and its text: p = 0.9, "replacing all dropout modules in the
+network with mixout"; "it replaces all outgoing parameters from a randomly selected neuron").
+Bias terms, the task head (freshly initialised, so it has no pretrained value) and the
+embeddings are not mixed out. In eval mode the layer is w.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
 from adaptlab.backbone import Backbone
-from adaptlab.methods.config import FINE_TUNING_LR, MethodConfig
+from adaptlab.methods.config import ADDED, FINE_TUNING_LR, MethodConfig, require
 from adaptlab.methods.params import pretrained_names
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
+from adaptlab.methods.site import Insertion, WeightModule
 
 
 @dataclass(frozen=True)
 class FullConfig(MethodConfig):
-    """Full fine-tuning has no options (paper-effectiveness §3: lr 2e-5)."""
+    """mixout: the probability p that a unit falls back to its pretrained weights (0: off;
+    He et al. 2021 compare p = 0.9). lr 2e-5 (paper-effectiveness §3)."""
 
     name = "full"
     default_learning_rate = FINE_TUNING_LR
+    mixout: float = field(default=0.0, metadata=ADDED)
+
+    def __post_init__(self) -> None:
+        ok = isinstance(self.mixout, int | float) and not isinstance(self.mixout, bool)
+        require(
+            ok and 0 <= self.mixout < 1, "full", f"mixout must be in [0, 1), got {self.mixout!r}"
+        )
+
+
+class Mixout(WeightModule):
+    """The weight of one linear layer, mixed with its pretrained value while training."""
+
+    def __init__(self, pretrained: torch.Tensor, probability: float) -> None:
+        super().__init__()
+        self.register_buffer("pretrained", pretrained, persistent=False)
+        self.probability = probability
+
+    def replace_weight(self, w: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return w
+        u = self.pretrained
+        assert isinstance(u, torch.Tensor)
+        keep = torch.empty(w.shape[-1], device=w.device, dtype=w.dtype)
+        keep.bernoulli_(1 - self.probability)
+        return u + (w - u) * (keep / (1 - self.probability))
 
 
 def apply(
     model: nn.Module, backbone: Backbone, config: FullConfig, ctx: ApplyContext
 ) -> MethodResult:
-    return MethodResult(groups={"all": pretrained_names(model)})
+    result = MethodResult(groups={"all": pretrained_names(model)})
+    if config.mixout == 0:
+        return result
+    head = tuple(f"{name}." for name in backbone.head)
+    for name, layer in model.named_modules():
+        if isinstance(layer, nn.Linear) and not f"{name}.".startswith(head):
+            # the adapter trains its own copy of w; with keep_initial=False it trains the
+            # model's tensor itself, so the pretrained value is kept apart
+            pretrained = ctx.pretrained(model, f"{name}.weight").detach()
+            if not ctx.keep_initial:
+                pretrained = pretrained.clone()
+            result.insertions.append(Insertion(name, Mixout(pretrained, config.mixout)))
+    result.no_dropout.add("")
+    return result
 
 
-register(Method("full", FullConfig, apply, "all parameters train", exclusive=True))
+register(
+    Method(
+        "full",
+        FullConfig,
+        apply,
+        "all parameters train; mixout: p of mixout (Lee et al. 2020), replacing dropout",
+        exclusive=True,
+    )
+)

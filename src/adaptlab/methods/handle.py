@@ -14,7 +14,7 @@ from adaptlab.backbone import Backbone, BackboneOverrides
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.fusion import FusionLayer
 from adaptlab.methods.params import inserted_name
-from adaptlab.methods.site import Insertion
+from adaptlab.methods.site import Insertion, SiteModule
 
 if TYPE_CHECKING:
     from adaptlab.methods.state import AdapterState
@@ -47,6 +47,8 @@ class AdaptHandle:
     """For a fusion: the adapters it fuses, in order."""
     fusion_layers: dict[str, FusionLayer] = field(default_factory=dict)
     """For a fusion: its layer at each site."""
+    no_dropout: tuple[str, ...] = ()
+    """Modules that run without dropout while this adapter runs (see `MethodResult`)."""
     inserted_initial: dict[str, torch.Tensor] | None = field(default=None, repr=False)
 
     @property
@@ -86,6 +88,25 @@ class AdaptHandle:
         tensors = {**self.inserted_tensors(), **self.owned}
         return {n: tensors[n] for n in self.trainable_names}
 
+    def saved_tensors(self) -> dict[str, torch.Tensor]:
+        """What `save_adapter` writes, by model name: each inserted module's saved form (a
+        reparameterisation folded away) and the adapter's copies of pretrained weights."""
+        inserted = {
+            f"{inserted_name(site, self.name, method)}.{n}": t
+            for site, method, module in self.modules()
+            for n, t in (
+                module.saved_tensors()
+                if isinstance(module, SiteModule)
+                else {n: p.detach() for n, p in module.named_parameters()}
+            ).items()
+        }
+        return {**inserted, **{n: t.detach() for n, t in self.owned.items()}}
+
+    @property
+    def saved_configs(self) -> tuple[MethodConfig, ...]:
+        """The configs the saved form loads with (see `MethodConfig.folded`)."""
+        return tuple(c.folded() for c in self.configs)
+
     def remember_start(self) -> None:
         """Keep a copy of the inserted modules' starting values (see `initial`)."""
         self.inserted_initial = {n: t.detach().clone() for n, t in self.inserted_tensors().items()}
@@ -122,8 +143,8 @@ class AdaptHandle:
         return counts
 
     def tensor_bytes(self) -> int:
-        """Bytes of the trainable tensors: what `save_adapter` stores, without its headers."""
-        return sum(t.numel() * t.element_size() for t in self.tensors().values())
+        """Bytes of the tensors `save_adapter` stores, without its headers."""
+        return sum(t.numel() * t.element_size() for t in self.saved_tensors().values())
 
     def summary(self) -> str:
         """A small table: trainable parameters per group and their share of the total."""

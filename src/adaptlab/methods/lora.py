@@ -3,12 +3,20 @@
 Defaults follow Hu et al. §4-5: rank 8, alpha 8, the query and value projections; A starts
 Kaiming-uniform and B at zero, so the model is unchanged at initialisation. `merge` folds
 B A into W for inference and `unmerge` takes it out again (LoRA declares itself mergeable).
+
+`dora=True` is DoRA (Liu et al. 2024, "DoRA: Weight-Decomposed Low-Rank Adaptation", §4.1,
+eq. 5): W' = m ⊙ (W + s B A) / ||W + s B A||, the norm taken per output (each row of the
+weight), with a learned magnitude m per output starting at ||W|| (so W' = W at
+initialisation). As §4.3 proposes, the norm is treated as a constant in the backward pass
+(detached), which saves training memory. The layer's output W x + b is reused rather than
+recomputed: y = h + (f - 1) ⊙ (h - b) + f ⊙ s B A x with f = m / ||W + s B A||, h = W x + b.
+Merging writes f ⊙ (W + s B A) into W and keeps the norm it used, so unmerging restores W.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -16,7 +24,7 @@ from torch.nn import functional as F
 
 from adaptlab.backbone import ROLES, Backbone, get_module
 from adaptlab.errors import ConfigError
-from adaptlab.methods.config import MethodConfig, check_positive_int, require
+from adaptlab.methods.config import ADDED, MethodConfig, check_positive_int, require
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, SiteModule
@@ -24,13 +32,15 @@ from adaptlab.methods.site import Insertion, SiteModule
 
 @dataclass(frozen=True)
 class LoRAConfig(MethodConfig):
-    """rank r, scaling alpha / r, dropout on the LoRA input, target roles in each block."""
+    """rank r, scaling alpha / r, dropout on the LoRA input, target roles in each block; dora:
+    a learned magnitude per output (DoRA)."""
 
     name = "lora"
     rank: int = 8
     alpha: float = 8.0
     dropout: float = 0.0
     targets: tuple[str, ...] = ("query", "value")
+    dora: bool = field(default=False, metadata=ADDED)
 
     def __post_init__(self) -> None:
         check_positive_int("lora", "rank", self.rank)
@@ -42,7 +52,8 @@ class LoRAConfig(MethodConfig):
 
 
 class LoRA(SiteModule):
-    """The low-rank pair (A, B) of one linear layer: delta(x) = (alpha / r) B A x."""
+    """The low-rank pair (A, B) of one linear layer: delta(x) = (alpha / r) B A x; with DoRA
+    also the magnitude m of each output."""
 
     mergeable = True
 
@@ -53,6 +64,10 @@ class LoRA(SiteModule):
         nn.init.kaiming_uniform_(self.A, a=math.sqrt(5), generator=generator)
         self.dropout = nn.Dropout(config.dropout) if config.dropout > 0 else nn.Identity()
         self.scaling = config.alpha / config.rank
+        self.magnitude: nn.Parameter | None = None
+        if config.dora:
+            self.magnitude = nn.Parameter(_row_norms(layer.weight.detach()).to(torch.float32))
+        self._merged_norms: torch.Tensor | None = None
 
     def weight_delta(self) -> torch.Tensor:
         """The weight update (alpha / r) B A."""
@@ -61,17 +76,52 @@ class LoRA(SiteModule):
     def delta(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(F.linear(self.dropout(x), self.A), self.B) * self.scaling
 
+    def output(self, h: torch.Tensor, x: torch.Tensor, site: nn.Module) -> torch.Tensor:
+        if self.magnitude is None:
+            return h + self.delta(x)
+        assert isinstance(site, nn.Linear)
+        factor = self.magnitude / self._norms(site.weight).detach()  # DoRA §4.3: a constant
+        if self.training and isinstance(self.dropout, nn.Dropout):
+            dropped = self.dropout(x)  # the dropped input also goes through W, as in y' = W' x'
+            base = F.linear(dropped, site.weight)
+            update = F.linear(F.linear(dropped, self.A), self.B) * self.scaling
+        else:
+            base = h if site.bias is None else h - site.bias
+            update = self.delta(x)
+        return h + (factor - 1) * base + factor * update
+
+    def _norms(self, weight: torch.Tensor) -> torch.Tensor:
+        """||W + s B A|| per output."""
+        return _row_norms(weight + self.weight_delta().to(weight.dtype))
+
     @torch.no_grad()
     def merge_into(self, layer: nn.Module) -> None:
         """Fold the update into `layer`'s weight; the dispatcher then skips this module."""
         assert isinstance(layer, nn.Linear)
-        layer.weight += self.weight_delta().to(layer.weight.dtype)
+        if self.magnitude is None:
+            layer.weight += self.weight_delta().to(layer.weight.dtype)
+            return
+        norms = self._norms(layer.weight)
+        self._merged_norms = norms
+        factor = (self.magnitude / norms).to(layer.weight.dtype)[:, None]
+        layer.weight.copy_(factor * (layer.weight + self.weight_delta().to(layer.weight.dtype)))
 
     @torch.no_grad()
     def unmerge_from(self, layer: nn.Module) -> None:
         """Take the update back out of `layer`'s weight."""
         assert isinstance(layer, nn.Linear)
-        layer.weight -= self.weight_delta().to(layer.weight.dtype)
+        if self.magnitude is None:
+            layer.weight -= self.weight_delta().to(layer.weight.dtype)
+            return
+        assert self._merged_norms is not None
+        factor = (self.magnitude / self._merged_norms).to(layer.weight.dtype)[:, None]
+        layer.weight.copy_(layer.weight / factor - self.weight_delta().to(layer.weight.dtype))
+        self._merged_norms = None
+
+
+def _row_norms(weight: torch.Tensor) -> torch.Tensor:
+    """The L2 norm of each row of a linear layer's weight: one per output."""
+    return torch.linalg.vector_norm(weight, dim=1)
 
 
 def apply(
@@ -98,7 +148,7 @@ register(
         "lora",
         LoRAConfig,
         apply,
-        "low-rank update of chosen linear layers (default query, value)",
+        "low-rank update of chosen linear layers (default query, value); dora: DoRA",
         sites=lambda config: frozenset(config.targets),
     )
 )

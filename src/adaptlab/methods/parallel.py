@@ -40,7 +40,14 @@ class ParallelConfig(MethodConfig):
 def apply(
     model: nn.Module, backbone: Backbone, config: ParallelConfig, ctx: ApplyContext
 ) -> MethodResult:
-    ctx.check_bottleneck("parallel", config.hidden_size, backbone)
+    return insert_parallel(backbone, config, ctx, "parallel")
+
+
+def insert_parallel(
+    backbone: Backbone, config: ParallelConfig, ctx: ApplyContext, method: str
+) -> MethodResult:
+    """A parallel adapter beside every block's FFN (`method` names it in errors)."""
+    ctx.check_bottleneck(method, config.hidden_size, backbone)
     result = MethodResult()
     for block in backbone.blocks:
         adapter = ParallelAdapter(

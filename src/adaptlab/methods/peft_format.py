@@ -67,6 +67,8 @@ def export_peft(
         raise AdapterFileError(f"PEFT export takes a LoRA adapter; {handle.name!r} is {what}")
     config = handle.configs[0]
     assert isinstance(config, LoRAConfig)
+    if config.dora:
+        raise AdapterFileError(f"PEFT export takes plain LoRA; {handle.name!r} is DoRA")
     tensors: dict[str, torch.Tensor] = {}
     targets = []
     for insertion in handle.insertions["lora"]:

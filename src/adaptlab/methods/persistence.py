@@ -118,7 +118,7 @@ def _write(handle: AdaptHandle, folder: Path, about: Mapping[str, Any]) -> str:
     config = getattr(model, "config", None)
     tensors = {
         _file_key(n, handle.name): t.detach().to("cpu").contiguous()
-        for n, t in handle.tensors().items()
+        for n, t in handle.saved_tensors().items()
     }
     tensor_path = folder / TENSORS
     atomic_write(tensor_path, safetensors.torch.save(tensors))
@@ -131,7 +131,7 @@ def _write(handle: AdaptHandle, folder: Path, about: Mapping[str, Any]) -> str:
         "transformers_version": transformers.__version__,
         "name": handle.name,
         "kind": "fusion" if handle.is_fusion else "adapter",
-        "methods": [{"name": c.name, "config": c.to_dict()} for c in handle.configs],
+        "methods": [{"name": c.name, "config": c.to_dict()} for c in handle.saved_configs],
         **({"fuses": list(handle.fused)} if handle.is_fusion else {}),
         "backbone_overrides": handle.overrides.to_dict(),
         "train_head": handle.train_head,
@@ -265,7 +265,7 @@ def _load_member(model: nn.Module, folder: Path, name: str, checksum: str) -> No
         load_adapter(model, folder, name=name, activate=False)
         return
     saved = _read_tensors(folder, manifest)
-    present = {_file_key(n, name): t for n, t in state.units[name].tensors().items()}
+    present = {_file_key(n, name): t for n, t in state.units[name].saved_tensors().items()}
     same = set(saved) == set(present) and all(
         torch.equal(saved[n], present[n].detach().to("cpu")) for n in saved
     )

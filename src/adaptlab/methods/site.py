@@ -1,30 +1,52 @@
-"""What a method inserts: a module that returns the change (delta) it makes at one site.
+"""What a method inserts: a module that acts at one site of the base model.
 
-A site is a module of the base model (a linear layer, a sub-layer's output projection). Every
-inserted module only computes its delta; one dispatcher per site (`adaptlab.methods.dispatch`)
-adds the deltas of the active adapters in the order the active composition asks for, so
-stacking, fusing, running in parallel and switching off are the dispatcher's business, not
-each method's.
+A site is a module of the base model (a linear layer, a block, an attention module). Every
+inserted module acts on one thing at its site, named by its kind (`acts_on`):
+
+- ``output`` (`SiteModule`): the site's output. Most modules only compute the change (delta)
+  they make; one dispatcher per site (`adaptlab.methods.dispatch`) runs the modules of the
+  active adapters in the order the composition asks for, so stacking, fusing, running in
+  parallel and switching off are the dispatcher's business, not each method's.
+- ``input`` (`InputModule`): the site's input, rewritten before the site runs ((IA)3's scaling
+  of the FFN's intermediate activation, the input of the FFN output projection).
+- ``weight`` (`WeightModule`): the site's weight while the site runs (mixout).
+- ``attention`` (`AttentionModule`): the keys and values an attention module attends to
+  (prefix tuning prepends learned ones).
+
+What an inserted module saves (`saved_tensors`) may differ from what it trains: prefix tuning
+trains a reparameterising MLP and saves the prefixes it produces.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+OUTPUT, INPUT, WEIGHT, ATTENTION = "output", "input", "weight", "attention"
+
 
 class SiteModule(nn.Module):
-    """An inserted module: `delta(x)` is what it adds to its site's output.
+    """An inserted module acting on its site's output: `output(h, x, site)`.
 
-    `x` is what the module reads (see `Insertion.reads`). A mergeable module can fold its delta
-    into the site's weights (`merge_into`) and take it out again (`unmerge_from`); while merged,
+    By default the module adds `delta(x)` to the output h; `x` is what it reads (see
+    `Insertion.reads`). A module may instead return a new output from h itself (DoRA rescales
+    it, Ladder Side-Tuning replaces the last block's). A mergeable module can fold itself into
+    the site's weights (`merge_into`) and take itself out again (`unmerge_from`); while merged,
     the dispatcher skips it.
     """
 
     mergeable: ClassVar[bool] = False
+    acts_on: ClassVar[str] = OUTPUT
+    changes_output: bool = True
+    """False for a module that only reads its site's output (a side network's ladder)."""
+    sees_model_call: ClassVar[bool] = False
+    """True for a module that reads the model's own call arguments (`model_call`)."""
+    fusable: ClassVar[bool] = True
+    """Whether Fuse and Parallel may hold it: all it does is a change at its own site."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -33,6 +55,17 @@ class SiteModule(nn.Module):
     def delta(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def output(self, h: torch.Tensor, x: torch.Tensor, site: nn.Module) -> torch.Tensor:
+        """The site's output after this module: h (the output so far) + delta(x)."""
+        return h + self.delta(x)
+
+    def model_call(self, arguments: Mapping[str, Any]) -> None:
+        """See the arguments of the model's forward call, by name, before it runs."""
+
+    def saved_tensors(self) -> dict[str, torch.Tensor]:
+        """What `save_adapter` writes for this module, by parameter name once loaded."""
+        return {name: p.detach() for name, p in self.named_parameters()}
+
     def merge_into(self, layer: nn.Module) -> None:
         raise NotImplementedError(f"{type(self).__name__} cannot be merged")
 
@@ -40,13 +73,45 @@ class SiteModule(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} cannot be merged")
 
 
+class InputModule(SiteModule):
+    """Rewrites its site's input before the site runs: `rewrite(x)`."""
+
+    acts_on = INPUT
+    fusable = False
+
+    def rewrite(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class WeightModule(SiteModule):
+    """Replaces its site's weight while the site runs: `replace_weight(w)` from the one in
+    place."""
+
+    acts_on = WEIGHT
+    fusable = False
+
+    def replace_weight(self, w: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class AttentionModule(SiteModule):
+    """Gives an attention module extra keys and values to attend to: `keys_values()`."""
+
+    acts_on = ATTENTION
+    fusable = False
+
+    def keys_values(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values, each (l, width of the key projection's output)."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class Insertion:
     """One inserted module and where it acts.
 
-    `site`: the module whose output the delta is added to. `reads`: the module whose *input*
-    `delta` reads (the site itself for LoRA, the FFN's input projection for a parallel
-    adapter), or None to read the site's output as it stands when the module runs (a
+    `site`: the module the inserted module acts at. `reads` (output modules only): the module
+    whose *input* `delta` reads (the site itself for LoRA, the FFN's input projection for a
+    parallel adapter), or None to read the site's output as it stands when the module runs (a
     sequential bottleneck adapter, which therefore sees the adapters stacked below it).
     """
 

@@ -4,7 +4,12 @@
 
 - the site dispatchers: one forward hook per site module, which runs the step the active
   composition asks for at that site (`adaptlab.methods.dispatch`), and one forward pre-hook
-  per module whose input an inserted module reads (captured only while needed);
+  per module whose input an inserted module reads (captured only while needed); for the other
+  kinds of inserted modules, a pre-hook per site that rewrites its input, a pair of hooks that
+  put a replaced weight in place while the site runs, the attention interface's prefixes
+  (`adaptlab.methods.attention`), and a pre-hook on the model for modules that read its call;
+- the rule that the frozen front of the model (`adaptlab.methods.frozen`) and the modules an
+  adapter asks for run without dropout;
 - the pretrained weights adapters train: each adapter has its own copies, and activation puts
   the active adapters' copies in place of the model's weights (the displaced originals are
   kept, so switching everything off gives the base model back, bit for bit);
@@ -16,6 +21,7 @@ Nothing here re-implements a model's forward; the model's parameter names are un
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,12 +31,23 @@ from torch import nn
 from torch.func import functional_call
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import Backbone, get_module
+from adaptlab.backbone import Backbone, get_module, is_inserted
 from adaptlab.errors import ConfigError
+from adaptlab.methods import attention
 from adaptlab.methods.blocks import Composition, Fuse, Parallel, Stack, composition_names
 from adaptlab.methods.dispatch import AdapterStep, FuseStep, ParallelStep, StackStep, Step
+from adaptlab.methods.frozen import frozen_blocks, frozen_modules, quiet
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.params import INSERTED, parameters_under
+from adaptlab.methods.site import (
+    ATTENTION,
+    INPUT,
+    OUTPUT,
+    WEIGHT,
+    InputModule,
+    SiteModule,
+    WeightModule,
+)
 from adaptlab.models.fingerprint import fingerprint
 
 STATE_ATTRIBUTE = "_adaptlab_state"
@@ -56,10 +73,20 @@ class AdapterState:
         """Base weights of the slots some adapter owns; None where keep_initial=False took it."""
         self._site_hooks: dict[str, RemovableHandle] = {}
         self._capture_hooks: dict[str, RemovableHandle] = {}
+        self._input_hooks: dict[str, RemovableHandle] = {}
+        self._weight_hooks: dict[str, list[RemovableHandle]] = {}
+        self._call_hook: RemovableHandle | None = None
+        self._attention_sites: list[str] = []
         self._plan: dict[str, tuple[Step, tuple[str, ...]]] = {}
+        self._input_plan: dict[str, tuple[InputModule, ...]] = {}
+        self._weight_plan: dict[str, tuple[WeightModule, ...]] = {}
+        self._call_plan: tuple[SiteModule, ...] = ()
         self._capturing: frozenset[str] = frozenset()
         self._captured: dict[str, torch.Tensor] = {}
         self._parallel_hooks: list[RemovableHandle] = []
+        self._quiet_hooks: list[RemovableHandle] = []
+        self.frozen_blocks = 0
+        """Leading blocks that run without dropout now (see `adaptlab.methods.frozen`)."""
 
     @property
     def base_names(self) -> list[str]:
@@ -119,16 +146,10 @@ class AdapterState:
             modules = container[handle.name]
             assert isinstance(modules, nn.ModuleDict)
             weight = next(layer.parameters())
+            module.train(layer.training)  # the model's mode, as if it had always been there
             modules[method] = module.to(device=weight.device, dtype=weight.dtype)
-            if site not in self._site_hooks:
-                self._site_hooks[site] = layer.register_forward_hook(self._site_hook(site))
-        for insertions in handle.insertions.values():
-            for source in {i.reads for i in insertions if i.reads not in (None, i.site)}:
-                if source is not None and source not in self._capture_hooks:
-                    hook = self._capture_hook(source)
-                    module = get_module(self.model, source)
-                    self._capture_hooks[source] = module.register_forward_pre_hook(hook)
         self.units[handle.name] = handle
+        self._sync_hooks()
 
     def delete(self, name: str) -> None:
         """Take adapter `name` out of the model (it must not be active)."""
@@ -142,12 +163,7 @@ class AdapterState:
                 del container[name]
             if len(container) == 0:
                 delattr(layer, INSERTED)
-                self._site_hooks.pop(site).remove()
-        still_read = {
-            i.reads for u in self.units.values() for ins in u.insertions.values() for i in ins
-        }
-        for source in [s for s in self._capture_hooks if s not in still_read]:
-            self._capture_hooks.pop(source).remove()
+        self._sync_hooks()
         owned_elsewhere = {n for u in self.units.values() for n in u.owned}
         for owned in handle.owned:
             if owned not in owned_elsewhere:
@@ -158,7 +174,8 @@ class AdapterState:
     def clear(self) -> None:
         """Take every adapter and hook out; the weights that run now stay in place."""
         running = self._wanted_tensors(self.active)
-        self._plan, self.active = {}, None
+        self._set_plans(None)
+        self.active = None
         for name, original in self._originals.items():
             target = running.get(name, original)
             if target is not None:
@@ -173,9 +190,9 @@ class AdapterState:
 
     def detach(self) -> None:
         """Remove every hook; the state leaves the model (its adapters must be gone)."""
-        for hook in [*self._site_hooks.values(), *self._capture_hooks.values()]:
-            hook.remove()
+        self._sync_hooks()
         self._set_parallel(None)
+        self._set_quiet([])
         object.__delattr__(self.model, STATE_ATTRIBUTE)
 
     # -- which adapters run ----------------------------------------------------------------
@@ -205,8 +222,10 @@ class AdapterState:
         self._capturing = frozenset(
             source for site, (_, reads) in self._plan.items() for source in reads if source != site
         )
+        self._set_plans(composition)
         self._set_parallel(composition if isinstance(composition, Parallel) else None)
         self.active = composition
+        self._refresh_quiet()
 
     def check(self, composition: Composition | None) -> None:
         """Refuse, in one line, a composition this model cannot run."""
@@ -219,10 +238,12 @@ class AdapterState:
         for fuse in _fuse_blocks(composition):
             for child in fuse.children:
                 self._refuse_base_weights(child, "Fuse")
+                self._refuse_unsplittable(child, "Fuse")
             self.fusion_of(fuse)
         if isinstance(composition, Parallel):
             for name in composition_names(composition):
                 self._refuse_base_weights(name, "Parallel")
+                self._refuse_unsplittable(name, "Parallel")
             shapes = {
                 tuple(tuple(p.shape) for p in self._head_tensors(b).values())
                 for b in composition.children
@@ -238,6 +259,7 @@ class AdapterState:
         for child in fuse.children:
             self.check(child)
             self._refuse_base_weights(child, "Fuse")
+            self._refuse_unsplittable(child, "Fuse")
         for unit in self.units.values():
             if unit.fused == fuse.children:
                 raise ConfigError(f"{fuse} already has fusion layers ({unit.name!r})")
@@ -293,6 +315,7 @@ class AdapterState:
         for tensor in handle.tensors().values():
             tensor.requires_grad_(True)
         self.focus = handle.name
+        self._refresh_quiet()
 
     def regularization(self) -> torch.Tensor | None:
         """The sum of the active units' regularisers (e.g. AdapterFusion's value penalty)."""
@@ -319,7 +342,7 @@ class AdapterState:
         if not mergeable:
             raise ConfigError(
                 f"adapter {handle.name!r} ({'+'.join(handle.method_names)}) has nothing to merge; "
-                "mergeable methods: lora"
+                "mergeable methods: lora (DoRA too), ia3"
             )
         others = {
             site
@@ -374,6 +397,22 @@ class AdapterState:
                     "inserted modules only (e.g. houlsby with train_norms=false, pfeiffer, lora)"
                 )
 
+    def _refuse_unsplittable(self, name: str | Stack, block: str) -> None:
+        for unit in (self.units[n] for n in composition_names(name)):
+            kinds = {
+                method
+                for method, insertions in unit.insertions.items()
+                for i in insertions
+                if not i.module.fusable
+            }
+            if kinds:
+                raise ConfigError(
+                    f"{block}: adapter {unit.name!r} ({', '.join(sorted(kinds))}) acts on more "
+                    f"than a change at each site (inputs, weights, attention keys, a side "
+                    f"network), which {block} cannot combine per adapter; use it alone or in a "
+                    "Stack"
+                )
+
     def _head_tensors(self, composition: Composition) -> dict[str, nn.Parameter]:
         owner = self.head_owner(composition)
         return {n: t for n, t in (owner.owned if owner else {}).items() if n in self.head_names}
@@ -414,9 +453,9 @@ class AdapterState:
                 (i.module, i.reads)
                 for ins in self.units[composition].insertions.values()
                 for i in ins
-                if i.site == site
+                if i.site == site and i.module.acts_on == OUTPUT
             )
-            return AdapterStep(modules) if modules else None
+            return AdapterStep(modules, get_module(self.model, site)) if modules else None
         children = tuple(self._step(child, site) for child in composition.children)
         if all(child is None for child in children):
             return None
@@ -431,22 +470,205 @@ class AdapterState:
         return ParallelStep(children)
 
     def _site_hook(self, site: str) -> Any:
-        def hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
+        def hook(
+            module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+        ) -> Any:
             planned = self._plan.get(site)
             if planned is None:
                 return None
             step, reads = planned
-            inputs = {r: args[0] if r == site else self._captured.pop(r) for r in reads}
+            inputs = {
+                r: _first_input(args, kwargs) if r == site else self._captured.pop(r) for r in reads
+            }
+            if isinstance(output, tuple):  # a block's (hidden states, ...)
+                return (step.run(output[0], inputs), *output[1:])
             return step.run(output, inputs)
 
         return hook
 
     def _capture_hook(self, source: str) -> Any:
-        def hook(module: nn.Module, args: tuple[Any, ...]) -> None:
+        def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             if source in self._capturing:
-                self._captured[source] = args[0]
+                self._captured[source] = _first_input(args, kwargs)
 
         return hook
+
+    def _input_hook(self, site: str) -> Any:
+        def hook(module: nn.Module, args: tuple[Any, ...]) -> Any:
+            modules = [m for m in self._input_plan.get(site, ()) if not m.merged]
+            if not modules or not args:
+                return None
+            x = args[0]
+            for rewriting in modules:
+                x = rewriting.rewrite(x)
+            return (x, *args[1:])
+
+        return hook
+
+    def _weight_hooks_for(self, site: str, layer: nn.Module) -> list[RemovableHandle]:
+        """Put each active weight module's weight in place while `layer` runs, then the
+        parameter back (also when the forward fails)."""
+        displaced: list[nn.Parameter] = []
+
+        def before(module: nn.Module, args: tuple[Any, ...]) -> None:
+            modules = self._weight_plan.get(site, ())
+            if not modules:
+                return
+            original = module._parameters["weight"]
+            assert original is not None
+            weight: torch.Tensor = original
+            for replacing in modules:
+                weight = replacing.replace_weight(weight)
+            if weight is not original:
+                displaced.append(original)
+                module._parameters["weight"] = weight  # type: ignore[assignment]
+
+        def after(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            if displaced and module._parameters["weight"] is not displaced[-1]:
+                module._parameters["weight"] = displaced.pop()
+
+        return [
+            layer.register_forward_pre_hook(before),
+            layer.register_forward_hook(after, always_call=True),
+        ]
+
+    def _call_hook_for(self) -> Any:
+        signature = inspect.signature(self.model.forward)
+
+        def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if self._call_plan:
+                arguments = signature.bind_partial(*args, **kwargs).arguments
+                for observer in self._call_plan:
+                    observer.model_call(arguments)
+
+        return hook
+
+    def _modules_of(self, kind: str) -> dict[str, list[SiteModule]]:
+        """Site -> every inserted module of `kind` there, over all adapters."""
+        sites: dict[str, list[SiteModule]] = {}
+        for unit in self.units.values():
+            for insertions in unit.insertions.values():
+                for i in insertions:
+                    if i.module.acts_on == kind:
+                        sites.setdefault(i.site, []).append(i.module)
+        return sites
+
+    def _sync_hooks(self) -> None:
+        """Exactly the hooks the adapters need: added for new sites, removed for sites left."""
+        outputs, inputs = self._modules_of(OUTPUT), self._modules_of(INPUT)
+        weights, prefixes = self._modules_of(WEIGHT), self._modules_of(ATTENTION)
+        sources = {
+            i.reads
+            for u in self.units.values()
+            for ins in u.insertions.values()
+            for i in ins
+            if i.module.acts_on == OUTPUT and i.reads not in (None, i.site)
+        }
+        _sync(
+            self._site_hooks,
+            outputs,
+            lambda site: get_module(self.model, site).register_forward_hook(
+                self._site_hook(site), with_kwargs=True
+            ),
+        )
+        _sync(
+            self._capture_hooks,
+            sources,
+            lambda source: get_module(self.model, source).register_forward_pre_hook(
+                self._capture_hook(source), with_kwargs=True
+            ),
+        )
+        _sync(
+            self._input_hooks,
+            inputs,
+            lambda site: get_module(self.model, site).register_forward_pre_hook(
+                self._input_hook(site)
+            ),
+        )
+        for site in [s for s in self._weight_hooks if s not in weights]:
+            for hook in self._weight_hooks.pop(site):
+                hook.remove()
+        for site in [s for s in weights if s not in self._weight_hooks]:
+            self._weight_hooks[site] = self._weight_hooks_for(site, get_module(self.model, site))
+        observing = any(m.sees_model_call for ms in outputs.values() for m in ms)
+        if observing and self._call_hook is None:
+            self._call_hook = self.model.register_forward_pre_hook(
+                self._call_hook_for(), with_kwargs=True
+            )
+        elif not observing and self._call_hook is not None:
+            self._call_hook.remove()
+            self._call_hook = None
+        left = [s for s in self._attention_sites if s not in prefixes]
+        attention.set_prefixes([get_module(self.model, s) for s in left], {})
+        if left and not prefixes:
+            attention.point(self._attention_configs(left), wrapped=False)
+        self._attention_sites = list(prefixes)
+
+    def _ordered(self, composition: Composition | None, site: str, kind: str) -> tuple[Any, ...]:
+        """The active modules of `kind` at `site`, in composition order (a Stack bottom up)."""
+        if composition is None:
+            return ()
+        if isinstance(composition, str):
+            return tuple(
+                i.module
+                for ins in self.units[composition].insertions.values()
+                for i in ins
+                if i.site == site and i.module.acts_on == kind
+            )
+        return tuple(m for c in composition.children for m in self._ordered(c, site, kind))
+
+    def _set_plans(self, composition: Composition | None) -> None:
+        """Plans of the input, weight, attention and model-call modules for `composition`."""
+        if composition is None:
+            self._plan = {}
+        self._input_plan = {s: self._ordered(composition, s, INPUT) for s in self._input_hooks}
+        self._weight_plan = {s: self._ordered(composition, s, WEIGHT) for s in self._weight_hooks}
+        self._call_plan = tuple(
+            m
+            for name in composition_names(composition)
+            for ins in self.units[name].insertions.values()
+            for m in (i.module for i in ins)
+            if m.sees_model_call
+        )
+        prefixes = {s: self._ordered(composition, s, ATTENTION) for s in self._attention_sites}
+        self._prefix_plan({s: p for s, p in prefixes.items() if p}, self._attention_sites)
+
+    def _prefix_plan(self, plan: dict[str, tuple[Any, ...]], sites: list[str]) -> None:
+        attention.set_prefixes(
+            [get_module(self.model, s) for s in sites],
+            {get_module(self.model, s): p for s, p in plan.items()},
+        )
+        attention.point(self._attention_configs(sites), wrapped=bool(plan))
+
+    def _attention_configs(self, sites: list[str]) -> list[Any]:
+        """The configs whose attention implementation the modules at `sites` look up."""
+        configs = [attention.attention_config(get_module(self.model, s), self.model) for s in sites]
+        return list({id(c): c for c in configs}.values())
+
+    def _refresh_quiet(self) -> None:
+        """The frozen front (and the modules running adapters ask for) without dropout."""
+        running = self.units_in(self.active)
+        changed = {
+            i.site
+            for unit in running
+            for ins in unit.insertions.values()
+            for i in ins
+            if i.module.acts_on == OUTPUT and i.module.changes_output
+        }
+        inserted = {n for unit in running for n in unit.inserted_tensors()}
+        trainable = [
+            n
+            for n, p in self.model.named_parameters()
+            if p.requires_grad and (n in inserted or not is_inserted(n))
+        ]
+        self.frozen_blocks = frozen_blocks(self.model, self.backbone, trainable, changed)
+        names = frozen_modules(self.model, self.backbone, self.frozen_blocks)
+        self._set_quiet([*names, *(n for u in running for n in u.no_dropout)])
+
+    def _set_quiet(self, names: list[str]) -> None:
+        for hook in self._quiet_hooks:
+            hook.remove()
+        self._quiet_hooks = quiet(self.model, dict.fromkeys(names))
 
     def _set_parallel(self, parallel: Parallel | None) -> None:
         for hook in self._parallel_hooks:
@@ -467,6 +689,21 @@ class AdapterState:
             ]
             module = get_module(self.model, module_name)
             self._parallel_hooks.append(module.register_forward_hook(_per_branch(local)))
+
+
+def _first_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A module's main input: its first positional argument, or its `hidden_states`."""
+    if args:
+        return args[0]
+    return kwargs.get("hidden_states", next(iter(kwargs.values()), None))
+
+
+def _sync(hooks: dict[str, RemovableHandle], wanted: Any, make: Any) -> None:
+    """Remove the hooks of names no longer `wanted`, add `make(name)` for new ones."""
+    for name in [n for n in hooks if n not in wanted]:
+        hooks.pop(name).remove()
+    for name in [n for n in wanted if n not in hooks]:
+        hooks[name] = make(name)
 
 
 def _param(slots: list[Slot]) -> nn.Parameter:

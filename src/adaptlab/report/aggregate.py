@@ -33,6 +33,9 @@ class Cell:
     trainable: int
     total: int
     seconds: float | None
+    one_class: int | None = None
+    """Runs that predicted one class for every test example (failed runs); None when some run
+    has no per-class test counts or is not single-label."""
 
     @property
     def n(self) -> int:
@@ -131,7 +134,15 @@ def _cell(runs: Sequence[Run], judged: Judgement) -> Cell:
         trainable=first.trainable,
         total=first.total,
         seconds=statistics.median(walls) if walls else None,
+        one_class=_one_class_runs(runs),
     )
+
+
+def _one_class_runs(runs: Sequence[Run]) -> int | None:
+    """How many single-label runs put every test example in one class (None if unknown)."""
+    if any(r.task != "single_label" or not r.test_classes for r in runs):
+        return None
+    return sum(sum(c.predicted > 0 for c in r.test_classes or ()) == 1 for r in runs)
 
 
 def chosen(cells: Sequence[Cell]) -> list[Cell]:

@@ -132,7 +132,8 @@ def learning_rate(view: StudyView) -> Html:
 
 ROBUSTNESS = (
     "Robustness = mean over learning rates of the mean test score, divided by the best mean "
-    "test score: 1.0 means every learning rate tried is as good as the best one."
+    "test score: 1.0 means every learning rate tried is as good as the best one. A failed run "
+    "predicts one class for every test example (its accuracy is that class's share)."
 )
 
 
@@ -144,6 +145,7 @@ def _robustness(view: StudyView, setting: Setting) -> Html:
             continue
         value = view.robustness(setting, method)
         best, worst = max(cells, key=lambda c: c.mean), min(cells, key=lambda c: c.mean)
+        failed = [c.one_class for c in cells]
         rows.append(
             [
                 method,
@@ -151,9 +153,13 @@ def _robustness(view: StudyView, setting: Setting) -> Html:
                 "n/a (one rate)" if value is None else f"{value:.3f}",
                 f"{fmt.score(best.mean)} @ {fmt.rate(best.learning_rate)}",
                 f"{fmt.score(worst.mean)} @ {fmt.rate(worst.learning_rate)}",
+                "n/a"
+                if None in failed
+                else f"{sum(f or 0 for f in failed)} of {sum(c.n for c in cells)}",
             ]
         )
-    return table(["method", "learning rates", "robustness", "best mean", "worst mean"], rows)
+    headers = ["method", "learning rates", "robustness", "best mean", "worst mean", "failed runs"]
+    return table(headers, rows)
 
 
 def overfitting(view: StudyView) -> Html:

@@ -19,16 +19,28 @@ def batches(
     generator: torch.Generator | None = None,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """Padded batches in order, or shuffled by `generator` when one is given."""
+    for _, batch in indexed_batches(encoder, features, batch_size, device, generator):
+        yield batch
+
+
+def indexed_batches(
+    encoder: TextEncoder,
+    features: Sequence[dict[str, Any]],
+    batch_size: int,
+    device: torch.device,
+    generator: torch.Generator | None = None,
+) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
+    """`batches`, each with the indices of its examples in `features`."""
     checks.positive(batch_size, "batch size")
     order = (
         torch.randperm(len(features), generator=generator).tolist()
         if generator is not None
-        else range(len(features))
+        else list(range(len(features)))
     )
-    order = list(order)
     for start in range(0, len(order), batch_size):
-        batch = encoder.collate([features[i] for i in order[start : start + batch_size]])
-        yield {k: v.to(device) for k, v in batch.items()}
+        indices = order[start : start + batch_size]
+        batch = encoder.collate([features[i] for i in indices])
+        yield indices, {k: v.to(device) for k, v in batch.items()}
 
 
 def batch_count(size: int, batch_size: int) -> int:

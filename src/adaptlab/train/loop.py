@@ -10,7 +10,9 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,9 +23,10 @@ from adaptlab.errors import AdaptlabError
 from adaptlab.methods import regularization_loss
 from adaptlab.progress import Progress
 from adaptlab.tasks import TaskKind
-from adaptlab.train.batches import batch_count, batches
+from adaptlab.train.batches import batch_count, indexed_batches
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.evaluate import evaluate
+from adaptlab.train.frozen_cache import FrozenCache
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import EpochRecord
 
@@ -58,8 +61,46 @@ def train(
     learning_rate: float,
     *,
     progress: bool = True,
+    frozen_cache: str = "auto",
+    cache_folder: Path | None = None,
 ) -> TrainHistory:
-    """Train `model`'s trainable parameters; on return it holds the best epoch's weights."""
+    """Train `model`'s trainable parameters; on return it holds the best epoch's weights.
+
+    `frozen_cache` ("auto", "memory", "disk", "off"): replay the frozen front's outputs after
+    the first epoch where the running adapter allows it (`adaptlab.train.frozen_cache`); on
+    disk, its scratch files go in `cache_folder` (a temporary folder when None).
+    """
+    cache = FrozenCache.create(model, frozen_cache, train_features, cache_folder)
+    try:
+        return _train(
+            model,
+            encoder,
+            train_features,
+            dev_features,
+            task,
+            label_names,
+            config,
+            learning_rate,
+            progress,
+            cache,
+        )
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _train(
+    model: nn.Module,
+    encoder: TextEncoder,
+    train_features: Sequence[dict[str, Any]],
+    dev_features: Sequence[dict[str, Any]],
+    task: TaskKind,
+    label_names: Sequence[str],
+    config: TrainConfig,
+    learning_rate: float,
+    progress: bool,
+    cache: FrozenCache | None,
+) -> TrainHistory:
     device = next(model.parameters()).device
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
@@ -87,8 +128,12 @@ def train(
         model.train()
         started, losses = time.perf_counter(), []
         bar.describe(f"epoch {epoch}/{config.epochs}")
-        for batch in batches(encoder, train_features, config.batch_size, device, generator):
-            loss = model(**batch).loss
+        for indices, batch in indexed_batches(
+            encoder, train_features, config.batch_size, device, generator
+        ):
+            replay = cache.step(indices, batch.get("attention_mask")) if cache else nullcontext()
+            with replay:
+                loss = model(**batch).loss
             penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
             if penalty is not None:
                 loss = loss + penalty

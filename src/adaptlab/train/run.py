@@ -70,10 +70,12 @@ def execute(
     progress: bool = True,
     overwrite: bool = False,
     on_trained: OnTrained | None = None,
+    frozen_cache: str = "auto",
 ) -> RunResult:
     """Train, pick the best epoch on dev, test it; write `out` if given; return the result.
 
     `on_trained`, if given, sees the trained model and data; its result joins the result.
+    `frozen_cache`: see `adaptlab.train.loop.train` (an execution detail, not part of the spec).
     """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
@@ -109,6 +111,8 @@ def execute(
             spec.train,
             spec.learning_rate(),
             progress=progress,
+            frozen_cache=frozen_cache,
+            cache_folder=staging,
         )
         test = evaluate(
             model,

