@@ -19,7 +19,7 @@ import torch
 import transformers
 
 from adaptlab.errors import ConfigError
-from adaptlab.tasks import TASK_KINDS, TaskKind
+from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import RunSpec
@@ -65,7 +65,7 @@ class DataInfo:
     """The data a run saw: data set name, task, label names and the size of each split."""
 
     name: str
-    task: TaskKind
+    task: RunTaskKind
     labels: tuple[str, ...]
     sizes: Mapping[str, int]
 
@@ -81,14 +81,14 @@ class DataInfo:
     def from_json(cls, data: JsonObject) -> DataInfo:
         data.refuse_unknown(("name", "task", "labels", "sizes"))
         task = data.text("task")
-        if task not in TASK_KINDS:
+        if task not in RUN_TASK_KINDS:
             raise ConfigError(
-                f"{data.where}: {data.prefix}task: expected one of {', '.join(TASK_KINDS)}, "
+                f"{data.where}: {data.prefix}task: expected one of {', '.join(RUN_TASK_KINDS)}, "
                 f"got {task!r}"
             )
         return cls(
             name=data.text("name"),
-            task=cast(TaskKind, task),
+            task=cast(RunTaskKind, task),
             labels=data.texts("labels"),
             sizes=data.integers("sizes"),
         )

@@ -1,8 +1,7 @@
 """One training run end to end: data, model, method, training, test, and its files.
 
 `execute` is what `adaptlab train` and every study run call. It validates everything it can
-before any long work, and writes its folder atomically: files go to a hidden sibling folder
-that is renamed into place only when the run has finished, so nothing half-written is left.
+before any long work, and writes its folder atomically (`adaptlab.train.run_folder`).
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,23 +20,21 @@ from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.errors import ConfigError
-from adaptlab.fileio import staging_folder
-from adaptlab.methods import save_adapter
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
+from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.train.result import DataInfo, RunResult, Versions
+from adaptlab.train.run_folder import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, RunFolder
 from adaptlab.train.spec import RunSpec
 
 log = logging.getLogger("adaptlab.train")
 
-METRICS_FILE = "metrics.json"
-LOG_FILE = "train.log"
-ADAPTER_FOLDER = "adapter"
+__all__ = ["ADAPTER_FOLDER", "LOG_FILE", "METRICS_FILE", "RunSpec", "TrainedRun", "execute"]
 
 
 @dataclass(frozen=True)
@@ -76,13 +72,16 @@ def execute(
     """Train, pick the best epoch on dev, test it; write `out` if given; return the result.
 
     `on_trained`, if given, sees the trained model and data; its result joins the result.
+    A masked-language-modelling spec (task mlm) runs `adaptlab.train.mlm.execute_mlm`.
     """
+    if spec.data_options.get("task") == MLM:
+        if on_trained is not None:
+            raise ConfigError("analyses need a labelled task; a masked-LM run takes none")
+        from adaptlab.train.mlm import execute_mlm
+
+        return execute_mlm(spec, out, progress=progress, overwrite=overwrite)
     started = time.perf_counter()
-    out_path = Path(out) if out is not None else None
-    if out_path is not None and out_path.exists() and any(out_path.iterdir()) and not overwrite:
-        raise ConfigError(
-            f"output folder {out_path} exists and is not empty; pass --overwrite or another --out"
-        )
+    folder = RunFolder(Path(out) if out is not None else None, overwrite)
     device = torch_device(spec.device)
     dataset = prepare_data(spec)
     loaded = load_model(
@@ -96,9 +95,7 @@ def execute(
     )
     features = {name: encoder.encode(examples) for name, examples in dataset.splits.items()}
 
-    staging = staging_folder(out_path) if out_path is not None else None
-    handler = _log_to(staging / LOG_FILE) if staging else None
-    try:
+    with folder:
         log.info("run %s", json.dumps(spec.to_dict()))
         log.info("%s", handle.summary())
         reset_peak_memory(device)
@@ -157,44 +154,4 @@ def execute(
             analysis = dict(on_trained(TrainedRun(model, encoder, dataset, features)))
             result = replace(result, analysis=analysis)
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
-        if staging is not None and out_path is not None:
-            adapter = save_adapter(
-                model,
-                staging / ADAPTER_FOLDER,
-                base_model_id=spec.model,
-                task=dataset.task,
-                label_names=dataset.label_names,
-                metrics={"dev": dict(result.dev), "test": dict(result.test)},
-            )
-            result = replace(
-                result,
-                adapter_bytes=sum(f.stat().st_size for f in adapter.iterdir()),
-                wall_seconds=time.perf_counter() - started,
-            )
-            (staging / METRICS_FILE).write_text(json.dumps(result.to_dict(), indent=2))
-            if handler:
-                _close(handler)
-                handler = None
-            if out_path.exists():
-                shutil.rmtree(out_path)
-            staging.rename(out_path)
-        return replace(result, wall_seconds=time.perf_counter() - started)
-    finally:
-        if handler:
-            _close(handler)
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging)
-
-
-def _log_to(path: Path) -> logging.Handler:
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger("adaptlab")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    return handler
-
-
-def _close(handler: logging.Handler) -> None:
-    logging.getLogger("adaptlab").removeHandler(handler)
-    handler.close()
+        return folder.publish(model, result, dataset.task, dataset.label_names, started)
