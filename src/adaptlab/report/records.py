@@ -14,6 +14,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.study.store import StoredRun
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.result import EpochRecord
+from adaptlab.train.transfer import ZeroShotScore
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ class Run:
     """(alphas, dev losses) from the run's analysis, when it was asked for."""
     fusion: tuple[tuple[str, tuple[float, ...]], ...] = ()
     """A fusion run's mean weight per fused adapter at each fusion layer, bottom to top."""
+    test_metrics: tuple[tuple[str, float], ...] = ()
+    """Every test metric (name, value), for sections that show more than the primary one."""
+    zero_shot: tuple[ZeroShotScore, ...] = ()
+    """Scores on other data sets' test splits, zero-shot (the study's `zero_shot` targets)."""
 
 
 def read_runs(records: Sequence[StoredRun]) -> list[Run]:
@@ -121,6 +126,8 @@ def _read(stored: StoredRun) -> Run:
         versions=tuple(sorted(result.versions.to_dict().items())),
         host=result.host,
         fusion=_fusion(result.fusion_weights or ()),
+        test_metrics=tuple(result.test.items()),
+        zero_shot=result.zero_shot or (),
         **_analysis(result.analysis or {}),
     )
 

@@ -23,6 +23,7 @@ from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import RunSpec
+from adaptlab.train.transfer import ZeroShotScore
 from adaptlab.version import __version__
 
 
@@ -153,6 +154,8 @@ class RunResult:
     analysis: Mapping[str, Any] | None = field(default=None)
     fusion_weights: tuple[SiteWeights, ...] | None = None
     """For a fusion run: each fusion layer's mean weight per adapter on the dev set."""
+    zero_shot: tuple[ZeroShotScore, ...] | None = None
+    """Scores on the spec's zero-shot targets (test splits of other data sets)."""
 
     @property
     def best(self) -> EpochRecord:
@@ -184,6 +187,8 @@ class RunResult:
             result["analysis"] = dict(self.analysis)
         if self.fusion_weights is not None:
             result["fusion_weights"] = [site.to_dict() for site in self.fusion_weights]
+        if self.zero_shot is not None:
+            result["zero_shot"] = [score.to_dict() for score in self.zero_shot]
         return result
 
     @classmethod
@@ -220,6 +225,11 @@ class RunResult:
                 if "fusion_weights" in result
                 else None
             ),
+            zero_shot=(
+                tuple(ZeroShotScore.from_json(row) for row in result.objects("zero_shot"))
+                if "zero_shot" in result
+                else None
+            ),
         )
 
 
@@ -243,6 +253,7 @@ _FIELDS = (
     "host",
     "analysis",
     "fusion_weights",
+    "zero_shot",
 )
 
 

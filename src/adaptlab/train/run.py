@@ -31,6 +31,7 @@ from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.train.result import DataInfo, RunResult, Versions
 from adaptlab.train.run_folder import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, RunFolder
 from adaptlab.train.spec import RunSpec
+from adaptlab.train.zero_shot import prepare_targets, score_targets
 
 log = logging.getLogger("adaptlab.train")
 
@@ -84,6 +85,7 @@ def execute(
     folder = RunFolder(Path(out) if out is not None else None, overwrite)
     device = torch_device(spec.device)
     dataset = prepare_data(spec)
+    targets = prepare_targets(spec.zero_shot, dataset)
     loaded = load_model(
         spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
     )
@@ -119,6 +121,9 @@ def execute(
             spec.train.eval_batch_size,
         )
         log.info("test %s", json.dumps(test.metrics))
+        zero_shot = score_targets(model, encoder, targets, spec.train.eval_batch_size)
+        for score in zero_shot:
+            log.info("zero-shot %s %s", score.data, json.dumps(score.metrics))
         counts = handle.parameter_counts()
         result = RunResult(
             spec=spec,
@@ -148,6 +153,7 @@ def execute(
                 if handle.is_fusion
                 else None
             ),
+            zero_shot=zero_shot or None,
         )
         if on_trained is not None:
             began = time.perf_counter()

@@ -15,9 +15,7 @@ from torch import nn
 from adaptlab.errors import ConfigError
 from adaptlab.methods import Stack, active, delete_adapter, list_adapters, set_active
 from adaptlab.train.adapters import load_frozen
-
-Swap = tuple[str, str]
-"""(name of an adapter in the running Stack, folder of the adapter to run in its place)."""
+from adaptlab.train.transfer import Swap
 
 
 def parse_swaps(values: Sequence[str]) -> tuple[Swap, ...]:
