@@ -9,6 +9,7 @@ from test_report_records import make_record, make_row, stored
 
 from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import (
+    Cell,
     chosen,
     group_cells,
     mean_curve,
@@ -17,12 +18,15 @@ from adaptlab.report.aggregate import (
     robustness,
     settings,
 )
+from adaptlab.report.judging import judge
 from adaptlab.report.recommend import sentence, verdict, welch_p
 from adaptlab.report.records import read_runs
+from adaptlab.study.store import StoredRun
 
 
-def cells_of(records: list[dict]) -> list:
-    return group_cells(read_runs(records))
+def cells_of(records: list[StoredRun]) -> list[Cell]:
+    runs = read_runs(records)
+    return group_cells(runs, judge(runs))
 
 
 def test_mean_and_sample_std_over_seeds() -> None:
@@ -170,13 +174,13 @@ def test_mean_curve_averages_seeds_step_by_step() -> None:
             make_record(seed=2, epochs=[(1.0, 0.74)], steps_per_epoch=10),  # stopped early
         ]
     )
-    curve = mean_curve(runs)
+    curve = mean_curve(runs, "accuracy")
     assert curve is not None
     assert curve.steps == (10, 20)
     assert curve.loss == pytest.approx((0.8, 0.5))
     assert curve.metric == pytest.approx((0.72, 0.82))
     assert curve.metric_std == pytest.approx((0.02, math.sqrt(2) * 0.02))
-    assert mean_curve([]) is None
+    assert mean_curve([], "accuracy") is None
 
 
 def test_trainable_share_and_formatting() -> None:

@@ -54,9 +54,9 @@ def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = executors.execute
 
-    def counting(spec: Any, **kwargs: Any) -> RunResult:
+    def counting(spec: Any, *args: Any, **kwargs: Any) -> RunResult:
         calls.append(spec.methods[0].name)
-        return real(spec, **kwargs)
+        return real(spec, *args, **kwargs)
 
     monkeypatch.setattr(executors, "execute", counting)
     return calls
@@ -141,12 +141,12 @@ def test_failed_runs_are_recorded_the_study_goes_on_and_a_rerun_retries_them(
     real = executors.execute
     flaky = {"bitfit": 1}
 
-    def once_failing(run_spec: Any, **kwargs: Any) -> RunResult:
+    def once_failing(run_spec: Any, *args: Any, **kwargs: Any) -> RunResult:
         name = run_spec.methods[0].name
         if flaky.get(name):
             flaky[name] -= 1
             raise ConfigError("bitfit: a passing problem")
-        return real(run_spec, **kwargs)
+        return real(run_spec, *args, **kwargs)
 
     monkeypatch.setattr(executors, "execute", once_failing)
     code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
@@ -219,25 +219,66 @@ def test_report_hands_the_stores_records_to_the_report_package(
     (run,) = plan_study(load_spec(spec), tmp_path)
     store = tmp_path / "tiny.db"
     with ResultStore(store) as results:
+        results.set_plan("tiny", [run])
         results.start(run)
         results.finish(run.run_id, fake_result(run.spec, 1.0))
     calls: list[tuple[Any, ...]] = []
 
     def write_report(
-        records: list[StoredRun], out: Path, *, title: str, validations: list[Any]
+        records: list[StoredRun],
+        out: Path,
+        *,
+        title: str,
+        validations: list[Any],
+        metric: str | None,
     ) -> Path:
-        calls.append((records, out, title, validations))
+        calls.append((records, out, title, validations, metric))
         return out
 
-    monkeypatch.setitem(sys.modules, "adaptlab.report", SimpleNamespace(write_report=write_report))
+    fake = SimpleNamespace(write_report=write_report, is_report=lambda path: False)
+    monkeypatch.setitem(sys.modules, "adaptlab.report", fake)
     code, out, _ = cli(["report", str(spec)], capsys, monkeypatch)
     assert code == 0 and f"report of 1 runs written to {tmp_path / 'tiny.html'}" in out
-    ((records, out_path, title, validations),) = calls
+    ((records, out_path, title, validations, metric),) = calls
     assert [(r.run_id, r.study, r.method_label) for r in records] == [(run.run_id, "tiny", "lora")]
-    assert (out_path, title, validations) == (tmp_path / "tiny.html", "tiny", [])
+    assert (out_path, title, validations, metric) == (tmp_path / "tiny.html", "tiny", [], None)
     cli(
-        ["report", str(store), "--out", str(tmp_path / "r.html"), "--title", "T"],
+        ["report", str(store), "--out", str(tmp_path / "r.html"), "--title", "T"]
+        + ["--metric", "mcc"],
         capsys,
         monkeypatch,
     )
-    assert calls[-1][1:] == (tmp_path / "r.html", "T", [])
+    assert calls[-1][1:] == (tmp_path / "r.html", "T", [], "mcc")
+
+
+def test_a_metric_the_data_does_not_compute_stops_the_study_after_one_run(
+    model: str,
+    reviews: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = write_spec(tmp_path, model, reviews, methods=["bitfit"], metric="span_f1")
+    code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "metric 'span_f1' is not computed on reviews (single_label data gives accuracy" in err
+    assert "test span_f1 not computed" in out
+    assert [row[1] for row in rows(tmp_path / "tiny.db")] == ["done"]  # the run is kept
+
+
+def test_progress_shows_the_metric_the_study_judges_by(
+    model: str,
+    reviews: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = write_spec(tmp_path, model, reviews, methods=["bitfit"], seeds=[0], metric="mcc")
+    code, out, _ = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    assert code == 0 and "test mcc " in out
+    (stored,) = load_records(tmp_path / "tiny.db")
+    assert stored.study_metric == "mcc"
+    counts = stored.result.data.train_counts or {}
+    assert list(counts) == ["fresh", "rotten"]
+    assert sum(counts.values()) == stored.result.data.sizes["train"]
+    assert [c.label for c in stored.result.test_classes or ()] == ["fresh", "rotten"]

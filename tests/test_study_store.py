@@ -13,7 +13,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import plan_study
 from adaptlab.study.spec import load_spec
-from adaptlab.study.store import ResultStore, load_records, load_validations
+from adaptlab.study.store import SCHEMA_VERSION, ResultStore, load_records, load_validations
 
 
 @pytest.fixture
@@ -63,6 +63,7 @@ def test_rows_follow_the_contract(tmp_path: Path, planned: list) -> None:  # typ
         "finished_at",
         "host",
         "pid",
+        "data_digest",
     ]
     assert pid == os.getpid() and host
     assert integrity(path) == "ok"
@@ -142,11 +143,36 @@ def test_a_store_of_the_first_schema_is_upgraded_in_place(
         store.finish(planned[0].run_id, fake_result(planned[0].spec, 1.0))
     with sqlite3.connect(path) as db:  # what a store written before validations looked like
         db.execute("DROP TABLE validations")
+        db.execute("ALTER TABLE runs DROP COLUMN data_digest")
+        db.execute("DROP TABLE studies")
         db.execute("PRAGMA user_version = 1")
     db.close()
     assert len(load_records(path)) == 1  # opening upgrades it; the runs stay
     assert load_validations(path) == []
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("SELECT data_digest FROM runs").fetchall() == [(None,)]
     db.close()
     assert integrity(path) == "ok"
+
+
+def test_a_studys_metric_is_kept_and_a_store_without_it_is_upgraded(
+    tmp_path: Path,
+    planned: list,  # type: ignore[type-arg]
+) -> None:
+    path = tmp_path / "s.db"
+    with ResultStore(path) as store:
+        store.set_plan("s", planned, "macro_f1")
+        store.start(planned[0])
+        store.finish(planned[0].run_id, fake_result(planned[0].spec, 1.0))
+        assert [r.study_metric for r in store.records()] == ["macro_f1"]
+        store.set_plan("s", planned)  # the spec no longer asks: the default rule again
+        assert [r.study_metric for r in store.records()] == [None]
+    with sqlite3.connect(path) as db:  # a store of schema 3, before `metric:` existed
+        db.execute("DROP TABLE studies")
+        db.execute("PRAGMA user_version = 3")
+    db.close()
+    assert [r.study_metric for r in load_records(path)] == [None]
+    with ResultStore(path) as store:
+        store.set_plan("s", planned, "accuracy")
+        assert [r.study_metric for r in store.records()] == ["accuracy"]

@@ -116,6 +116,7 @@ def test_cli_train_eval_predict(
         capsys,
     )
     assert code == 0 and "best epoch 1" in stdout
+    assert "judged by accuracy: test " in stdout and "classes are balanced" in stdout
     manifest = json.loads((out / "adapter" / "manifest.json").read_text())
     assert manifest["methods"][0]["config"]["rank"] == 4
     record = json.loads((out / "metrics.json").read_text())
@@ -127,6 +128,9 @@ def test_cli_train_eval_predict(
     )
     assert code == 0
     assert json.loads(stdout)["accuracy"] == pytest.approx(record["test"]["accuracy"])
+    assert json.loads(stdout)["judged_by"] == "accuracy"
+    code, stdout, _ = run_cli(["eval", "--adapter", str(out), "--data", str(reviews)], capsys)
+    assert code == 0 and "judged by accuracy: the task's primary metric" in stdout
 
     texts = tmp_path / "texts.txt"
     texts.write_text("a great film\n\na dull film\n")
@@ -272,3 +276,25 @@ def test_data_show_lists_splits_label_counts_and_examples(
     assert stdout.count("'label':") == 2  # two training examples
     code, _, err = run_cli(["data", "show", str(reviews), "--label-column", "stars"], capsys)
     assert code == 1 and "stars" in err and "Traceback" not in err
+
+
+def test_train_on_skewed_classes_says_it_judges_by_macro_f1(
+    tiny_model_dir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skewed = tmp_path / "skewed.csv"
+    with skewed.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for i in range(100):
+            label = "rotten" if i % 10 == 0 else "fresh"  # 9 to 1
+            writer.writerow([f"a {WORDS[label][i % 4]} film", label])
+    args = ["train", "--model", tiny_model_dir, "--data", str(skewed), "--method", "bitfit"]
+    code, stdout, _ = run_cli(
+        [*args, "--epochs", "1", "--out", str(tmp_path / "run"), "--no-progress"], capsys
+    )
+    assert code == 0
+    assert "judged by macro_f1: test " in stdout
+    assert "the largest class of the training sample (fresh, " in stdout
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert saved["data"]["train_counts"]["rotten"] < saved["data"]["train_counts"]["fresh"] / 3
+    assert [c["label"] for c in saved["test_classes"]] == ["fresh", "rotten"]

@@ -19,6 +19,7 @@ from torch import nn
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.outputs import METRICS_FILE
 from adaptlab.train.restore import (
     RUN_ADAPTER_FOLDER,
     adapter_folder,
@@ -27,7 +28,6 @@ from adaptlab.train.restore import (
     load_trained,
 )
 from adaptlab.train.result import read_result
-from adaptlab.train.run import METRICS_FILE
 from adaptlab.train.spec import RunSpec
 
 

@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import BaseModel, Device
 from adaptlab.errors import ConfigError
 from adaptlab.methods import save_adapter
 from adaptlab.methods.manifest import MEMBERS, Manifest, parse_manifest
 from adaptlab.methods.peft_format import export_peft, import_peft
 from adaptlab.models.loading import load_model
+from adaptlab.paths import check_new_folder
 from adaptlab.tasks import TASK_KINDS
 from adaptlab.train.restore import adapter_folder, load_trained
 
@@ -43,7 +43,7 @@ def show(
     top = parse_manifest(folder)
     base = top.base_model
     title = (
-        f"{escape(str(folder))}: base {escape(str(base.id))} ({base.model_class}, fingerprint "
+        f"{folder}: base {base.id} ({base.model_class}, fingerprint "
         f"{base.fingerprint}), task {top.task}"
     )
     table = Table(title=title)
@@ -51,14 +51,14 @@ def show(
         table.add_column(column, justify="right" if column in ("parameters", "bytes") else "left")
     for row in rows:
         table.add_row(
-            escape(row["adapter"]),
+            row["adapter"],
             row["kind"],
-            escape(row["methods"]),
+            row["methods"],
             f"{row['parameters']:,}",
             f"{row['bytes']:,}",
-            escape(row["composition"] or "-"),
+            row["composition"] or "-",
         )
-    Console().print(table)
+    console().print(table)
     test = (top.metrics or {}).get("test")
     if isinstance(test, dict):
         print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items() if _number(v)))
@@ -106,6 +106,7 @@ def export(
         adaptlab export --adapter runs/rt-lora --format peft runs/rt-lora-peft
     """
     _check_format(format)
+    check_new_folder(out, "export folder")
     loaded, manifest = load_trained(adapter, device, model=model)
     export_peft(
         loaded.model,
@@ -138,6 +139,7 @@ def import_(
     names = [label.strip() for label in labels.split(",")]
     if not all(names) or len(set(names)) != len(names):
         raise ConfigError(f"--labels must be distinct non-empty names, got {labels!r}")
+    check_new_folder(out, "adapter folder")
     loaded = load_model(model, task, label_names=names)  # type: ignore[arg-type]
     handle = import_peft(loaded.model, source)
     save_adapter(

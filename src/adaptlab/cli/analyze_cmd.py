@@ -6,13 +6,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from adaptlab.analysis import Written, fusion_analysis, landscape_analysis, similarity_analysis
 from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     BaseModel,
     DataOption,
@@ -21,7 +20,11 @@ from adaptlab.cli.options import (
     Task,
     TextColumn,
     TextPairColumn,
+    at_least_two,
     data_options,
+    positive,
+    positive_finite,
+    seed,
 )
 
 app = typer.Typer(
@@ -38,8 +41,8 @@ Out = Annotated[
     Path | None,
     typer.Option(help="Folder for the JSON and PNG; default: <adapter>/analysis."),
 ]
-Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).")]
-Seed = Annotated[int, typer.Option(help="Seed of the token sample.")]
+Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).", callback=at_least_two)]
+Seed = Annotated[int, typer.Option(help="Seed of the token sample.", callback=seed)]
 Progress = Annotated[bool, typer.Option(help="Show progress bars.")]
 
 
@@ -104,12 +107,14 @@ def landscape(
     adapter: AdapterOption,
     data: DataOption,
     points: Annotated[
-        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).")
+        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).", callback=at_least_two)
     ] = DEFAULT_POINTS,
-    span: Annotated[float, typer.Option(help="alpha runs from -span to span.")] = DEFAULT_SPAN,
+    span: Annotated[
+        float, typer.Option(help="alpha runs from -span to span.", callback=positive_finite)
+    ] = DEFAULT_SPAN,
     split: Split = "dev",
     out: Out = None,
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -143,7 +148,7 @@ def landscape(
     table.add_column("loss", justify="right")
     for alpha, loss in zip(written.result["alphas"], written.result["losses"], strict=True):
         table.add_row(f"{alpha:+.3f}", f"{loss:.4f}")
-    Console().print(table)
+    console().print(table)
     _print_files(written)
 
 
@@ -153,7 +158,7 @@ def fusion(
     data: DataOption,
     split: Split = "dev",
     out: Out = None,
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -178,18 +183,18 @@ def fusion(
         batch_size=batch_size,
     )
     sites = written.result["sites"]
-    table = Table(title=f"fusion weights of {escape(str(adapter))} on {written.result['data']}")
+    table = Table(title=f"fusion weights of {adapter} on {written.result['data']}")
     table.add_column("layer", justify="right")
     table.add_column("site")
     adapters = list(sites[0]["weights"])
     for name in adapters:
-        table.add_column(escape(name), justify="right")
+        table.add_column(name, justify="right")
     for site in sites:
         weights = [f"{site['weights'][name]:.3f}" for name in adapters]
         table.add_row(str(site["block"]), site["role"], *weights)
     means = [sum(s["weights"][n] for s in sites) / len(sites) for n in adapters]
     table.add_row("", "mean", *(f"{m:.3f}" for m in means))
-    Console().print(table)
+    console().print(table)
     _print_files(written)
 
 
@@ -230,7 +235,7 @@ def _similarity(
     table.add_column(result["measure"], justify="right")
     for row in result["layers"]:
         table.add_row(str(row["layer"]), row["module"], f"{row['score']:.4f}")
-    Console().print(table)
+    console().print(table)
     _print_files(written)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
+from rich.text import Text
 
 from adaptlab.cli import (
     adapters_cmd,
@@ -19,6 +19,7 @@ from adaptlab.cli import (
     study_cmd,
     train_cmd,
 )
+from adaptlab.cli.console import console
 from adaptlab.errors import AdaptlabError
 
 app = typer.Typer(
@@ -50,7 +51,7 @@ app.add_typer(study_cmd.app, name="study")
 app.add_typer(analyze_cmd.app, name="analyze")
 app.add_typer(neurons_cmd.app, name="neurons")
 
-_stderr = Console(stderr=True)
+_stderr = console(stderr=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,5 +68,6 @@ def main(argv: list[str] | None = None) -> None:
     except AdaptlabError as error:
         if debug:
             raise
-        _stderr.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        message = Text.assemble(("error:", "bold red"), f" {error}")
+        _stderr.print(message, highlight=False, soft_wrap=True)
         sys.exit(1)

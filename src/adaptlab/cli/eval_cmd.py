@@ -7,24 +7,28 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     BaseModel,
     DataOption,
     Device,
     LabelColumn,
+    MaxLength,
     Task,
     TextColumn,
     TextPairColumn,
     data_options,
+    positive,
 )
 from adaptlab.data import TextEncoder, load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts
 from adaptlab.models.loading import LoadedModel
 from adaptlab.tasks import MLM
+from adaptlab.train.choice import MetricChoice, choose_metric
+from adaptlab.train.classes import training_counts
 from adaptlab.train.evaluate import Evaluation
 from adaptlab.train.evaluate import evaluate as run_evaluation
 from adaptlab.train.mlm import MlmEvaluation, evaluate_mlm
@@ -40,8 +44,8 @@ def evaluate(
     split: Annotated[
         str, typer.Option(help="train, dev or test (the data set's fixed splits).")
     ] = "test",
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
+    max_length: MaxLength = 128,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -71,25 +75,29 @@ def evaluate(
     swaps = parse_swaps(stack_swap or [])
     loaded, manifest = load_trained(adapter, device, model=model)
     options = data_options(text_column, text_pair_column, label_column, task)
+    judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation
     with stack_swapped(loaded.model, swaps):
         if manifest["task"] == MLM:
             name, count, result = _masked_lm(loaded, data, options, split, max_length, batch_size)
         else:
-            name, count, result = _labelled(
+            name, count, result, judged = _labelled(
                 loaded, manifest, data, options, split, max_length, batch_size
             )
     if as_json:
-        print(
-            json.dumps({"split": split, "examples": count, "loss": result.loss, **result.metrics})
-        )
+        judged_by = {"judged_by": judged.metric} if judged else {}
+        scores = {"loss": result.loss, **result.metrics, **judged_by}
+        print(json.dumps({"split": split, "examples": count, **scores}))
         return
     table = Table(title=f"{adapter} on {name} {split} ({count} examples)")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for name, value in {"loss": result.loss, **result.metrics}.items():
-        table.add_row(name, f"{value:.4f}")
-    Console().print(table)
+    for metric, value in {"loss": result.loss, **result.metrics}.items():
+        table.add_row(metric, f"{value:.4f}")
+    out = console()
+    out.print(table)
+    if judged is not None:
+        out.print(f"judged by {judged.metric}: {judged.reason}", soft_wrap=True, highlight=False)
 
 
 def _labelled(
@@ -100,15 +108,16 @@ def _labelled(
     split: str,
     max_length: int,
     batch_size: int,
-) -> tuple[str, int, Evaluation]:
-    """A labelled data set's split scored, its labels matched to the adapter's by name."""
-    dataset = load_dataset(data, **options)
-    dataset = check_data_fits(dataset, manifest, data)
+) -> tuple[str, int, Evaluation, MetricChoice]:
+    """A labelled data set's split scored, its labels matched to the adapter's by name, and
+    the metric that judges it."""
+    dataset = check_data_fits(load_dataset(data, **options), manifest, data)
     labels = manifest.get("label_names") or []
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     features = encoder.encode(dataset.splits[split])
     result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
-    return dataset.name, len(features), result
+    counts = training_counts(dataset.task, dataset.splits["train"], labels)
+    return dataset.name, len(features), result, choose_metric(dataset.task, counts)
 
 
 def _masked_lm(

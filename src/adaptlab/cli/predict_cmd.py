@@ -10,9 +10,11 @@ from typing import Annotated
 
 import typer
 
-from adaptlab.cli.options import BaseModel, Device
+from adaptlab.cli.options import BaseModel, Device, MaxLength, positive
 from adaptlab.data import TextEncoder
+from adaptlab.data.readers import decode_utf8, read_bytes
 from adaptlab.errors import DataError
+from adaptlab.paths import input_file
 from adaptlab.train.predict import predict as run_prediction
 from adaptlab.train.restore import load_trained
 
@@ -25,8 +27,8 @@ def predict(
         str, typer.Option("--input", help="Text file, one input per line; - for stdin.")
     ],
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON object per line.")] = False,
-    batch_size: Annotated[int, typer.Option(help="Prediction batch size.")] = 64,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    batch_size: Annotated[int, typer.Option(help="Prediction batch size.", callback=positive)] = 64,
+    max_length: MaxLength = 128,
     device: Device = "cpu",
     model: BaseModel = None,
 ) -> None:
@@ -58,11 +60,5 @@ def predict(
 def _read_lines(source: str) -> list[str]:
     if source == "-":
         return sys.stdin.readlines()
-    path = Path(source)
-    if not path.is_file():
-        raise DataError(f"{path}: no such input file")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise DataError(f"{path}: line {line} is not valid UTF-8") from None
+    path = input_file(Path(source), "--input")
+    return decode_utf8(read_bytes(path), path).splitlines()

@@ -7,19 +7,23 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     DataOption,
     Device,
     LabelColumn,
+    MaxLength,
     Task,
     TextColumn,
     TextPairColumn,
     data_options,
+    positive,
+    seed,
 )
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec
+from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
 
@@ -57,16 +61,20 @@ def train(
         ),
     ] = None,
     train_size: Annotated[
-        int | None, typer.Option(help="Sample n training examples (and n dev).")
+        int | None,
+        typer.Option(help="Sample n training examples (and n dev).", callback=positive),
     ] = None,
-    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 10,
-    batch_size: Annotated[int, typer.Option(help="Batch size.")] = 16,
+    epochs: Annotated[int, typer.Option(help="Training epochs.", callback=positive)] = 10,
+    batch_size: Annotated[int, typer.Option(help="Batch size.", callback=positive)] = 16,
     learning_rate: Annotated[
         float | None, typer.Option(help="Learning rate; default 2e-5 (full, freeze) or 1e-4.")
     ] = None,
     warmup_ratio: Annotated[float, typer.Option(help="Share of steps for linear warm-up.")] = 0.1,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
-    seed: Annotated[int, typer.Option(help="Seed for sampling, initialisation and shuffling.")] = 0,
+    max_length: MaxLength = 128,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed),
+    ] = 0,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -112,14 +120,20 @@ def train(
         stack=folders(stack),
     )
     result = execute(spec, out, progress=progress, overwrite=overwrite)
-    console = Console()
+    out_console = console()
     metric = result.metric
-    console.print(
+    out_console.print(
         f"best epoch {result.best_epoch}: dev {metric} {result.dev[metric]:.4f}, "
         f"test {metric} {result.test[metric]:.4f}"
     )
-    console.print(json.dumps(dict(result.test), indent=None), highlight=False)
-    console.print(
+    judged = choose_metric(result.data.task, result.data.train_counts)
+    out_console.print(
+        f"judged by {judged.metric}: test {result.test[judged.metric]:.4f} ({judged.reason})",
+        soft_wrap=True,
+        highlight=False,
+    )
+    out_console.print(json.dumps(dict(result.test), indent=None), highlight=False)
+    out_console.print(
         f"trainable {result.trainable_parameters:,} of {result.total_parameters:,} "
         f"parameters; adapter {result.adapter_bytes or 0:,} bytes; "
         f"{result.wall_seconds or 0:.0f} s; written to {out}"

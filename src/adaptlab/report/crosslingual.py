@@ -24,9 +24,9 @@ LEAD = (
     "test split of each zero-shot target (labels matched by name; for stacked methods with a "
     "swap, the target language's adapter runs in place of the source language's). Gap = "
     "in-language minus zero-shot score, per seed. Mean ± std over seeds, each method at its "
-    "chosen learning rate; in the plot the dotted diagonal is no loss in transfer."
+    "chosen learning rate, in the metric that judges the setting's data and the one shown "
+    "beside it; in the plot the dotted diagonal is no loss in transfer."
 )
-SECOND_METRIC = "macro_f1"
 
 
 def crosslingual(view: StudyView) -> Html:
@@ -44,18 +44,24 @@ def crosslingual(view: StudyView) -> Html:
                 if all(_zero_shot(r, target) is not None for r in runs)
             }
             if scored:
-                parts += _target(scored, target, f"{label} → {target}", colors)
+                judged = view.judged[setting.data]
+                metrics = [judged.metric] + ([judged.second] if judged.second else [])
+                parts += _target(scored, target, metrics, f"{label} → {target}", colors)
     if len(parts) == 1:
         return Html("")
     return section("crosslingual", "Cross-lingual transfer: in-language against zero-shot", *parts)
 
 
 def _target(
-    scored: dict[str, list[Run]], target: str, title: str, colors: dict[str, plots.Color]
+    scored: dict[str, list[Run]],
+    target: str,
+    metrics: Sequence[str],
+    title: str,
+    colors: dict[str, plots.Color],
 ) -> list[Html]:
-    """The heading, table and plot of one setting's transfer to one target."""
-    metric = next(iter(scored.values()))[0].metric
-    metrics = [metric] + ([SECOND_METRIC] if metric != SECOND_METRIC else [])
+    """The heading, table and plot of one setting's transfer to one target, in `metrics` (the
+    judging metric first, then the one shown beside it)."""
+    metric = metrics[0]
     headers = ["method", "seeds"]
     for name in metrics:
         headers += [f"in-language {name}", f"zero-shot {name}", f"gap {name}"]
@@ -78,7 +84,7 @@ def _zero_shot(run: Run, target: str) -> dict[str, float] | None:
 
 def _scores(runs: Sequence[Run], target: str, metric: str) -> tuple[list[float], list[float]]:
     """Per seed: in-language and zero-shot value of `metric` (NaN where it is missing)."""
-    inside = [dict(r.test_metrics).get(metric, float("nan")) for r in runs]
+    inside = [r.test.get(metric, float("nan")) for r in runs]
     outside = [(_zero_shot(r, target) or {}).get(metric, float("nan")) for r in runs]
     return inside, outside
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.study.store import StoredRun
+from adaptlab.tasks import RunTaskKind
+from adaptlab.train.classes import ClassCounts
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.result import EpochRecord
 from adaptlab.train.transfer import ZeroShotScore
@@ -33,46 +35,40 @@ class Setting:
         return f"{text} · {self.model}" if with_model else text
 
 
-@dataclass(frozen=True)
-class CurvePoint:
-    """Dev loss and dev primary metric at the end of one epoch."""
-
-    step: int
-    dev_loss: float
-    dev_metric: float
-
-
 Curve = tuple[tuple[float, ...], tuple[float, ...]]
 """x values and y values of one analysis curve."""
 
 
 @dataclass(frozen=True)
 class Run:
-    """The fields of one record the report uses."""
+    """What the report uses of one stored run: its metrics by name, so the metric that judges
+    (`report.judging`) is chosen afterwards, per data set."""
 
     run_id: str
     study: str
     setting: Setting
     method: str
     learning_rate: float | None
-    seed: int | None
-    metric: str
-    test: float
-    dev: float | None
+    seed: int
+    task: RunTaskKind
+    test: Mapping[str, float]
+    dev: Mapping[str, float]
     trainable: int
     total: int
     wall_seconds: float | None
-    curve: tuple[CurvePoint, ...]
+    curve: tuple[EpochRecord, ...]
     versions: tuple[tuple[str, str], ...]
     host: str
+    study_metric: str | None = None
+    """The `metric:` of the run's study spec, if it gave one."""
+    train_counts: Mapping[str, int] | None = None
+    test_classes: tuple[ClassCounts, ...] | None = None
     layer_scores: tuple[tuple[str, tuple[float, ...]], ...] = ()
     """(measure, score per layer) from the run's analysis: rsa / cka against its base."""
     landscape: Curve | None = None
     """(alphas, dev losses) from the run's analysis, when it was asked for."""
     fusion: tuple[tuple[str, tuple[float, ...]], ...] = ()
     """A fusion run's mean weight per fused adapter at each fusion layer, bottom to top."""
-    test_metrics: tuple[tuple[str, float], ...] = ()
-    """Every test metric (name, value), for sections that show more than the primary one."""
     zero_shot: tuple[ZeroShotScore, ...] = ()
     """Scores on other data sets' test splits, zero-shot (the study's `zero_shot` targets)."""
 
@@ -101,7 +97,7 @@ def read_run(stored: StoredRun) -> Run:
 
 def _read(stored: StoredRun) -> Run:
     result = stored.result
-    spec, metric = result.spec, result.metric
+    spec = result.spec
     size = spec.train_size
     setting = Setting(
         model=spec.model,
@@ -116,17 +112,19 @@ def _read(stored: StoredRun) -> Run:
         method=stored.method_label,
         learning_rate=spec.train.learning_rate,
         seed=spec.train.seed,
-        metric=metric,
-        test=result.test[metric],
-        dev=result.dev.get(metric),
+        task=result.data.task,
+        test=result.test,
+        dev=result.dev,
         trainable=result.trainable_parameters,
         total=result.total_parameters,
         wall_seconds=result.wall_seconds,
-        curve=tuple(_point(epoch, metric) for epoch in result.epochs),
+        curve=result.epochs,
         versions=tuple(sorted(result.versions.to_dict().items())),
         host=result.host,
+        study_metric=stored.study_metric,
+        train_counts=result.data.train_counts,
+        test_classes=result.test_classes,
         fusion=_fusion(result.fusion_weights or ()),
-        test_metrics=tuple(result.test.items()),
         zero_shot=result.zero_shot or (),
         **_analysis(result.analysis or {}),
     )
@@ -151,12 +149,6 @@ def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
     if curve is not None:
         landscape = (tuple(map(float, curve["alphas"])), tuple(map(float, curve["losses"])))
     return {"layer_scores": scores, "landscape": landscape}
-
-
-def _point(epoch: EpochRecord, metric: str) -> CurvePoint:
-    return CurvePoint(
-        step=epoch.step, dev_loss=epoch.dev_loss, dev_metric=epoch.dev_metrics[metric]
-    )
 
 
 @dataclass(frozen=True)

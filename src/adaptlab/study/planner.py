@@ -9,6 +9,7 @@ run again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from adaptlab.data import builtin_datasets
+from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.study.analysis import AnalysisRequest
@@ -31,9 +33,10 @@ RUN_REFERENCE = "run:"
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One cell of the grid: its id, study, method label, the spec `execute` gets, and the
-    analyses to run on the trained model (not part of the id: asking for them later does not
-    re-train runs already done).
+    """One cell of the grid: its id, study, method label, the spec `execute` gets, the
+    analyses to run on the trained model and the hash of its data file's contents (neither is
+    part of the id: asking for analyses later does not re-train runs already done, and a data
+    file edited in place is found by comparing hashes, see `study.runner`).
 
     `needs`: runs whose adapter folders this run builds on (its spec names them as
     run:<id>); `keep`: other runs build on this one, so its folder is written. `out` is
@@ -48,6 +51,7 @@ class PlannedRun:
     needs: tuple[str, ...] = ()
     keep: bool = False
     out: str | None = None
+    data_digest: str | None = None
 
     def describe(self) -> str:
         """A short human line: method · data · size · seed · learning rate · model."""
@@ -94,6 +98,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
     _check_swaps(spec)
     models = [_local(model, base, set(BUILTIN_MODELS)) for model in spec.models]
     data = [(_local(d.source, base, set(builtin_datasets())), d.options) for d in spec.data]
+    digest = functools.cache(content_digest)  # each data file hashed once
     analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens)
     runs: list[PlannedRun] = []
     sources: dict[tuple[str, str], PlannedRun] = {}
@@ -115,7 +120,13 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                 data_options=source.data.options.as_kwargs(),
                 device=spec.device,
             )
-            planned = PlannedRun(run_id(run_spec), spec.name, source.label, run_spec)
+            planned = PlannedRun(
+                run_id(run_spec),
+                spec.name,
+                source.label,
+                run_spec,
+                data_digest=digest(run_spec.data),
+            )
             sources[(model, source.label)] = planned
             runs.append(planned)
     entries = sorted(spec.methods, key=lambda entry: bool(entry.references))
@@ -171,6 +182,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                     run_spec,
                     analysis,
                     needs=tuple(needs),
+                    data_digest=digest(data_source),
                 )
                 cell.setdefault(entry.display_label, []).append(planned)
         order = [e.display_label for e in spec.methods]

@@ -9,6 +9,7 @@
     learning_rates: default         # each method's own default, or a list crossed with every method
     epochs: 10
     analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
+    metric: macro_f1                # optional: what judges methods (default: fits the data)
 
 docs/studies.md documents every key.
 """
@@ -26,7 +27,6 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeFloat,
-    NonNegativeInt,
     PlainValidator,
     PositiveFloat,
     PositiveInt,
@@ -36,10 +36,12 @@ from pydantic import (
 )
 
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.checks import MAX_SEED
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.study.analysis import AnalysisName
 from adaptlab.study.yamlfile import YamlDocument, read_yaml
+from adaptlab.train.metrics import METRICS
 
 MethodParts = tuple[tuple[str, dict[str, Any]], ...]
 """A method or combination as written: (name, options given in the spec) per part."""
@@ -100,6 +102,8 @@ def _refuse_repeats(values: Iterable[object]) -> None:
         seen.append(value)
 
 
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+"""A seed every random generator takes (adaptlab.checks)."""
 MethodSpecField = Annotated[MethodParts, PlainValidator(_method_parts)]
 LearningRates = Annotated[tuple[float, ...] | Literal["default"], PlainValidator(_learning_rates)]
 
@@ -246,7 +250,7 @@ class SourceEntry(_Strict):
     epochs: PositiveInt | None = None
     batch_size: PositiveInt | None = None
     learning_rate: Annotated[float, Field(gt=0, lt=1)] | None = None
-    seed: NonNegativeInt | None = None
+    seed: Seed | None = None
 
     def run_method(self) -> list[dict[str, dict[str, Any]]]:
         """The method as `RunSpec.build` takes it."""
@@ -262,17 +266,29 @@ class StudySpec(_Strict):
     data: Annotated[list[DataEntry], Field(min_length=1)]
     methods: Annotated[list[MethodEntry], Field(min_length=1)]
     train_sizes: Annotated[list[PositiveInt | None], Field(min_length=1)] = [None]
-    seeds: Annotated[list[NonNegativeInt], Field(min_length=1)] = [0]
+    seeds: Annotated[list[Seed], Field(min_length=1)] = [0]
     learning_rates: LearningRates = DEFAULT
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 16
-    max_length: PositiveInt = 128
+    max_length: Annotated[int, Field(ge=2)] = 128
     device: str = "cpu"
     resources: Resources = Resources()
     analysis: list[AnalysisName] = []
     analysis_tokens: Annotated[int, Field(ge=3)] = DEFAULT_TOKENS
     sources: list[SourceEntry] = []
     zero_shot: list[ZeroShotEntry] = []
+    metric: str | None = None
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, value: str | None) -> str | None:
+        known = list(dict.fromkeys(name for names in METRICS.values() for name in names))
+        if value is not None and value not in known:
+            raise ValueError(
+                f"metric must be one a task computes where higher is better: "
+                f"{', '.join(known)}; got {value!r}"
+            )
+        return value
 
     @field_validator("name")
     @classmethod

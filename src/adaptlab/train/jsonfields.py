@@ -75,12 +75,6 @@ class JsonObject:
             raise self._fail(key, "a number or null", value)
         return None if value is None else float(value)
 
-    def flag(self, key: str, default: Any = REQUIRED) -> bool:
-        value = self._get(key, default)
-        if not isinstance(value, bool):
-            raise self._fail(key, "true or false", value)
-        return value
-
     def texts(self, key: str, default: Any = REQUIRED) -> tuple[str, ...]:
         value = self._get(key, default)
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):

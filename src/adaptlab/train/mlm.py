@@ -38,20 +38,22 @@ from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
 from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
+from adaptlab.models.resolve import resolve_model
 from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.batches import batch_count
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.loop import TrainHistory, TrainingError, optimizer_and_schedule
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import DataInfo, EpochRecord, RunResult, Versions
 from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.spec import RunSpec
 
 log = logging.getLogger("adaptlab.train")
 
-MLM_METRIC = "masked_accuracy"
-"""Share of masked tokens predicted exactly; it picks the best epoch on dev."""
+MLM_METRIC = PRIMARY_METRIC[MLM]
+"""Share of masked tokens predicted exactly (masked_accuracy); it picks the best epoch on dev."""
 EVAL_MASK_SEED = 12345
 """Dev and test masks are drawn from this seed, the same every epoch and every run."""
 
@@ -235,6 +237,7 @@ def execute_mlm(
         raise ConfigError("masked-LM runs train one adapter (or one stacked on others); not fusion")
     folder = RunFolder(Path(out) if out is not None else None, overwrite)
     device = torch_device(spec.device)
+    resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     corpus = prepare_texts(spec)
     loaded = load_model(spec.model, "masked_lm", seed=spec.train.seed)
     model: nn.Module = loaded.model

@@ -11,7 +11,7 @@ import json
 import os
 import platform
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,6 +20,7 @@ import transformers
 
 from adaptlab.errors import ConfigError
 from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
+from adaptlab.train.classes import ClassCounts
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import RunSpec
@@ -63,24 +64,30 @@ class EpochRecord:
 
 @dataclass(frozen=True)
 class DataInfo:
-    """The data a run saw: data set name, task, label names and the size of each split."""
+    """The data a run saw: data set name, task, label names, the size of each split, and the
+    examples per class of its training sample (None for regression, and in results written
+    before adaptlab recorded them)."""
 
     name: str
     task: RunTaskKind
     labels: tuple[str, ...]
     sizes: Mapping[str, int]
+    train_counts: Mapping[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "task": self.task,
             "labels": list(self.labels),
             "sizes": dict(self.sizes),
         }
+        if self.train_counts is not None:
+            data["train_counts"] = dict(self.train_counts)
+        return data
 
     @classmethod
     def from_json(cls, data: JsonObject) -> DataInfo:
-        data.refuse_unknown(("name", "task", "labels", "sizes"))
+        data.refuse_unknown(("name", "task", "labels", "sizes", "train_counts"))
         task = data.text("task")
         if task not in RUN_TASK_KINDS:
             raise ConfigError(
@@ -92,6 +99,7 @@ class DataInfo:
             task=cast(RunTaskKind, task),
             labels=data.texts("labels"),
             sizes=data.integers("sizes"),
+            train_counts=data.integers("train_counts") if "train_counts" in data else None,
         )
 
 
@@ -130,8 +138,10 @@ class RunResult:
     """One finished run: its spec, data, per-epoch dev scores, the best epoch's dev and test
     metrics, parameter counts, sizes, time, memory and provenance.
 
-    `metric` is the task's primary metric, which picked the best epoch on dev. `analysis`
-    holds what the analyses a study asked for found (JSON, read by the report), else None.
+    `metric` is the task's primary metric, which picked the best epoch on dev. `test_classes`
+    holds per-class test counts (None for regression, and in results written before adaptlab
+    recorded them). `analysis` holds what the analyses a study asked for found (JSON, read by
+    the report), else None.
     """
 
     spec: RunSpec
@@ -151,7 +161,8 @@ class RunResult:
     host: str
     adapter_bytes: int | None = None
     wall_seconds: float | None = None
-    analysis: Mapping[str, Any] | None = field(default=None)
+    test_classes: tuple[ClassCounts, ...] | None = None
+    analysis: Mapping[str, Any] | None = None
     fusion_weights: tuple[SiteWeights, ...] | None = None
     """For a fusion run: each fusion layer's mean weight per adapter on the dev set."""
     zero_shot: tuple[ZeroShotScore, ...] | None = None
@@ -172,6 +183,7 @@ class RunResult:
             "best_epoch": self.best_epoch,
             "dev": dict(self.dev),
             "test": dict(self.test),
+            **({} if self.test_classes is None else {"test_classes": self._classes()}),
             "test_loss": self.test_loss,
             "trainable_parameters": self.trainable_parameters,
             "total_parameters": self.total_parameters,
@@ -191,6 +203,9 @@ class RunResult:
             result["zero_shot"] = [score.to_dict() for score in self.zero_shot]
         return result
 
+    def _classes(self) -> list[dict[str, object]]:
+        return [counts.to_dict() for counts in self.test_classes or ()]
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "result") -> RunResult:
         """A result from its JSON form; ConfigError naming the first bad field."""
@@ -201,6 +216,9 @@ class RunResult:
         if not 1 <= best_epoch <= len(epochs):
             raise ConfigError(f"{where}: best_epoch {best_epoch} is not one of its epochs")
         analysis = result.mapping("analysis") if "analysis" in result else None
+        classes = None
+        if "test_classes" in result:
+            classes = tuple(_class_counts(row) for row in result.objects("test_classes"))
         return cls(
             spec=RunSpec.from_json(result.object("spec")),
             data=DataInfo.from_json(result.object("data")),
@@ -219,6 +237,7 @@ class RunResult:
             peak_memory_bytes=result.optional_integer("peak_memory_bytes"),
             versions=Versions.from_json(result.object("versions")),
             host=result.text("host"),
+            test_classes=classes,
             analysis=analysis,
             fusion_weights=(
                 tuple(SiteWeights.from_json(row) for row in result.objects("fusion_weights"))
@@ -241,6 +260,7 @@ _FIELDS = (
     "best_epoch",
     "dev",
     "test",
+    "test_classes",
     "test_loss",
     "trainable_parameters",
     "total_parameters",
@@ -255,6 +275,16 @@ _FIELDS = (
     "fusion_weights",
     "zero_shot",
 )
+
+
+def _class_counts(row: JsonObject) -> ClassCounts:
+    row.refuse_unknown(("label", "support", "predicted", "correct"))
+    return ClassCounts(
+        label=row.text("label"),
+        support=row.integer("support"),
+        predicted=row.integer("predicted"),
+        correct=row.integer("correct"),
+    )
 
 
 def read_result(path: str | os.PathLike[str]) -> RunResult:

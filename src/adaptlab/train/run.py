@@ -22,14 +22,17 @@ from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
+from adaptlab.models.resolve import resolve_model
 from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
+from adaptlab.train.classes import evaluated_counts, training_counts
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.train.result import DataInfo, RunResult, Versions
-from adaptlab.train.run_folder import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, RunFolder
+from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.zero_shot import prepare_targets, score_targets
 
@@ -84,6 +87,7 @@ def execute(
     started = time.perf_counter()
     folder = RunFolder(Path(out) if out is not None else None, overwrite)
     device = torch_device(spec.device)
+    resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     dataset = prepare_data(spec)
     targets = prepare_targets(spec.zero_shot, dataset)
     loaded = load_model(
@@ -132,12 +136,18 @@ def execute(
                 task=dataset.task,
                 labels=tuple(dataset.label_names),
                 sizes={k: len(v) for k, v in dataset.splits.items()},
+                train_counts=training_counts(
+                    dataset.task, dataset.splits["train"], dataset.label_names
+                ),
             ),
             metric=history.metric,
             epochs=tuple(history.epochs),
             best_epoch=history.best_epoch,
             dev=history.best.dev_metrics,
             test=test.metrics,
+            test_classes=evaluated_counts(
+                dataset.task, test.outputs, test.labels, dataset.label_names
+            ),
             test_loss=test.loss,
             trainable_parameters=counts["trainable"],
             total_parameters=counts["total"],

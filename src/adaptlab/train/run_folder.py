@@ -15,25 +15,19 @@ from types import TracebackType
 
 from torch import nn
 
-from adaptlab.errors import ConfigError
-from adaptlab.fileio import staging_folder
+from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.methods import save_adapter
+from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, check_run_folder
 from adaptlab.train.result import RunResult
-
-METRICS_FILE = "metrics.json"
-LOG_FILE = "train.log"
-ADAPTER_FOLDER = "adapter"
 
 
 class RunFolder:
-    """`out` checked now (an existing non-empty folder needs `overwrite`); inside `with`, the
+    """`out` checked now (`adaptlab.train.outputs.check_run_folder`); inside `with`, the
     log goes to the staging folder; `publish` writes the adapter and result and renames."""
 
     def __init__(self, out: Path | None, overwrite: bool) -> None:
-        if out is not None and out.exists() and any(out.iterdir()) and not overwrite:
-            raise ConfigError(
-                f"output folder {out} exists and is not empty; pass --overwrite or another --out"
-            )
+        if out is not None:
+            check_run_folder(out, overwrite)
         self.out = out
         self.staging: Path | None = None
         self._handler: logging.Handler | None = None
@@ -80,9 +74,7 @@ class RunFolder:
             )
             (self.staging / METRICS_FILE).write_text(json.dumps(result.to_dict(), indent=2))
             self._close_log()
-            if self.out.exists():
-                shutil.rmtree(self.out)
-            self.staging.rename(self.out)
+            publish_folder(self.staging, self.out)
         return replace(result, wall_seconds=time.perf_counter() - started)
 
     def _close_log(self) -> None:
