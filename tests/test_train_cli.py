@@ -129,7 +129,9 @@ def test_cli_train_eval_predict(
     assert code == 0
     assert json.loads(stdout)["accuracy"] == pytest.approx(record["test"]["accuracy"])
     assert json.loads(stdout)["judged_by"] == "accuracy"
-    code, stdout, _ = run_cli(["eval", "--adapter", str(out), "--data", str(reviews)], capsys)
+    code, stdout, _ = run_cli(
+        ["eval", "--adapter", str(out), "--data", str(reviews), "--model", tiny_model_dir], capsys
+    )
     assert code == 0 and "judged by accuracy: the task's primary metric" in stdout
 
     texts = tmp_path / "texts.txt"
