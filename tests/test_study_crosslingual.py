@@ -127,3 +127,31 @@ def test_a_zero_shot_target_with_other_labels_fails_before_training(model, tmp_p
         "reviews-sl has labels fresh, meh, rotten; reviews was trained on fresh, rotten: "
         "labels are matched by name and must be the same set"
     )
+
+
+def test_the_example_study_plans_the_whole_experiment():
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    runs = plan_study(load_spec(examples / "xling-e5.yaml"), examples)
+    sources, grid = runs[:2], runs[2:]
+    assert [run.method_label for run in sources] == ["lang-en", "lang-sl"]
+    assert all(run.spec.data_options == {"task": "mlm"} for run in sources)
+    assert len(grid) == 8 * 2 * 3  # methods x training sizes x seeds
+    assert {run.method_label for run in grid} == {
+        "full",
+        "head",
+        "bitfit",
+        "lnfit",
+        "freeze(k=6)",
+        "houlsby",
+        "lora",
+        "mad-x",
+    }
+    assert {run.spec.train_size for run in grid} == {1000, 5000}
+    for run in grid:
+        (target,) = run.spec.zero_shot
+        assert target.data == "slovenian-opinions"
+        swapped = run.method_label == "mad-x"
+        assert target.stack_swap == (
+            (("lang-en", f"{RUN_REFERENCE}{sources[1].run_id}/lang-sl"),) if swapped else ()
+        )
+        assert (sources[1].run_id in run.needs) == swapped
