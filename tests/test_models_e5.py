@@ -18,6 +18,7 @@ from adaptlab.errors import ModelNotFoundError
 from adaptlab.models import builtin, load_model
 from adaptlab.models.e5_convert import convert_e5_file, normalizer
 from adaptlab.models.e5_file import E5FileError, dequantise_q4_0, read_e5_file
+from adaptlab.select.features import pool
 
 # --- a tiny packed file, written as e5.c reads it ---
 
@@ -208,14 +209,9 @@ SENTENCES = [
     "Čevapčiči in žganci, ščuka in štruklji so na mizi.",
     "Vlada je včeraj sprejela nov zakon o davkih.",
 ]
-PAIRS = [
-    ("The weather is lovely today.", "Danes je vreme zelo lepo."),
-    ("I would like a cup of coffee, please.", "Prosim, rad bi skodelico kave."),
-    ("The train to Ljubljana is late again.", "Vlak za Ljubljano spet zamuja."),
-    ("My sister works as a doctor in a hospital.", "Moja sestra dela kot zdravnica v bolnišnici."),
-    ("The government announced new taxes yesterday.", "Vlada je včeraj napovedala nove davke."),
-    ("Our football team won the match.", "Naša nogometna ekipa je zmagala na tekmi."),
-]
+PAIRS_FILE = Path(__file__).parent / "fixtures" / "en-sl-pairs.tsv"
+"""English sentences and their Slovenian translations, written for these checks (tab-separated);
+`benchmarks/e5_translation_pairs.py` prints their cosines."""
 
 
 @pytest.fixture(scope="module")
@@ -296,16 +292,19 @@ def test_real_embeddings_put_each_sentence_nearest_its_translation(e5_cache, mon
     loaded = load_model("multilingual-e5-small")
     assert loaded.model.config.vocab_size == 250_037
 
+    pairs = [line.split("\t") for line in PAIRS_FILE.read_text(encoding="utf-8").splitlines()]
+    assert len(pairs) == 10 and all(len(pair) == 2 for pair in pairs)
+
     def embed(texts: list[str]) -> torch.Tensor:
         batch = loaded.tokenizer([f"query: {t}" for t in texts], padding=True, return_tensors="pt")
         with torch.no_grad():
             hidden = loaded.model(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+        pooled = pool(hidden.unsqueeze(0), batch["attention_mask"], "mean")[0]
+        return torch.nn.functional.normalize(pooled, dim=-1)
 
-    english, slovenian = embed([e for e, _ in PAIRS]), embed([s for _, s in PAIRS])
+    english, slovenian = embed([e for e, _ in pairs]), embed([s for _, s in pairs])
     similarity = english @ slovenian.T
     translation = similarity.diagonal()
-    unrelated = similarity.masked_fill(torch.eye(len(PAIRS), dtype=torch.bool), -1)
+    unrelated = similarity.masked_fill(torch.eye(len(pairs), dtype=torch.bool), -1)
     assert (translation > unrelated.max(dim=1).values).all()  # nearer than every other row
     assert (translation > unrelated.max(dim=0).values).all()  # and every other column
