@@ -22,6 +22,8 @@ Usage (from the repository root)::
 
     .venv/bin/python benchmarks/composition_step.py               # about 20 minutes, quiet
     .venv/bin/python benchmarks/composition_step.py --nice -20    # on a busy shared machine
+    .venv/bin/python benchmarks/composition_step.py --only lora --rounds 6 \
+        --out benchmarks/results/composition_step_lora.json          # re-measure some rows
 """
 
 from __future__ import annotations
@@ -92,12 +94,23 @@ PEER_FUSE = Config(
 )
 
 
-def configs() -> list[Config]:
-    """Today's single adapters, the previous code's, the compositions and the peer's."""
-    today = [Config(f"adaptlab:{m}", m, "adaptlab", m, "main", o) for m, o in SINGLE]
+def configs(only: set[str] | None = None) -> list[Config]:
+    """Today's single adapters, the previous code's, the compositions and the peer's.
+
+    `only` keeps full fine-tuning, the named single methods (today and previous), "stack" (with
+    one Pfeiffer adapter) and "fusion" (with the peer's Fuse and full fine-tuning in its venv).
+    """
+    wanted = set(only or [m for m, _ in SINGLE] + ["stack", "fusion"])
+    wanted.add("full")  # every ratio's denominator
+    if "stack" in wanted:
+        wanted.add("pfeiffer")
+    single = [(m, o) for m, o in SINGLE if m in wanted]
+    today = [Config(f"adaptlab:{m}", m, "adaptlab", m, "main", o) for m, o in single]
     before = [Config(f"previous:{m}", f"{m} (previous)", "adaptlab", m, "previous", o)
-              for m, o in SINGLE]  # fmt: skip
-    return [*today, *before, STACK, FUSION, ADAPTERS_FULL, PEER_FUSE]
+              for m, o in single]  # fmt: skip
+    stack = [STACK] if "stack" in wanted else []
+    fusion = [FUSION, ADAPTERS_FULL, PEER_FUSE] if "fusion" in wanted else []
+    return [*today, *before, *stack, *fusion]
 
 
 def previous_sources(rev: str) -> Path:
@@ -163,11 +176,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--previous", default=PREVIOUS, help=f"git revision (default {PREVIOUS})")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--only",
+        type=lambda text: set(text.split(",")),
+        help="comma-separated rows to measure: single methods (now and previous), stack, fusion",
+    )
     own, rest = parser.parse_known_args(argv)
     args = step_args(rest)
     started = time.monotonic()
     folder = model_folder()
-    chosen = configs()
+    chosen = configs(own.only)
+    known = {m for m, _ in SINGLE} | {"stack", "fusion"}
+    if own.only and not own.only <= known:
+        parser.error(
+            f"--only takes {', '.join(sorted(known))}; got {', '.join(sorted(own.only - known))}"
+        )
     pythons = {"main": Path(sys.executable), "previous": Path(sys.executable)}
     pythonpaths = {"previous": str(previous_sources(own.previous))}
     environments: dict[str, Any] = {
