@@ -103,6 +103,14 @@ def test_a_text_file_is_one_document_a_line_split_80_10_10(tmp_path):
     assert sampled.splits["test"] == corpus.splits["test"]
 
 
+def test_only_newlines_end_a_document(tmp_path):
+    path = tmp_path / "corpus.txt"
+    lines = [f"line {i} with\u2028a separator\x0cand a \x85 inside" for i in range(20)]
+    path.write_text("\r\n".join(lines), newline="")
+    corpus = load_texts(str(path))
+    assert sorted(t for split in corpus.splits.values() for t in split) == sorted(lines)
+
+
 def test_a_data_files_text_column_is_read_without_a_label_column(tmp_path):
     path = tmp_path / "notes.csv"
     path.write_text("body,other\n" + "".join(f"note {i},x\n" for i in range(20)))

@@ -97,7 +97,9 @@ def _joined(text: str | tuple[str, ...]) -> str:
 def _file_texts(path: Path, columns: Columns) -> list[str]:
     """A .txt file's non-blank lines, or a data file's text column."""
     if path.suffix.lower() == TEXT_FILE:
-        lines = decode_utf8(read_bytes(path), path).splitlines()
+        # Only newlines end a document: str.splitlines would also split at U+2028, U+0085,
+        # form feeds and other separators that tweets and scraped text carry inside a line.
+        lines = decode_utf8(read_bytes(path), path).split("\n")
         documents = [line.strip() for line in lines if line.strip()]
         if not documents:
             raise no_rows(path)
