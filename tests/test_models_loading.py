@@ -423,7 +423,12 @@ def test_hub_probe_tells_open_from_closed_ports(monkeypatch):
 
 
 def test_builtins_have_packages_and_descriptions():
-    assert set(BUILTIN_MODELS) == {"minilm-l6", "mpnet-base", "smollm2-135m"}
+    assert set(BUILTIN_MODELS) == {
+        "minilm-l6",
+        "mpnet-base",
+        "smollm2-135m",
+        "multilingual-e5-small",
+    }
     for model in BUILTIN_MODELS.values():
         assert model.packages and all("==" in spec for spec in model.packages)
         assert model.description

@@ -63,7 +63,7 @@ def load_target(
     loaded, manifest = load_trained(path, device, model=model)
     labels = tuple(manifest.get("label_names") or ())
     dataset = load_dataset(data, **dict(data_options or {}))
-    check_data_fits(dataset, manifest, data)
+    dataset = check_data_fits(dataset, manifest, data)
     run = _run_record(adapter_folder(path), data)
     dataset, max_length = _as_in_run(dataset, run)
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -23,10 +23,17 @@ from adaptlab.cli.options import (
     positive,
 )
 from adaptlab.data import TextEncoder, load_dataset
-from adaptlab.train.choice import choose_metric
+from adaptlab.data.masking import MaskedLmEncoder
+from adaptlab.data.texts import load_texts
+from adaptlab.models.loading import LoadedModel
+from adaptlab.tasks import MLM
+from adaptlab.train.choice import MetricChoice, choose_metric
 from adaptlab.train.classes import training_counts
+from adaptlab.train.evaluate import Evaluation
 from adaptlab.train.evaluate import evaluate as run_evaluation
+from adaptlab.train.mlm import MlmEvaluation, evaluate_mlm
 from adaptlab.train.restore import check_data_fits, check_split, load_trained
+from adaptlab.train.stack_swap import parse_swaps, stack_swapped
 
 
 def evaluate(
@@ -45,6 +52,14 @@ def evaluate(
     task: Task = None,
     device: Device = "cpu",
     model: BaseModel = None,
+    stack_swap: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--stack-swap",
+            help="NAME=FOLDER: run the adapter of run or adapter FOLDER in place of the "
+            "stacked adapter NAME, e.g. lang-en=runs/lang-sl (repeatable).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Evaluate a trained adapter on the fixed train / dev / test split of a data set.
@@ -52,35 +67,69 @@ def evaluate(
     Example:
 
         adaptlab eval --adapter runs/rt-houlsby --data rotten-tomatoes --split test
+
+        adaptlab eval --adapter runs/task --data slovenian-opinions \\
+            --stack-swap lang-en=runs/lang-sl                  # MAD-X zero-shot transfer
     """
     check_split(split)
+    swaps = parse_swaps(stack_swap or [])
     loaded, manifest = load_trained(adapter, device, model=model)
-    dataset = load_dataset(data, **data_options(text_column, text_pair_column, label_column, task))
-    check_data_fits(dataset, manifest, data)
+    options = data_options(text_column, text_pair_column, label_column, task)
+    judged: MetricChoice | None = None
+    result: Evaluation | MlmEvaluation
+    with stack_swapped(loaded.model, swaps):
+        if manifest["task"] == MLM:
+            name, count, result = _masked_lm(loaded, data, options, split, max_length, batch_size)
+        else:
+            name, count, result, judged = _labelled(
+                loaded, manifest, data, options, split, max_length, batch_size
+            )
+    if as_json:
+        judged_by = {"judged_by": judged.metric} if judged else {}
+        scores = {"loss": result.loss, **result.metrics, **judged_by}
+        print(json.dumps({"split": split, "examples": count, **scores}))
+        return
+    table = Table(title=f"{adapter} on {name} {split} ({count} examples)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for metric, value in {"loss": result.loss, **result.metrics}.items():
+        table.add_row(metric, f"{value:.4f}")
+    out = console()
+    out.print(table)
+    if judged is not None:
+        out.print(f"judged by {judged.metric}: {judged.reason}", soft_wrap=True, highlight=False)
+
+
+def _labelled(
+    loaded: LoadedModel,
+    manifest: dict[str, Any],
+    data: str,
+    options: dict[str, Any],
+    split: str,
+    max_length: int,
+    batch_size: int,
+) -> tuple[str, int, Evaluation, MetricChoice]:
+    """A labelled data set's split scored, its labels matched to the adapter's by name, and
+    the metric that judges it."""
+    dataset = check_data_fits(load_dataset(data, **options), manifest, data)
     labels = manifest.get("label_names") or []
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     features = encoder.encode(dataset.splits[split])
     result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
     counts = training_counts(dataset.task, dataset.splits["train"], labels)
-    judged = choose_metric(dataset.task, counts)
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "split": split,
-                    "examples": len(features),
-                    "loss": result.loss,
-                    **result.metrics,
-                    "judged_by": judged.metric,
-                }
-            )
-        )
-        return
-    table = Table(title=f"{adapter} on {dataset.name} {split} ({len(features)} examples)")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for name, value in {"loss": result.loss, **result.metrics}.items():
-        table.add_row(name, f"{value:.4f}")
-    out = console()
-    out.print(table)
-    out.print(f"judged by {judged.metric}: {judged.reason}", soft_wrap=True, highlight=False)
+    return dataset.name, len(features), result, choose_metric(dataset.task, counts)
+
+
+def _masked_lm(
+    loaded: LoadedModel,
+    data: str,
+    options: dict[str, Any],
+    split: str,
+    max_length: int,
+    batch_size: int,
+) -> tuple[str, int, MlmEvaluation]:
+    """A masked-LM adapter scored on the texts of a split (BERT masking, fixed seed)."""
+    corpus = load_texts(data, **options)
+    encoder = MaskedLmEncoder(loaded.tokenizer, max_length)
+    features = encoder.encode(corpus.splits[split])
+    return corpus.name, len(features), evaluate_mlm(loaded.model, encoder, features, batch_size)

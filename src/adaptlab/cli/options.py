@@ -22,7 +22,10 @@ TextPairColumn = Annotated[str | None, typer.Option(help="Column holding a secon
 LabelColumn = Annotated[str, typer.Option(help="Column holding the label (files).")]
 Task = Annotated[
     str | None,
-    typer.Option(help="single_label, multi_label, token or regression; inferred when omitted."),
+    typer.Option(
+        help="single_label, multi_label, token or regression (inferred when omitted); "
+        "mlm: masked-language modelling on the text alone (a language adapter)."
+    ),
 ]
 Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
 BaseModel = Annotated[

@@ -38,7 +38,11 @@ def cache_mode(value: str) -> str:
 
 def train(
     model: Annotated[
-        str, typer.Option(help="minilm-l6, mpnet-base, smollm2-135m, a HF name or a folder.")
+        str,
+        typer.Option(
+            help="minilm-l6, mpnet-base, smollm2-135m, multilingual-e5-small, a HF name or "
+            "a folder."
+        ),
     ],
     data: DataOption,
     out: Annotated[
@@ -106,6 +110,9 @@ def train(
 
         adaptlab train --model minilm-l6 --data rotten-tomatoes --method fusion \\
             --adapters runs/sst,runs/topics,runs/rt-pfeiffer --out runs/rt-fusion
+
+        adaptlab train --model multilingual-e5-small --data english.txt --task mlm \\
+            --method pfeiffer --out runs/lang-en                # a language adapter
 
         adaptlab train --model minilm-l6 --data reviews.csv --method houlsby \\
             --stack runs/lang-en --out runs/task

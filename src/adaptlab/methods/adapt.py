@@ -26,7 +26,7 @@ from adaptlab.methods.blocks import Composition, Fuse, parse_composition
 from adaptlab.methods.compose import MethodSpec, resolve
 from adaptlab.methods.fusion import FusionConfig, FusionLayer
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
-from adaptlab.methods.params import inserted_name, parameters_under
+from adaptlab.methods.params import head_parameters, inserted_name
 from adaptlab.methods.registry import get_method, make_config
 from adaptlab.methods.results import ApplyContext
 from adaptlab.methods.state import AdapterState, attach, get_state
@@ -75,7 +75,7 @@ def add_adapter(
         base_groups += result.groups.items()
         no_dropout |= result.no_dropout
     if train_head and parts.head:
-        base_groups.append((HEAD_GROUP, parameters_under(model, parts.head)))
+        base_groups.append((HEAD_GROUP, head_parameters(model, parts.head)))
     state = state or attach(model, parts)
     order = state.base_names
     claimed: set[str] = set()

@@ -22,7 +22,7 @@ from adaptlab.errors import AdapterFileError, AdaptlabError
 from adaptlab.methods.blocks import Composition, composition_names, parse_composition
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.registry import make_config
-from adaptlab.tasks import TASK_KINDS
+from adaptlab.tasks import RUN_TASK_KINDS
 from adaptlab.version import __version__
 
 MANIFEST = "manifest.json"
@@ -134,7 +134,7 @@ def parse_manifest(folder: Path) -> Manifest:
             model_type=base_fields.text("model_type", optional=True),
             fingerprint=base_fields.text("fingerprint", pattern=_FINGERPRINT),
         ),
-        task=fields.choice("task", (*TASK_KINDS, None)),
+        task=fields.choice("task", (*RUN_TASK_KINDS, None)),
         label_names=fields.labels(),
         metrics=fields.mapping("metrics", optional=True),
         composition=composition,

@@ -25,6 +25,24 @@ def parameters_under(model: nn.Module, module_names: Iterable[str]) -> set[str]:
     return {names[id(p)] for m in module_names for p in get_module(model, m).parameters()}
 
 
+def head_parameters(model: nn.Module, head: Iterable[str]) -> set[str]:
+    """Canonical names of the task head's own parameters: inside the `head` modules and used
+    nowhere else (a masked-LM output layer tied to the input embeddings belongs to the body)."""
+    prefixes = tuple(f"{m}." for m in head)
+    elsewhere = {
+        id(p)
+        for n, p in model.named_parameters(remove_duplicate=False)
+        if not n.startswith(prefixes)
+    }
+    names = canonical_names(model)
+    return {
+        names[id(p)]
+        for m in head
+        for p in get_module(model, m).parameters()
+        if id(p) not in elsewhere
+    }
+
+
 def pretrained_names(model: nn.Module) -> set[str]:
     """Canonical names of the model's own parameters (nothing adaptlab inserted)."""
     return {n for n, _ in model.named_parameters() if not is_inserted(n)}

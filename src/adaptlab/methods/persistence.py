@@ -42,7 +42,7 @@ from adaptlab.methods.manifest import (
     Manifest,
     parse_manifest,
 )
-from adaptlab.methods.params import parameters_under
+from adaptlab.methods.params import head_parameters
 from adaptlab.methods.state import get_state
 from adaptlab.models.fingerprint import fingerprint
 from adaptlab.version import __version__
@@ -182,12 +182,11 @@ def load_adapter(
     """
     folder = Path(folder)
     manifest = parse_manifest(folder)
-    _check_base(model, manifest, folder)
-    tensors = _read_tensors(folder, manifest)
     train_head = manifest.train_head and with_head
+    _check_base(model, manifest, folder, same_class=train_head)
+    tensors = _read_tensors(folder, manifest)
     if not train_head:
-        head = parameters_under(model, find_backbone(model, manifest.backbone_overrides).head)
-        tensors = {k: t for k, t in tensors.items() if k not in head}
+        tensors = _without_heads(model, tensors, manifest)
     for member, checksum in manifest.members.items():
         _load_member(model, folder / MEMBERS / member, member, checksum)
     name = name or manifest.name
@@ -231,9 +230,22 @@ def load_adapter(
     return model
 
 
-def _check_base(model: nn.Module, manifest: Manifest, folder: Path) -> None:
+def _without_heads(
+    model: nn.Module, tensors: Mapping[str, torch.Tensor], manifest: Manifest
+) -> dict[str, torch.Tensor]:
+    """`tensors` less any head's: this model's head, and (for an adapter trained with another
+    head class, a language adapter's masked-LM head say) whatever lies outside its base model."""
+    parts = find_backbone(model, manifest.backbone_overrides)
+    head = head_parameters(model, parts.head)
+    prefix = getattr(model, "base_model_prefix", "")
+    body = f"{prefix}." if prefix and isinstance(getattr(model, prefix, None), nn.Module) else ""
+    return {k: t for k, t in tensors.items() if k not in head and k.startswith(body)}
+
+
+def _check_base(model: nn.Module, manifest: Manifest, folder: Path, same_class: bool) -> None:
+    """The adapter was trained on this base model (and, with its head, this model class)."""
     base = manifest.base_model
-    if type(model).__name__ != base.model_class:
+    if same_class and type(model).__name__ != base.model_class:
         raise AdapterFileError(
             f"{folder}: adapter was saved from a {base.model_class}, this model is a "
             f"{type(model).__name__}; load the base model with the same task class"

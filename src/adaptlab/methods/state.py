@@ -38,7 +38,7 @@ from adaptlab.methods.blocks import Composition, Fuse, Parallel, Stack, composit
 from adaptlab.methods.dispatch import AdapterStep, FuseStep, ParallelStep, StackStep, Step
 from adaptlab.methods.frozen import frozen_blocks, frozen_modules, quiet
 from adaptlab.methods.handle import AdaptHandle
-from adaptlab.methods.params import INSERTED, parameters_under
+from adaptlab.methods.params import INSERTED, head_parameters
 from adaptlab.methods.site import (
     ATTENTION,
     INPUT,
@@ -68,7 +68,7 @@ class AdapterState:
         """The adapter last trained or loaded by itself: `get_handle`'s answer without a name."""
         self._slots = _parameter_slots(model)
         self.base_parameter_count = sum(_param(slots).numel() for slots in self._slots.values())
-        self.head_names = frozenset(parameters_under(model, backbone.head))
+        self.head_names = frozenset(head_parameters(model, backbone.head))
         self._originals: dict[str, nn.Parameter | None] = {}
         """Base weights of the slots some adapter owns; None where keep_initial=False took it."""
         self._site_hooks: dict[str, RemovableHandle] = {}

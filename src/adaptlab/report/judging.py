@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from adaptlab.errors import ConfigError
 from adaptlab.report.records import Run
-from adaptlab.tasks import TaskKind
+from adaptlab.tasks import RunTaskKind
 from adaptlab.train.choice import MetricChoice, choose_metric, class_spread, require_metric
 from adaptlab.train.metrics import second_metric
 
@@ -23,7 +23,7 @@ class Judgement:
     some run lacks it)."""
 
     data: str
-    task: TaskKind
+    task: RunTaskKind
     choice: MetricChoice
     second: str | None
 

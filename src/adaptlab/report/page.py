@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adaptlab.report import fusion, sections
+from adaptlab.report import crosslingual, fusion, sections
 from adaptlab.report.markup import Html, join, tag
 from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS
@@ -35,6 +35,7 @@ def render(view: StudyView, title: str) -> str:
             sections.overfitting(view),
             sections.analysis(view),
             fusion.fusion(view),
+            crosslingual.crosslingual(view),
             sections.transferability(view),
             sections.footer(view, title),
         ]

@@ -199,6 +199,47 @@ def fusion_weights(layers: Mapping[str, Sequence[float]], title: str) -> str:
         return encode(fusion_figure({plain(a): w for a, w in layers.items()}, plain(title)))
 
 
+def transfer(
+    points: Mapping[str, tuple[float, float, float, float]],
+    colors: Mapping[str, Color],
+    metric: str,
+    target: str,
+    title: str,
+) -> str:
+    """Zero-shot score against in-language score, one point per method (mean ± std over seeds
+    on both axes: in-language x, x std, zero-shot y, y std); the diagonal is no loss."""
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.8), layout="constrained")
+        ax = fig.add_subplot()
+        for method, (x, x_std, y, y_std) in points.items():
+            ax.errorbar(
+                [x],
+                [y],
+                xerr=[x_std],
+                yerr=[y_std],
+                fmt="o",
+                ms=7,
+                capsize=4,
+                color=colors[method],
+                label=plain(method),
+            )
+        low = min(min(x - xs, y - ys) for x, xs, y, ys in points.values())
+        high = max(max(x + xs, y + ys) for x, xs, y, ys in points.values())
+        margin = 0.05 * (high - low or 1.0)
+        ax.plot(
+            [low - margin, high + margin],
+            [low - margin, high + margin],
+            color="grey",
+            lw=0.8,
+            ls=":",
+        )
+        ax.set_xlabel(f"in-language test {plain(metric)}")
+        ax.set_ylabel(f"zero-shot {plain(metric)} on {plain(target)}")
+        ax.set_title(plain(title))
+        _legend(ax)
+        return encode(fig)
+
+
 def _legend(ax: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 

@@ -12,10 +12,11 @@ from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.study.store import StoredRun
-from adaptlab.tasks import TaskKind
+from adaptlab.tasks import RunTaskKind
 from adaptlab.train.classes import ClassCounts
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.result import EpochRecord
+from adaptlab.train.transfer import ZeroShotScore
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Run:
     method: str
     learning_rate: float | None
     seed: int
-    task: TaskKind
+    task: RunTaskKind
     test: Mapping[str, float]
     dev: Mapping[str, float]
     trainable: int
@@ -68,6 +69,8 @@ class Run:
     """(alphas, dev losses) from the run's analysis, when it was asked for."""
     fusion: tuple[tuple[str, tuple[float, ...]], ...] = ()
     """A fusion run's mean weight per fused adapter at each fusion layer, bottom to top."""
+    zero_shot: tuple[ZeroShotScore, ...] = ()
+    """Scores on other data sets' test splits, zero-shot (the study's `zero_shot` targets)."""
 
 
 def read_runs(records: Sequence[StoredRun]) -> list[Run]:
@@ -122,6 +125,7 @@ def _read(stored: StoredRun) -> Run:
         train_counts=result.data.train_counts,
         test_classes=result.test_classes,
         fusion=_fusion(result.fusion_weights or ()),
+        zero_shot=result.zero_shot or (),
         **_analysis(result.analysis or {}),
     )
 

@@ -21,10 +21,11 @@ from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.study.analysis import AnalysisRequest
-from adaptlab.study.spec import StudySpec
+from adaptlab.study.spec import MethodEntry, StudySpec
 from adaptlab.train.adapters import as_adapter_name
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec
+from adaptlab.train.transfer import ZeroShotTarget
 
 RUN_REFERENCE = "run:"
 """How a spec names the folder of another run of the study: run:<run id>/<adapter name>."""
@@ -73,6 +74,10 @@ class PlannedRun:
             self.spec,
             fuse=tuple(map(folder, self.spec.fuse)),
             stack=tuple(map(folder, self.spec.stack)),
+            zero_shot=tuple(
+                replace(t, stack_swap=tuple((name, folder(ref)) for name, ref in t.stack_swap))
+                for t in self.spec.zero_shot
+            ),
         )
         out = str(folders / self.run_id / as_adapter_name(self.method_label)) if self.keep else None
         return replace(self, spec=spec, out=out)
@@ -90,6 +95,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
     Sources come first (once per model), then the grid; in each cell a method that fuses or
     stacks on other methods' adapters comes after them.
     """
+    _check_swaps(spec)
     models = [_local(model, base, set(BUILTIN_MODELS)) for model in spec.models]
     data = [(_local(d.source, base, set(builtin_datasets())), d.options) for d in spec.data]
     digest = functools.cache(content_digest)  # each data file hashed once
@@ -146,8 +152,8 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                     folders.append(_adapter_folder(reference, base, spec.name))
                     continue
                 needs.append(needed[0].run_id)
-                name = as_adapter_name(needed[0].method_label)
-                folders.append(f"{RUN_REFERENCE}{needed[0].run_id}/{name}")
+                folders.append(_source_folder(needed[0]))
+            targets = _zero_shot_targets(spec, entry, model, sources, base, needs)
             rates = entry.learning_rates or spec.learning_rates
             for rate in [None] if isinstance(rates, str) else rates:
                 train = TrainConfig(
@@ -167,6 +173,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                     device=spec.device,
                     fuse=tuple(folders) if entry.adapters else (),
                     stack=tuple(folders) if entry.stack else (),
+                    zero_shot=targets,
                 )
                 planned = PlannedRun(
                     run_id(run_spec),
@@ -181,6 +188,51 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
         order = [e.display_label for e in spec.methods]
         runs += [run for label in order for run in cell[label]]
     return _checked(spec.name, runs)
+
+
+def _zero_shot_targets(
+    spec: StudySpec,
+    entry: MethodEntry,
+    model: str,
+    sources: dict[tuple[str, str], PlannedRun],
+    base: Path,
+    needs: list[str],
+) -> tuple[ZeroShotTarget, ...]:
+    """The study's zero-shot targets for `entry`'s runs, with the swaps of adapters it is
+    stacked on; the source runs swapped in are added to `needs`."""
+    targets = []
+    for zero_shot in spec.zero_shot:
+        swaps = []
+        for old, new in zero_shot.stack_swap.items():
+            if old not in (entry.stack or ()):
+                continue
+            if (model, new) in sources:
+                needs.append(sources[(model, new)].run_id)
+                folder = _source_folder(sources[(model, new)])
+            else:
+                folder = _adapter_folder(new, base, spec.name)
+            swaps.append((as_adapter_name(old), folder))
+        data = _local(zero_shot.data.source, base, set(builtin_datasets()))
+        options = zero_shot.data.options.as_kwargs()
+        targets.append(ZeroShotTarget(data, options, tuple(swaps)))
+    return tuple(targets)
+
+
+def _source_folder(run: PlannedRun) -> str:
+    """How a run's spec names the folder of `run`, which it builds on."""
+    return f"{RUN_REFERENCE}{run.run_id}/{as_adapter_name(run.method_label)}"
+
+
+def _check_swaps(spec: StudySpec) -> None:
+    """Every adapter a zero-shot target swaps out is stacked under some method."""
+    stacked = {reference for entry in spec.methods for reference in entry.stack or ()}
+    for zero_shot in spec.zero_shot:
+        for old in zero_shot.stack_swap:
+            if old not in stacked:
+                raise ConfigError(
+                    f"study {spec.name}: zero_shot {zero_shot.data.source} swaps {old!r}, which "
+                    f"no method is stacked on (stacked: {', '.join(sorted(stacked)) or 'none'})"
+                )
 
 
 def _checked(study: str, runs: list[PlannedRun]) -> list[PlannedRun]:

@@ -190,7 +190,7 @@ class DataOptions(_Strict):
     text_column: str | None = None
     text_pair_column: str | None = None
     label_column: str | None = None
-    task: Literal["single_label", "multi_label", "token", "regression"] | None = None
+    task: Literal["single_label", "multi_label", "token", "regression", "mlm"] | None = None
     label_separator: str | None = None
 
     def as_kwargs(self) -> dict[str, str]:
@@ -216,6 +216,21 @@ class DataEntry(_Strict):
         raise ValueError(
             "a data entry is a name or path, or {path: {label_column: ..., text_column: ...}}"
         )
+
+
+class ZeroShotEntry(_Strict):
+    """A data set every grid run is also scored on, zero-shot (its test split, labels matched
+    by name); `stack_swap` runs, for it, another adapter in place of a stacked one (MAD-X:
+    {lang-en: lang-sl}, each a source label or an adapter folder)."""
+
+    data: DataEntry
+    stack_swap: dict[Annotated[str, Field(min_length=1)], Annotated[str, Field(min_length=1)]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: object) -> object:
+        """`slovenian-opinions` is short for `{data: slovenian-opinions}`."""
+        return {"data": value} if isinstance(value, str) else value
 
 
 class Resources(_Strict):
@@ -261,6 +276,7 @@ class StudySpec(_Strict):
     analysis: list[AnalysisName] = []
     analysis_tokens: Annotated[int, Field(ge=3)] = DEFAULT_TOKENS
     sources: list[SourceEntry] = []
+    zero_shot: list[ZeroShotEntry] = []
     metric: str | None = None
 
     @field_validator("metric")
@@ -331,6 +347,7 @@ _KNOWN_KEYS: dict[str, type[BaseModel]] = {
     "sources": SourceEntry,
     "data": DataOptions,
     "resources": Resources,
+    "zero_shot": ZeroShotEntry,
 }
 
 

@@ -4,6 +4,7 @@ adapter stacked on frozen ones; the adapter to train is returned, trainable and 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from torch import nn
@@ -41,13 +42,15 @@ def attach_adapters(model: nn.Module, spec: RunSpec) -> AdaptHandle:
     return adapt(model, spec.methods, seed=seed)
 
 
-def load_frozen(model: nn.Module, folders: tuple[str, ...]) -> list[str]:
-    """Load trained adapters without their heads, each named after its folder; their names."""
+def load_frozen(model: nn.Module, folders: tuple[str, ...], taken: Sequence[str] = ()) -> list[str]:
+    """Load trained adapters without their heads, each named after its folder; their names.
+
+    `taken`: names already in use on the model."""
     names: list[str] = []
     for folder in folders:
         path = adapter_folder(folder)
         name = adapter_name(path, read_manifest(path).get("name"))
-        if name in names or name in (DEFAULT_ADAPTER, DEFAULT_FUSION):
+        if name in names or name in (DEFAULT_ADAPTER, DEFAULT_FUSION, *taken):
             raise ConfigError(
                 f"two adapters would both be called {name!r} ({folder}); give the run folders "
                 "distinct names"

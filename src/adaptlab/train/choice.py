@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from adaptlab.errors import ConfigError
-from adaptlab.tasks import TaskKind
+from adaptlab.tasks import RunTaskKind
 from adaptlab.train.metrics import PRIMARY_METRIC
 
 IMBALANCE_RATIO = 3.0
@@ -72,7 +72,7 @@ def class_spread(counts: Mapping[str, int]) -> ClassSpread | None:
 
 
 def choose_metric(
-    task: TaskKind,
+    task: RunTaskKind,
     train_counts: Mapping[str, int] | None,
     requested: str | None = None,
     requested_by: str = "`metric:` in the study spec",

@@ -103,21 +103,9 @@ def _train(
 ) -> TrainHistory:
     device = next(model.parameters()).device
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        [
-            {
-                "params": [p for _, p in trainable if p.ndim >= 2],
-                "weight_decay": config.weight_decay,
-            },
-            {"params": [p for _, p in trainable if p.ndim < 2], "weight_decay": 0.0},
-        ],
-        lr=learning_rate,
-    )
     steps_per_epoch = batch_count(len(train_features), config.batch_size)
     total_steps = steps_per_epoch * config.epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, _linear_warmup(math.ceil(config.warmup_ratio * total_steps), total_steps)
-    )
+    optimizer, scheduler = optimizer_and_schedule(trainable, config, learning_rate, total_steps)
     generator = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)  # dropout masks
     history = TrainHistory(metric=PRIMARY_METRIC[task])
@@ -183,6 +171,29 @@ def _train(
         for name, param in trainable:
             param.copy_(best_state[name])
     return history
+
+
+def optimizer_and_schedule(
+    trainable: Sequence[tuple[str, nn.Parameter]],
+    config: TrainConfig,
+    learning_rate: float,
+    total_steps: int,
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW (weight decay on matrices only) and the linear warm-up and decay schedule."""
+    optimizer = torch.optim.AdamW(
+        [
+            {
+                "params": [p for _, p in trainable if p.ndim >= 2],
+                "weight_decay": config.weight_decay,
+            },
+            {"params": [p for _, p in trainable if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=learning_rate,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _linear_warmup(math.ceil(config.warmup_ratio * total_steps), total_steps)
+    )
+    return optimizer, scheduler
 
 
 def _linear_warmup(warmup: int, total: int) -> Callable[[int], float]:

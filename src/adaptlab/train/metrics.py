@@ -20,6 +20,7 @@ PRIMARY_METRIC: dict[str, str] = {
     "multi_label": "mean_rprecision",
     "token": "span_f1",
     "regression": "spearman",
+    "mlm": "masked_accuracy",
 }
 """The metric that picks the best epoch, per task kind."""
 
@@ -28,6 +29,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "multi_label": ("mean_rprecision", "micro_f1"),
     "token": ("span_f1", "span_precision", "span_recall", "token_accuracy"),
     "regression": ("spearman", "pearson"),
+    "mlm": ("masked_accuracy",),
 }
 """The metrics of each task kind where higher is better (regression's mse is left out): the
 ones a study may judge methods by."""
@@ -37,6 +39,7 @@ PAIRED_METRIC: dict[str, tuple[str, str]] = {
     "multi_label": ("mean_rprecision", "micro_f1"),
     "token": ("span_f1", "token_accuracy"),
     "regression": ("spearman", "pearson"),
+    "mlm": ("masked_accuracy", "perplexity"),
 }
 """The two metrics shown side by side for each task kind."""
 

@@ -10,6 +10,7 @@ from typing import Any
 from torch import nn
 
 from adaptlab.data import Dataset
+from adaptlab.data.label_match import align_labels
 from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
 from adaptlab.methods import load_adapter, read_manifest
@@ -18,6 +19,7 @@ from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.resolve import looks_like_path
+from adaptlab.tasks import MLM
 
 RUN_ADAPTER_FOLDER = "adapter"
 _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
@@ -55,7 +57,8 @@ def load_trained(
         )
     base_id = model or trusted_base(folder, manifest["base_model"]["id"])
     labels = manifest.get("label_names") or None
-    loaded = load_model(base_id, task, label_names=labels, seed=manifest["seed"])
+    kind: Any = "masked_lm" if task == MLM else task  # a language adapter's model has an LM head
+    loaded = load_model(base_id, kind, label_names=labels, seed=manifest["seed"])
     adapted: nn.Module = loaded.model
     load_adapter(adapted, folder)
     adapted.to(target).eval()
@@ -83,14 +86,11 @@ def check_split(split: str) -> None:
         raise ConfigError(f"--split must be one of {', '.join(SPLIT_NAMES)}, got {split!r}")
 
 
-def check_data_fits(dataset: Dataset, manifest: dict[str, Any], data: str) -> None:
-    """The data set must have the task and labels the adapter was trained for."""
-    labels = list(manifest.get("label_names") or [])
+def check_data_fits(dataset: Dataset, manifest: dict[str, Any], data: str) -> Dataset:
+    """The data set, its labels numbered as the adapter's; it must be of the adapter's task
+    and have the same label names (in any order)."""
     if dataset.task != manifest["task"]:
         raise DataError(
             f"{data} is a {dataset.task} data set, the adapter was trained for {manifest['task']}"
         )
-    if list(dataset.label_names) != labels:
-        raise DataError(
-            f"{data} has labels {list(dataset.label_names)}, the adapter was trained on {labels}"
-        )
+    return align_labels(dataset, manifest.get("label_names") or (), "the adapter")

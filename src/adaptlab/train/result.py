@@ -19,11 +19,12 @@ import torch
 import transformers
 
 from adaptlab.errors import ConfigError
-from adaptlab.tasks import TASK_KINDS, TaskKind
+from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
 from adaptlab.train.classes import ClassCounts
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import RunSpec
+from adaptlab.train.transfer import ZeroShotScore
 from adaptlab.version import __version__
 
 
@@ -68,7 +69,7 @@ class DataInfo:
     before adaptlab recorded them)."""
 
     name: str
-    task: TaskKind
+    task: RunTaskKind
     labels: tuple[str, ...]
     sizes: Mapping[str, int]
     train_counts: Mapping[str, int] | None = None
@@ -88,14 +89,14 @@ class DataInfo:
     def from_json(cls, data: JsonObject) -> DataInfo:
         data.refuse_unknown(("name", "task", "labels", "sizes", "train_counts"))
         task = data.text("task")
-        if task not in TASK_KINDS:
+        if task not in RUN_TASK_KINDS:
             raise ConfigError(
-                f"{data.where}: {data.prefix}task: expected one of {', '.join(TASK_KINDS)}, "
+                f"{data.where}: {data.prefix}task: expected one of {', '.join(RUN_TASK_KINDS)}, "
                 f"got {task!r}"
             )
         return cls(
             name=data.text("name"),
-            task=cast(TaskKind, task),
+            task=cast(RunTaskKind, task),
             labels=data.texts("labels"),
             sizes=data.integers("sizes"),
             train_counts=data.integers("train_counts") if "train_counts" in data else None,
@@ -164,6 +165,8 @@ class RunResult:
     analysis: Mapping[str, Any] | None = None
     fusion_weights: tuple[SiteWeights, ...] | None = None
     """For a fusion run: each fusion layer's mean weight per adapter on the dev set."""
+    zero_shot: tuple[ZeroShotScore, ...] | None = None
+    """Scores on the spec's zero-shot targets (test splits of other data sets)."""
 
     @property
     def best(self) -> EpochRecord:
@@ -196,6 +199,8 @@ class RunResult:
             result["analysis"] = dict(self.analysis)
         if self.fusion_weights is not None:
             result["fusion_weights"] = [site.to_dict() for site in self.fusion_weights]
+        if self.zero_shot is not None:
+            result["zero_shot"] = [score.to_dict() for score in self.zero_shot]
         return result
 
     def _classes(self) -> list[dict[str, object]]:
@@ -239,6 +244,11 @@ class RunResult:
                 if "fusion_weights" in result
                 else None
             ),
+            zero_shot=(
+                tuple(ZeroShotScore.from_json(row) for row in result.objects("zero_shot"))
+                if "zero_shot" in result
+                else None
+            ),
         )
 
 
@@ -263,6 +273,7 @@ _FIELDS = (
     "host",
     "analysis",
     "fusion_weights",
+    "zero_shot",
 )
 
 

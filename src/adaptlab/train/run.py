@@ -1,8 +1,7 @@
 """One training run end to end: data, model, method, training, test, and its files.
 
 `execute` is what `adaptlab train` and every study run call. It validates everything it can
-before any long work, and writes its folder atomically: files go to a hidden sibling folder
-that is renamed into place only when the run has finished, so nothing half-written is left.
+before any long work, and writes its folder atomically (`adaptlab.train.run_folder`).
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,22 +19,26 @@ from typing import Any
 from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
-from adaptlab.fileio import publish_folder, staging_folder
-from adaptlab.methods import save_adapter
+from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
+from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.classes import evaluated_counts, training_counts
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
-from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, check_run_folder
+from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.train.result import DataInfo, RunResult, Versions
+from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.spec import RunSpec
+from adaptlab.train.zero_shot import prepare_targets, score_targets
 
 log = logging.getLogger("adaptlab.train")
+
+__all__ = ["ADAPTER_FOLDER", "LOG_FILE", "METRICS_FILE", "RunSpec", "TrainedRun", "execute"]
 
 
 @dataclass(frozen=True)
@@ -76,14 +78,20 @@ def execute(
 
     `on_trained`, if given, sees the trained model and data; its result joins the result.
     `frozen_cache`: see `adaptlab.train.loop.train` (an execution detail, not part of the spec).
+    A masked-language-modelling spec (task mlm) runs `adaptlab.train.mlm.execute_mlm`.
     """
+    if spec.data_options.get("task") == MLM:
+        if on_trained is not None:
+            raise ConfigError("analyses need a labelled task; a masked-LM run takes none")
+        from adaptlab.train.mlm import execute_mlm
+
+        return execute_mlm(spec, out, progress=progress, overwrite=overwrite)
     started = time.perf_counter()
-    out_path = Path(out) if out is not None else None
-    if out_path is not None:
-        check_run_folder(out_path, overwrite)
+    folder = RunFolder(Path(out) if out is not None else None, overwrite)
     device = torch_device(spec.device)
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     dataset = prepare_data(spec)
+    targets = prepare_targets(spec.zero_shot, dataset)
     loaded = load_model(
         spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
     )
@@ -95,9 +103,7 @@ def execute(
     )
     features = {name: encoder.encode(examples) for name, examples in dataset.splits.items()}
 
-    staging = staging_folder(out_path) if out_path is not None else None
-    handler = _log_to(staging / LOG_FILE) if staging else None
-    try:
+    with folder:
         log.info("run %s", json.dumps(spec.to_dict()))
         log.info("%s", handle.summary())
         reset_peak_memory(device)
@@ -112,7 +118,7 @@ def execute(
             spec.learning_rate(),
             progress=progress,
             frozen_cache=frozen_cache,
-            cache_folder=staging,
+            cache_folder=folder.staging,
         )
         test = evaluate(
             model,
@@ -123,6 +129,9 @@ def execute(
             spec.train.eval_batch_size,
         )
         log.info("test %s", json.dumps(test.metrics))
+        zero_shot = score_targets(model, encoder, targets, spec.train.eval_batch_size)
+        for score in zero_shot:
+            log.info("zero-shot %s %s", score.data, json.dumps(score.metrics))
         counts = handle.parameter_counts()
         result = RunResult(
             spec=spec,
@@ -158,48 +167,11 @@ def execute(
                 if handle.is_fusion
                 else None
             ),
+            zero_shot=zero_shot or None,
         )
         if on_trained is not None:
             began = time.perf_counter()
             analysis = dict(on_trained(TrainedRun(model, encoder, dataset, features)))
             result = replace(result, analysis=analysis)
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
-        if staging is not None and out_path is not None:
-            adapter = save_adapter(
-                model,
-                staging / ADAPTER_FOLDER,
-                base_model_id=spec.model,
-                task=dataset.task,
-                label_names=dataset.label_names,
-                metrics={"dev": dict(result.dev), "test": dict(result.test)},
-            )
-            result = replace(
-                result,
-                adapter_bytes=sum(f.stat().st_size for f in adapter.iterdir()),
-                wall_seconds=time.perf_counter() - started,
-            )
-            (staging / METRICS_FILE).write_text(json.dumps(result.to_dict(), indent=2))
-            if handler:
-                _close(handler)
-                handler = None
-            publish_folder(staging, out_path)
-        return replace(result, wall_seconds=time.perf_counter() - started)
-    finally:
-        if handler:
-            _close(handler)
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging)
-
-
-def _log_to(path: Path) -> logging.Handler:
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger("adaptlab")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    return handler
-
-
-def _close(handler: logging.Handler) -> None:
-    logging.getLogger("adaptlab").removeHandler(handler)
-    handler.close()
+        return folder.publish(model, result, dataset.task, dataset.label_names, started)

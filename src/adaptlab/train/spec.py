@@ -17,8 +17,10 @@ from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, resolve
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.registry import make_config
+from adaptlab.tasks import MLM
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.jsonfields import JsonObject
+from adaptlab.train.transfer import ZeroShotTarget
 
 _CORE = ("model", "data", "methods", "train_size", "train", "data_options", "device")
 """The fields every spec writes, in this order (adaptlab 0.1.0's form)."""
@@ -40,6 +42,8 @@ class RunSpec:
     """Adapter (or run) folders that a fusion run fuses; its method is `fusion`."""
     stack: tuple[str, ...] = ()
     """Adapter (or run) folders that run, frozen, below the adapter this run trains."""
+    zero_shot: tuple[ZeroShotTarget, ...] = ()
+    """Data sets whose test split the trained run is also scored on, labels matched by name."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.methods, tuple) or not all(
@@ -61,6 +65,14 @@ class RunSpec:
             raise ConfigError("adapters to fuse (--adapters) need --method fusion")
         if fusion and self.stack:
             raise ConfigError("a fusion run trains over the adapters it fuses; drop --stack")
+        if not all(isinstance(t, ZeroShotTarget) for t in self.zero_shot):
+            raise ConfigError(
+                f"RunSpec.zero_shot must hold ZeroShotTargets, got {self.zero_shot!r}"
+            )
+        if self.zero_shot and self.data_options.get("task") == MLM:
+            raise ConfigError("zero-shot targets score a labelled task; a masked-LM run has none")
+        if any(t.stack_swap for t in self.zero_shot) and not self.stack:
+            raise ConfigError("a zero-shot stack swap needs a run stacked on adapters (stack)")
         size = self.train_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ConfigError(f"train-size must be a positive integer, got {size!r}")
@@ -110,7 +122,7 @@ class RunSpec:
     @classmethod
     def from_json(cls, spec: JsonObject) -> RunSpec:
         """`from_dict` of an object being read as part of a larger record."""
-        spec.refuse_unknown((*_CORE, "fuse", "stack"))
+        spec.refuse_unknown((*_CORE, "fuse", "stack", "zero_shot"))
         parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
         try:
             methods = tuple(make_config(name, options) for name, options in parts)
@@ -126,6 +138,9 @@ class RunSpec:
             device=spec.text("device", default="cpu"),
             fuse=spec.texts("fuse", default=()),
             stack=spec.texts("stack", default=()),
+            zero_shot=tuple(
+                ZeroShotTarget.from_json(target) for target in spec.objects("zero_shot", default=[])
+            ),
         )
 
 
