@@ -97,6 +97,7 @@ def execute(
     handler = _log_to(staging / LOG_FILE) if staging else None
     try:
         log.info("run %s", json.dumps(spec.to_dict()))
+        log.info("data %s", dataset.description)
         log.info("%s", handle.summary())
         reset_peak_memory(device)
         history = train(

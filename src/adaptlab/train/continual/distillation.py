@@ -101,7 +101,7 @@ def teacher_scores(run: StageRun) -> list[torch.Tensor]:
                 parts[stage].append(heads.outputs[stage].detach().float().cpu())
     finally:
         model.train(was_training)
-        heads.collecting = was_collecting
+        heads.collecting, heads.outputs = was_collecting, []
     return [torch.cat(chunks) for chunks in parts]
 
 

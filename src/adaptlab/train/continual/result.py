@@ -38,8 +38,9 @@ class StageRecord:
 @dataclass(frozen=True)
 class SequenceResult:
     """A sequence's outcome. `matrix[i][j]` is the `metric` score on stage j's test set after
-    training stage i; `tests[i][j]` holds every test metric of that cell; `single_stage[j]` is
-    stage j trained alone (stage 0's is `matrix[0][0]`), when asked for."""
+    training stage i; `tests[i][j]` holds every test metric of that cell and the mean test
+    loss; `single_stage[j]` is stage j trained alone (stage 0's is `matrix[0][0]`), when asked
+    for."""
 
     spec: SequenceSpec
     stages: tuple[StageRecord, ...]

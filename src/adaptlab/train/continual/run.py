@@ -118,16 +118,15 @@ def _train_sequence(
         for tested, other in enumerate(stages):
             strategy.route(model, tested, index)
             heads.select(tested)
-            row.append(
-                evaluate(
-                    model,
-                    other.encoder,
-                    other.test,
-                    "single_label",
-                    other.label_names,
-                    spec.train.eval_batch_size,
-                ).metrics
+            tested_on = evaluate(
+                model,
+                other.encoder,
+                other.test,
+                "single_label",
+                other.label_names,
+                spec.train.eval_batch_size,
             )
+            row.append({**tested_on.metrics, "loss": tested_on.loss})
         tests.append(tuple(row))
         matrix.append(tuple(cell[metric] for cell in row))
         records.append(

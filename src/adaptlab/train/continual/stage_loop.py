@@ -123,7 +123,7 @@ def _batch_loss(
         run.model(**batch)
         outputs = heads.outputs
     finally:
-        heads.collecting = False
+        heads.collecting, heads.outputs = False, []
     of_stage = torch.tensor([stage for stage, _ in rows], device=device)
     total = outputs[0].new_zeros(())
     for stage in sorted({stage for stage, _ in rows}):
