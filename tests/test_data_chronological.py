@@ -15,6 +15,8 @@ import pytest
 from adaptlab.cli.app import main
 from adaptlab.data import load_dataset
 from adaptlab.errors import ConfigError, DataError
+from adaptlab.study.planner import plan_study
+from adaptlab.study.spec import load_spec
 
 
 def write_dated(path: Path, rows: int = 100, ties: bool = False) -> Path:
@@ -122,3 +124,15 @@ def test_cli_shows_the_cut_dates(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert done.value.code in (0, None)
     assert "chronological by date" in out and "train 2015-01-01" in out
+
+
+def test_study_data_entries_take_the_split(tmp_path: Path) -> None:
+    write_dated(tmp_path / "comments.csv")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\nmodels: [minilm-l6]\nmethods: [houlsby]\n"
+        "data: [{comments.csv: {split: chronological, time_column: date}}]\n"
+    )
+    (run,) = plan_study(load_spec(spec), spec.parent)
+    assert run.spec.data_options == {"split": "chronological", "time_column": "date"}
+    assert load_dataset(run.spec.data, **run.spec.data_options).description.count("chronological")
