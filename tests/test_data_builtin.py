@@ -23,6 +23,7 @@ EXPECTED: dict[str, tuple[str, int, int, int, tuple[str, ...] | int]] = {
     "twitter-sentiment": ("single_label", 30527, 3816, 3815, SENTIMENT),
     "wnut16-ner": ("token", 1916, 239, 239, 21),
     "slovenian-opinions": ("single_label", 1393, 174, 173, SENTIMENT),
+    "slovenian-opinions-chronological": ("single_label", 1392, 174, 174, SENTIMENT),
     "slovenian-opinions-topic": (
         "single_label",
         1393,

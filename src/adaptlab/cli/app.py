@@ -16,6 +16,7 @@ from adaptlab.cli import (
     neurons_cmd,
     predict_cmd,
     rank_cmd,
+    sequence_cmd,
     serve_cmd,
     study_cmd,
     train_cmd,
@@ -44,6 +45,7 @@ app.command("eval")(eval_cmd.evaluate)
 app.command("predict")(predict_cmd.predict)
 app.command("methods")(methods_cmd.methods)
 app.command("rank")(rank_cmd.rank_models)
+app.command("sequence")(sequence_cmd.sequence)
 app.command("export")(adapters_cmd.export)
 app.command("import")(adapters_cmd.import_)
 app.command("serve")(serve_cmd.serve)

@@ -9,7 +9,16 @@ from rich.table import Table
 from rich.text import Text
 
 from adaptlab.cli.console import console
-from adaptlab.cli.options import LabelColumn, Task, TextColumn, TextPairColumn, data_options
+from adaptlab.cli.options import (
+    LabelColumn,
+    Split,
+    Task,
+    TextColumn,
+    TextPairColumn,
+    TimeColumn,
+    data_options,
+    split_options,
+)
 from adaptlab.data import builtin_datasets, describe, load_dataset
 
 app = typer.Typer(help="Inspect data sets.", no_args_is_help=True)
@@ -38,16 +47,19 @@ def show(
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
     task: Task = None,
+    split: Split = "random",
+    time_column: TimeColumn = None,
 ) -> None:
     """Show a data set's splits, sizes, label counts and two examples.
 
     Example:
 
         adaptlab data show rotten-tomatoes
+
+        adaptlab data show comments.csv --split chronological --time-column date
     """
-    dataset = load_dataset(
-        source, **data_options(text_column, text_pair_column, label_column, task)
-    )
+    options = data_options(text_column, text_pair_column, label_column, task)
+    dataset = load_dataset(source, **options, **split_options(split, time_column))
     info = describe(dataset)
     out = console()
     out.print(Text.assemble((dataset.name, "bold"), f" ({dataset.task}): {dataset.description}"))

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
 
 from adaptlab import checks
+from adaptlab.errors import ConfigError
 
 DataOption = Annotated[
     str,
@@ -28,6 +30,16 @@ Task = Annotated[
     ),
 ]
 Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
+Split = Annotated[
+    str,
+    typer.Option(
+        help="random (given splits, else 80/10/10 stratified) or chronological (earliest 80% "
+        "train, next 10% dev, latest 10% test, by --time-column)."
+    ),
+]
+TimeColumn = Annotated[
+    str | None, typer.Option(help="Column dating each row, for --split chronological (files).")
+]
 BaseModel = Annotated[
     str | None,
     typer.Option(
@@ -86,4 +98,29 @@ def data_options(
         options["label_column"] = label_column
     if task:
         options["task"] = task
+    return options
+
+
+def key_values(pairs: list[str] | None, what: str) -> dict[str, Any]:
+    """KEY=VALUE pairs as a dict, values parsed as JSON (else kept as text); `what` names them
+    in the error for a pair without '='."""
+    options: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {pair!r} is not KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def split_options(split: str, time_column: str | None) -> dict[str, Any]:
+    """The split options as `load_dataset` keywords, leaving defaults out."""
+    options: dict[str, Any] = {}
+    if split != "random":
+        options["split"] = split
+    if time_column:
+        options["time_column"] = time_column
     return options

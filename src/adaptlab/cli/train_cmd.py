@@ -14,12 +14,16 @@ from adaptlab.cli.options import (
     Device,
     LabelColumn,
     MaxLength,
+    Split,
     Task,
     TextColumn,
     TextPairColumn,
+    TimeColumn,
     data_options,
+    key_values,
     positive,
     seed,
+    split_options,
 )
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec
@@ -87,6 +91,8 @@ def train(
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
     task: Task = None,
+    split: Split = "random",
+    time_column: TimeColumn = None,
     device: Device = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
@@ -130,7 +136,8 @@ def train(
             max_length=max_length,
             seed=seed,
         ),
-        data_options=data_options(text_column, text_pair_column, label_column, task),
+        data_options=data_options(text_column, text_pair_column, label_column, task)
+        | split_options(split, time_column),
         device=device,
         fuse=folders(adapters),
         stack=folders(stack),
@@ -167,13 +174,4 @@ def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:
         return method
     if "+" in method:
         raise ConfigError(f"--option applies to one method, not the combination {method!r}")
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"method option {pair!r} is not KEY=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return {method: options}
+    return {method: key_values(pairs, "method option")}

@@ -2,6 +2,7 @@
 
 from collections.abc import Sequence
 
+from adaptlab.data.chronology import chronological_split, cut_description, parse_times
 from adaptlab.data.files import RowSplits
 from adaptlab.data.labels import ParsedLabel, infer_task, label_order, label_units, parse_label
 from adaptlab.data.readers import RawRow
@@ -27,10 +28,13 @@ def _pick(rows: Labelled, indices: Sequence[int]) -> Labelled:
 
 
 def _split(
-    name: str, parts: dict[str, Labelled | None], task: TaskKind
+    name: str, parts: dict[str, Labelled | None], task: TaskKind, time_column: str | None
 ) -> tuple[dict[str, Labelled], str]:
-    """Fill in missing dev/test splits by the fixed seeded rules; say which rule was used."""
+    """Fill in missing dev/test splits by the fixed seeded rules, or split by time when
+    `time_column` is given; say which rule was used."""
     train, dev, test = parts["train"] or [], parts["dev"], parts["test"]
+    if time_column is not None:
+        return _by_time(name, train, dev is not None or test is not None, time_column)
     keys = [stratum(label, task, "O") for _, label in train]
     how = f"{STRATA[task]}, seed {SPLIT_SEED}"
     if dev is None and test is None:
@@ -45,6 +49,21 @@ def _split(
         rule = f"train and test as given; dev carved as 10% of train ({how})"
         return {"train": _pick(train, train_at), "dev": _pick(train, dev_at), "test": test}, rule
     return {"train": train, "dev": dev, "test": test}, "train, dev and test as given"
+
+
+def _by_time(
+    name: str, rows: Labelled, given: bool, column: str
+) -> tuple[dict[str, Labelled], str]:
+    """The chronological split of one source's rows, with its cut dates as the rule."""
+    if given:
+        raise DataError(
+            f"{name} comes with its own dev/test split; a chronological split cuts one set of "
+            "rows by time: give them in one file"
+        )
+    raw = [row for row, _ in rows]
+    parts = chronological_split(parse_times(raw))
+    picked = {split: _pick(rows, at) for split, at in zip(SPLIT_NAMES, parts, strict=True)}
+    return picked, cut_description(raw, parts, column)
 
 
 def _check_labels(splits: dict[str, Labelled], index: dict[str, int], names_given: bool) -> None:
@@ -86,15 +105,19 @@ def build_dataset(
     task: TaskKind | None,
     separator: str,
     names: tuple[str, ...] | None = None,
+    time_column: str | None = None,
 ) -> Dataset:
-    """Build a Dataset from raw rows; `names` fixes the label order (else sorted train labels)."""
+    """Build a Dataset from raw rows; `names` fixes the label order (else sorted train labels).
+
+    With `time_column` (the column the rows' times came from) the rows are split by time.
+    """
     every = rows.train + (rows.dev or []) + (rows.test or [])
     kind = task or infer_task(every, separator)
     parts = {
         split: None if part is None else [(row, parse_label(row, kind, separator)) for row in part]
         for split, part in zip(SPLIT_NAMES, (rows.train, rows.dev, rows.test), strict=True)
     }
-    splits, rule = _split(name, parts, kind)
+    splits, rule = _split(name, parts, kind, time_column)
     for split in SPLIT_NAMES:
         if not splits[split]:
             raise DataError(

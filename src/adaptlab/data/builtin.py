@@ -23,6 +23,7 @@ from adaptlab.tasks import TaskKind
 Records = Iterable[Mapping[str, str]]
 SENTIMENT = ("negative", "neutral", "positive")
 SLOVENIAN_SCORES = {"-1.0": "negative", "0.0": "neutral", "1.0": "positive"}
+SLOVENIAN_TIME = "CreatedDateTimeUtc"
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,25 @@ class Builtin:
     task: TaskKind
     names: tuple[str, ...] | None
     read: Callable[[tuple[Path, ...]], RowSplits]
+    time_column: str | None = None
+    """The column of dated rows: such a corpus can be split chronologically."""
 
 
 def _rows(
-    records: Records, text: str, label: Callable[[Mapping[str, str]], str | None], origin: str
+    records: Records,
+    text: str,
+    label: Callable[[Mapping[str, str]], str | None],
+    origin: str,
+    time: str | None = None,
 ) -> list[RawRow]:
-    """Raw rows from records, skipping rows with blank text or no label (label -> None)."""
+    """Raw rows from records, skipping rows with blank text or no label (label -> None); with
+    `time`, each row keeps that column's value as its time."""
     rows = []
     for number, record in enumerate(records, start=1):
         body, value = record.get(text) or "", label(record)
         if value is not None and body.strip():
-            rows.append(RawRow(body, value, f"{origin} row {number}"))
+            when = record.get(time) if time else None
+            rows.append(RawRow(body, value, f"{origin} row {number}", time=when))
     return rows
 
 
@@ -75,7 +84,8 @@ def _slovenian(column: str, names: Mapping[str, str]) -> Callable[[tuple[Path, .
         return names.get(record[column], record[column])
 
     def read(paths: tuple[Path, ...]) -> RowSplits:
-        return RowSplits(train=_rows(_orange_table(paths[0]), "Content", label, paths[0].name))
+        records = _orange_table(paths[0])
+        return RowSplits(train=_rows(records, "Content", label, paths[0].name, SLOVENIAN_TIME))
 
     return read
 
@@ -159,6 +169,16 @@ BUILTINS: dict[str, Builtin] = {
         "single_label",
         SENTIMENT,
         _slovenian("Score text", SLOVENIAN_SCORES),
+        SLOVENIAN_TIME,
+    ),
+    "slovenian-opinions-chronological": Builtin(
+        "slovenian-opinions split by date: earliest 80% train, next 10% dev, latest 10% test",
+        *ORANGE,
+        SLOVENIAN_FILE,
+        "single_label",
+        SENTIMENT,
+        _slovenian("Score text", SLOVENIAN_SCORES),
+        SLOVENIAN_TIME,
     ),
     "slovenian-opinions-topic": Builtin(
         "Slovenian news comments, 4 topics: Drugo, Gospodarstvo, Politika, Šport (Orange)",
@@ -167,8 +187,11 @@ BUILTINS: dict[str, Builtin] = {
         "single_label",
         None,
         _slovenian("Category", {}),
+        SLOVENIAN_TIME,
     ),
 }
+CHRONOLOGICAL = ("slovenian-opinions-chronological",)
+"""Built-ins split by time by default."""
 
 
 def builtin_datasets() -> dict[str, str]:
@@ -199,20 +222,29 @@ def _locate(name: str, entry: Builtin) -> tuple[Path, ...]:
 
 
 @cache
-def _build(name: str, paths: tuple[Path, ...]) -> Dataset:
+def _build(name: str, paths: tuple[Path, ...], chronological: bool) -> Dataset:
     """Parse and split a built-in once per process; callers get copies of its split dict."""
     entry = BUILTINS[name]
     files = ", ".join(entry.files)
     source = f"built-in {name}: {entry.summary}; file {files} of {entry.pip}"
-    return build_dataset(name, source, entry.read(paths), entry.task, "|", entry.names)
+    time_column = entry.time_column if chronological else None
+    rows = entry.read(paths)
+    return build_dataset(name, source, rows, entry.task, "|", entry.names, time_column)
 
 
-def load_builtin(name: str, task: TaskKind | None) -> Dataset:
-    """Load a built-in corpus with its fixed splits."""
+def load_builtin(name: str, task: TaskKind | None, chronological: bool = False) -> Dataset:
+    """Load a built-in corpus with its fixed splits, or split by date (`chronological`, for
+    the built-ins whose rows are dated)."""
     entry = BUILTINS[name]
     if task is not None and task != entry.task:
         raise ConfigError(
             f"built-in dataset '{name}' is a {entry.task} task, not {task}; leave task unset"
         )
-    cached = _build(name, _locate(name, entry))
+    if chronological and entry.time_column is None:
+        dated = ", ".join(n for n, e in BUILTINS.items() if e.time_column)
+        raise ConfigError(
+            f"built-in dataset '{name}' has no dates to split by; dated built-ins: {dated} "
+            "(20newsgroups and reuters-r8 come split by date already: bydate, ModApte)"
+        )
+    cached = _build(name, _locate(name, entry), chronological or name in CHRONOLOGICAL)
     return replace(cached, splits=dict(cached.splits))

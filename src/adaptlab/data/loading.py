@@ -11,6 +11,8 @@ from adaptlab.data.types import Dataset
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.tasks import TASK_KINDS, TaskKind
 
+SPLITS = ("random", "chronological")
+
 
 def _looks_like_path(source: str) -> bool:
     """Whether a source that does not exist was meant as a file path rather than a name."""
@@ -25,29 +27,56 @@ def load_dataset(
     label_column: str = "label",
     task: TaskKind | None = None,
     label_separator: str = "|",
+    split: str = "random",
+    time_column: str | None = None,
 ) -> Dataset:
     """Load a built-in corpus name, a CSV/TSV/JSONL/BIO file or split folder, or `hf:NAME[:CONFIG]`.
 
     Column options and the separator apply to files and hf: sources; built-ins fix their own.
+    `split="chronological"` splits one source's rows by `time_column` (earliest 80% train, then
+    10% dev, latest 10% test); dated built-ins know their column. The default, "random", keeps
+    given splits and otherwise splits 80/10/10 stratified (seed 0).
     """
     if task is not None and task not in TASK_KINDS:
         raise ConfigError(f"unknown task '{task}'; use one of {', '.join(TASK_KINDS)}")
     if not label_separator:
         raise ConfigError("label_separator must not be empty; the default is '|'")
+    chronological = _chronological(split, time_column, source in BUILTINS)
     if source in BUILTINS:
-        return load_builtin(source, task)
-    columns = Columns(text=text_column, label=label_column, text_pair=text_pair_column)
+        return load_builtin(source, task, chronological)
+    columns = Columns(
+        text=text_column, label=label_column, text_pair=text_pair_column, time=time_column
+    )
     if source.startswith("hf:"):
         spec = source.removeprefix("hf:")
         rows = read_hf(spec, columns)
-        return build_dataset(spec, f"Hugging Face dataset {spec}", rows, task, label_separator)
+        return build_dataset(
+            spec, f"Hugging Face dataset {spec}", rows, task, label_separator, None, time_column
+        )
     path = Path(source).expanduser()
     if path.exists() or _looks_like_path(source):
         rows = read_path(path, columns)
         kind = "folder" if path.is_dir() else "file"
         name = path.stem if path.is_file() else path.resolve().name
-        return build_dataset(name, f"{kind} {path}", rows, task, label_separator)
+        return build_dataset(name, f"{kind} {path}", rows, task, label_separator, None, time_column)
     raise DataError(
         f"unknown data source '{source}': no such file or folder, and not a built-in "
         f"({', '.join(BUILTINS)}); give a CSV/TSV/JSONL/BIO path, hf:NAME, or a built-in name"
     )
+
+
+def _chronological(split: str, time_column: str | None, builtin: bool) -> bool:
+    """Whether to split by time; one-line errors for an unknown split or a missing column."""
+    if split not in SPLITS:
+        raise ConfigError(f"unknown split '{split}'; use one of {', '.join(SPLITS)}")
+    if split == "random":
+        if time_column is not None:
+            raise ConfigError(f"time column '{time_column}' is for --split chronological")
+        return False
+    if builtin and time_column is not None:
+        raise ConfigError("built-in data sets know their date column; drop --time-column")
+    if not builtin and not time_column:
+        raise ConfigError(
+            "a chronological split needs the column that dates each row (--time-column)"
+        )
+    return True

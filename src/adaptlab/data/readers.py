@@ -13,11 +13,13 @@ from adaptlab.errors import DataError
 
 @dataclass(frozen=True)
 class Columns:
-    """Which fields of a record hold the text, the optional second text and the label."""
+    """Which fields of a record hold the text, the optional second text, the label and the
+    optional time (for chronological splits)."""
 
     text: str = "text"
     label: str = "label"
     text_pair: str | None = None
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class RawRow:
     label: str | tuple[str, ...]
     where: str
     text_pair: str | None = None
+    time: str | None = None
 
 
 def decode_utf8(raw: bytes, path: Path) -> str:
@@ -60,6 +63,7 @@ def _check_columns(found: list[str], columns: Columns, where: str) -> None:
         ("text_column", columns.text),
         ("label_column", columns.label),
         ("text_pair_column", columns.text_pair),
+        ("time_column", columns.time),
     ):
         if name is not None and name not in found:
             listed = ", ".join(found) or "none"
@@ -70,9 +74,9 @@ def _check_columns(found: list[str], columns: Columns, where: str) -> None:
 
 
 def _refuse_repeated(found: list[str], columns: Columns, where: str) -> None:
-    """Fail when a header (or record) names a column that is used (text, pair or label) more
+    """Fail when a header (or record) names a column that is used (text, pair, label, time) more
     than once: which of them to read would be a guess."""
-    for name in (columns.text, columns.label, columns.text_pair):
+    for name in (columns.text, columns.label, columns.text_pair, columns.time):
         if name is not None and found.count(name) > 1:
             raise DataError(
                 f"{where} names column '{name}' more than once; rename or drop the others "
@@ -135,6 +139,7 @@ def read_table(path: Path, delimiter: str, columns: Columns) -> list[RawRow]:
                     label=(record.get(columns.label) or "").strip(),
                     where=f"{path} {_lines(first, ended)}",
                     text_pair=pair,
+                    time=None if columns.time is None else record.get(columns.time) or "",
                 )
             )
     except csv.Error as error:
@@ -179,7 +184,10 @@ def row_from_record(record: Mapping[str, object], columns: Columns, where: str) 
     if columns.text_pair is not None:
         value = record[columns.text_pair]
         pair = "" if value is None else str(value)
-    return RawRow(text, _json_label(record[columns.label], where), where, pair)
+    time = None
+    if columns.time is not None:
+        time = "" if record[columns.time] is None else str(record[columns.time])
+    return RawRow(text, _json_label(record[columns.label], where), where, pair, time)
 
 
 def _json_line(line: str) -> tuple[object, list[str]]:

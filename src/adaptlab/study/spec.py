@@ -192,6 +192,8 @@ class DataOptions(_Strict):
     label_column: str | None = None
     task: Literal["single_label", "multi_label", "token", "regression", "mlm"] | None = None
     label_separator: str | None = None
+    split: Literal["random", "chronological"] | None = None
+    time_column: str | None = None
 
     def as_kwargs(self) -> dict[str, str]:
         """The options given, as `load_dataset` keywords."""

@@ -105,6 +105,7 @@ def execute(
 
     with folder:
         log.info("run %s", json.dumps(spec.to_dict()))
+        log.info("data %s", dataset.description)
         log.info("%s", handle.summary())
         reset_peak_memory(device)
         history = train(

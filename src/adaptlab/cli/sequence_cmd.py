@@ -1,0 +1,135 @@
+"""`adaptlab sequence`: one model through a sequence of data sets, with a continual strategy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from adaptlab.cli.console import console
+from adaptlab.cli.options import Device, MaxLength, key_values, positive, seed
+from adaptlab.cli.train_cmd import folders, method_spec
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.continual import (
+    SEQUENCE_FILE,
+    SequenceResult,
+    SequenceSpec,
+    list_strategies,
+    run_sequence,
+)
+
+
+def sequence(
+    model: Annotated[str, typer.Option(help="minilm-l6, mpnet-base, a HF name or a folder.")],
+    stages: Annotated[
+        str,
+        typer.Option(
+            help="Data sets in training order, comma-separated (built-in names or files), "
+            "e.g. reuters-r8,20newsgroups,twitter-sentiment,rotten-tomatoes."
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help=f"Folder to write ({SEQUENCE_FILE}).")],
+    strategy: Annotated[
+        str,
+        typer.Option(
+            help="Continual strategy: " + ", ".join(entry.name for entry in list_strategies()) + "."
+        ),
+    ] = "sequential",
+    strategy_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy-option",
+            "-s",
+            help="Strategy option KEY=VALUE (JSON value), repeatable, e.g. -s rate=0.05.",
+        ),
+    ] = None,
+    method: Annotated[
+        str, typer.Option(help="Method or combination each stage trains, e.g. houlsby, lora.")
+    ] = "houlsby",
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
+    ] = None,
+    train_size: Annotated[
+        int | None,
+        typer.Option(help="Sample n training examples (and n dev) per stage.", callback=positive),
+    ] = None,
+    test_size: Annotated[
+        int | None,
+        typer.Option(help="Cap each stage's test set (stratified sample).", callback=positive),
+    ] = None,
+    single_stage: Annotated[
+        bool,
+        typer.Option(help="Also train each later stage alone, for forward transfer."),
+    ] = False,
+    epochs: Annotated[int, typer.Option(help="Epochs per stage.", callback=positive)] = 10,
+    batch_size: Annotated[int, typer.Option(help="Batch size.", callback=positive)] = 16,
+    learning_rate: Annotated[
+        float | None, typer.Option(help="Learning rate; default 2e-5 (full, freeze) or 1e-4.")
+    ] = None,
+    max_length: MaxLength = 128,
+    seed: Annotated[
+        int, typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed)
+    ] = 0,
+    device: Device = "cpu",
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Train one model through data sets in order (a new head per stage), test every stage
+    after each, and print the score matrix with average score, BWT, FWT and forgetting.
+
+    Strategies: sequential (keep training one adapter), replay (-s rate=0.01: earlier
+    examples per new one), kd-logit (-s weight=1.0 -s temperature=2.0), adapter-per-stage.
+
+    Example:
+
+        adaptlab sequence --model minilm-l6 --stages reuters-r8,20newsgroups \\
+            --method houlsby --strategy replay -s rate=0.01 --train-size 1000 \\
+            --test-size 500 --epochs 3 --out runs/seq-replay
+    """
+    spec = SequenceSpec.build(
+        model,
+        folders(stages),
+        method_spec(method, option),
+        strategy,
+        key_values(strategy_option, "strategy option"),
+        train_size=train_size,
+        test_size=test_size,
+        train=TrainConfig(
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            max_length=max_length,
+            seed=seed,
+        ),
+        device=device,
+        single_stage=single_stage,
+    )
+    result = run_sequence(spec, out, progress=progress, overwrite=overwrite)
+    show(result)
+    console().print(f"written to {out / SEQUENCE_FILE}", highlight=False, soft_wrap=True)
+
+
+def show(result: SequenceResult) -> None:
+    """The matrix (rows: after stage i; columns: tested on stage j) and the scores."""
+    names = [stage.name for stage in result.stages]
+    table = Table(title=f"{result.metric} after each stage ({result.spec.strategy.name})")
+    table.add_column("after \\ on")
+    for name in names:
+        table.add_column(name, justify="right")
+    for name, row in zip(names, result.matrix, strict=True):
+        table.add_row(name, *(f"{value:.4f}" for value in row))
+    out = console()
+    out.print(table)
+    scores = result.scores
+    parts = [f"average {scores.average:.4f}"]
+    for label, value in (
+        ("BWT", scores.backward_transfer),
+        ("FWT", scores.forward_transfer),
+        ("forgetting", scores.average_forgetting),
+    ):
+        if value is not None:
+            parts.append(f"{label} {value:+.4f}")
+    out.print(", ".join(parts), highlight=False)

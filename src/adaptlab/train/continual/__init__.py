@@ -1,0 +1,48 @@
+"""Continual learning: one model through a sequence of stages, with a strategy against
+forgetting, tested on every stage after each (the matrix R and its scores)."""
+
+from adaptlab.train.continual import distillation, per_stage, replay
+from adaptlab.train.continual.heads import StageHeads
+from adaptlab.train.continual.metrics import (
+    ContinualScores,
+    average_score,
+    backward_transfer,
+    forgetting,
+    forward_transfer,
+    gem_forward_transfer,
+    summarize,
+)
+from adaptlab.train.continual.result import SequenceResult, StageRecord
+from adaptlab.train.continual.run import SEQUENCE_FILE, run_sequence
+from adaptlab.train.continual.spec import SequenceSpec
+from adaptlab.train.continual.strategy import (
+    Strategy,
+    StrategyConfig,
+    list_strategies,
+    make_strategy,
+    strategy_config,
+)
+
+__all__ = [
+    "SEQUENCE_FILE",
+    "ContinualScores",
+    "SequenceResult",
+    "SequenceSpec",
+    "StageHeads",
+    "StageRecord",
+    "Strategy",
+    "StrategyConfig",
+    "average_score",
+    "backward_transfer",
+    "distillation",
+    "forgetting",
+    "forward_transfer",
+    "gem_forward_transfer",
+    "list_strategies",
+    "make_strategy",
+    "per_stage",
+    "replay",
+    "run_sequence",
+    "strategy_config",
+    "summarize",
+]

@@ -1,0 +1,124 @@
+"""Continual-learning strategies: small registered objects that change how a sequence trains.
+
+A strategy chooses the adapter each stage trains, may add earlier examples to a batch
+(`replayed`), add a term to the loss (`penalty`), and route evaluation to a stage's adapter
+(`route`). Every strategy combines with any adaptation method: the method makes the adapter,
+the strategy decides what it learns from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from adaptlab.errors import ConfigError
+from adaptlab.train.continual.stages import Row, StageRun
+
+SEQUENCE_ADAPTER = "sequence"
+"""The adapter every stage trains, for strategies that keep one."""
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """A strategy's options; subclasses are frozen dataclasses validated on construction."""
+
+    name: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Strategy:
+    """Plain sequential training: one adapter keeps learning, stage after stage (the
+    forgetting baseline). Subclasses override the hooks they need."""
+
+    def __init__(self, config: StrategyConfig) -> None:
+        self.config = config
+
+    def adapter_name(self, stage: int) -> str:
+        """The adapter stage `stage` trains (added the first time a name comes up)."""
+        return SEQUENCE_ADAPTER
+
+    def begin(self, run: StageRun) -> None:
+        """Called once before stage `run.index` trains, with its head selected."""
+
+    def replayed(self, run: StageRun, new_rows: int, generator: torch.Generator) -> list[Row]:
+        """Earlier stages' examples to add to a batch of `new_rows` examples of this stage."""
+        return []
+
+    def penalty(
+        self, run: StageRun, rows: Sequence[Row], outputs: Sequence[torch.Tensor]
+    ) -> torch.Tensor | None:
+        """A term added to the batch's loss; `outputs[k]` are head k's scores for every row."""
+        return None
+
+    def route(self, model: nn.Module, stage: int, trained: int) -> None:
+        """Make the model ready to be tested on stage `stage` after stage `trained`."""
+
+
+@dataclass(frozen=True)
+class SequentialConfig(StrategyConfig):
+    """Keep fine-tuning one adapter (no options)."""
+
+    name = "sequential"
+
+
+@dataclass(frozen=True)
+class StrategyEntry:
+    """A registered strategy: its name, config class, constructor and a one-line summary."""
+
+    name: str
+    config_class: type[StrategyConfig]
+    make: Callable[[Any], Strategy]
+    description: str
+
+
+_REGISTRY: dict[str, StrategyEntry] = {}
+
+
+def register_strategy(entry: StrategyEntry) -> StrategyEntry:
+    """Add `entry` to the registry under its name."""
+    if entry.name in _REGISTRY:
+        raise ValueError(f"strategy {entry.name!r} is registered twice")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def list_strategies() -> list[StrategyEntry]:
+    """Every registered strategy, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def strategy_config(name: str, options: Mapping[str, Any] | None = None) -> StrategyConfig:
+    """`name`'s validated config from plain options; one-line errors for unknown names,
+    unknown options and values of the wrong type."""
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ConfigError(f"unknown strategy {name!r}; known strategies: {', '.join(_REGISTRY)}")
+    known = {f.name: f for f in fields(entry.config_class)}
+    values: dict[str, Any] = {}
+    for option, value in (options or {}).items():
+        if option not in known:
+            listed = ", ".join(known) or "none"
+            raise ConfigError(f"{name}: unknown option {option!r}; options: {listed}")
+        wanted = type(known[option].default)
+        if wanted is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not wanted:
+            raise ConfigError(f"{name}: {option} must be a {wanted.__name__}, got {value!r}")
+        values[option] = value
+    return entry.config_class(**values)
+
+
+def make_strategy(config: StrategyConfig) -> Strategy:
+    """The strategy object for a validated config."""
+    return _REGISTRY[config.name].make(config)
+
+
+register_strategy(
+    StrategyEntry("sequential", SequentialConfig, Strategy, "keep fine-tuning (the baseline)")
+)
