@@ -98,8 +98,9 @@ def export(
     model: BaseModel = None,
     device: Device = "cpu",
 ) -> None:
-    """Write a trained LoRA adapter in another library's format (PEFT: adapter_config.json
-    and adapter_model.safetensors, its head as modules_to_save).
+    """Write a trained LoRA adapter in another library's format.
+
+    PEFT: adapter_config.json and adapter_model.safetensors, the head as modules_to_save.
 
     Example:
 

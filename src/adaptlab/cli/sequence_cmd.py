@@ -77,8 +77,10 @@ def sequence(
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
-    """Train one model through data sets in order (a new head per stage), test every stage
-    after each, and print the score matrix with average score, BWT, FWT and forgetting.
+    """Train one model through data sets in order and test every stage after each.
+
+    Each stage gets a new head; the score matrix is printed with average score, BWT, FWT and
+    forgetting.
 
     Strategies: sequential (keep training one adapter), replay (-s rate=0.01: earlier
     examples per new one), kd-logit (-s weight=1.0 -s temperature=2.0), adapter-per-stage.
