@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from adaptlab.cli import (
     analyze_cmd,
@@ -63,5 +64,5 @@ def main(argv: list[str] | None = None) -> None:
     except AdaptlabError as error:
         if debug:
             raise
-        _stderr.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        _stderr.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(1)

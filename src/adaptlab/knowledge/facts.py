@@ -64,17 +64,15 @@ def load_facts(source: str, templates: str | None = None) -> FactSet:
 
         return builtin_facts(source.removeprefix(BUILTIN_PREFIX))
     path = Path(source)
-    if not path.is_file():
-        raise DataError(f"fact file {source!r} does not exist (or use builtin:countries)")
+    _check_file(path, "fact file", " (or use builtin:countries)")
     if path.suffix.lower() == ".json":
         data = _read_json(path)
-        if not isinstance(data, dict) or "facts" not in data:
+        if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
             raise DataError(f"{path}: a fact JSON file is an object with 'facts' and 'templates'")
         facts = [_fact(path, row) for row in data["facts"]]
         relation_templates = data.get("templates", {})
     elif path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            facts = [_fact(path, row) for row in csv.DictReader(handle)]
+        facts = [_fact(path, row) for row in csv.DictReader(_read_text(path).splitlines())]
         if templates is None:
             raise DataError(f"{path}: a CSV fact file needs a templates JSON file (--templates)")
         relation_templates = _read_json(Path(templates))
@@ -104,13 +102,30 @@ def make_fact_set(name: str, facts: list[Fact], templates: Mapping[str, Any]) ->
     return FactSet(name, facts, checked)
 
 
-def _read_json(path: Path) -> Any:
+def _check_file(path: Path, what: str = "file", hint: str = "") -> None:
+    if not path.exists():
+        raise DataError(f"{what} {str(path)!r} does not exist{hint}")
     if not path.is_file():
-        raise DataError(f"file {str(path)!r} does not exist")
+        raise DataError(f"{what} {str(path)!r} is a folder, not a file")
+
+
+def _read_text(path: Path) -> str:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot be read ({error.strerror})") from None
+
+
+def _read_json(path: Path) -> Any:
+    _check_file(path)
+    try:
+        return json.loads(_read_text(path))
     except json.JSONDecodeError as error:
-        raise DataError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from error
+        raise DataError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
+    except (ValueError, RecursionError) as error:  # a number too long, nesting too deep
+        raise DataError(f"{path}: not valid JSON ({type(error).__name__})") from None
 
 
 def _fact(path: Path, row: Any) -> Fact:

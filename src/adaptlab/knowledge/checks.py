@@ -1,0 +1,61 @@
+"""Checks of the neurons commands' options and output folders, made before any work starts."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from adaptlab.errors import ConfigError
+
+
+def check_count(option: str, value: object, low: int = 1) -> None:
+    """`value` is a whole number of at least `low` (None passes: no limit)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{option} must be a whole number of at least {low}, got {value!r}")
+
+
+def check_fraction(option: str, value: object) -> None:
+    """`value` is a number from 0 to 1."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= 1
+    ):
+        raise ConfigError(f"{option} must be a number from 0 to 1, got {value!r}")
+
+
+def check_finite(option: str, value: object) -> None:
+    """`value` is a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{option} must be a finite number, got {value!r}")
+
+
+def check_kind(kind: str | None) -> None:
+    """A language-model kind, or None (inferred from the model)."""
+    if kind not in (None, "masked", "causal"):
+        raise ConfigError(f"unknown language-model kind {kind!r}; choose masked or causal")
+
+
+def check_output_folder(folder: Path, names: list[str], option: str = "--out") -> None:
+    """`folder` can take the files `names` (replacing earlier ones): it is a folder or can be
+    made one, each name is a file or free, and the first existing folder up the path is
+    writable."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{option} {str(folder)!r} is a file; give a folder to write into")
+    for name in names:
+        if (folder / name).is_dir():
+            raise ConfigError(
+                f"{option} {str(folder)!r} holds a folder named {name!r}; "
+                "remove it or choose another folder"
+            )
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {str(folder)!r}: {str(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {str(folder)!r}: cannot write into {str(existing)!r}")
