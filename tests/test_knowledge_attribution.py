@@ -108,6 +108,8 @@ def test_batched_equals_a_per_step_loop(arch: str) -> None:
     _close(batched, _naive(lm, query, 6))
     one_layer_per_batch = token_attribution(lm, query, 6, rule="riemann", max_rows=1).scores
     _close(batched, one_layer_per_batch)
+    at_one = token_attribution(lm, query, 1, rule="riemann").scores  # only the unmodified row
+    _close(at_one, _naive(lm, query, 1))
 
 
 @pytest.mark.parametrize("arch", ["bert", "llama"])

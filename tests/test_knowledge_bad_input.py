@@ -76,12 +76,13 @@ def refused(
     before = _snapshot(folder)
     code, _, err = run(args, capsys)
     assert code == 1, err
-    assert err.count("\n") == 1 and err.startswith("error: "), err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and err.endswith("\n"), err
+    *progress, line = err[:-1].split("\n")  # progress bars end in a newline of their own
+    assert line.startswith("error: ") and not any("error" in p for p in progress), err
     for text in expected:
-        assert text in err, err
+        assert text in line, err
     assert _snapshot(folder) == before
-    return err
+    return line
 
 
 def _find(model: str, facts: Path, out: Path, *extra: str) -> list[str]:
@@ -128,10 +129,19 @@ def test_find_output_is_checked_before_any_work(
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "neurons.json").write_text('{"mine": "not adaptlab\'s"}')
-    refused(_find(NO_MODEL, facts, foreign), capsys, tmp_path, "no field 'relation'")
+    refused(_find(NO_MODEL, facts, foreign), capsys, tmp_path,
+            "holds a file adaptlab did not write named 'neurons.json'")  # fmt: skip
+    (foreign / "neurons.json").unlink()
+    (foreign / "layers.png").write_text("my drawing")
+    refused(_find(NO_MODEL, facts, foreign), capsys, tmp_path, "named 'layers.png'")
     odd = tmp_path / "odd"
     (odd / "layers.png").mkdir(parents=True)
     refused(_find(NO_MODEL, facts, odd), capsys, tmp_path, "holds a folder named 'layers.png'")
+    clash = tmp_path / "clash"  # the facts file where find would write
+    clash.mkdir()
+    (clash / "neurons.json").write_text(json.dumps(FACTS))
+    refused(_find(NO_MODEL, clash / "neurons.json", clash), capsys, tmp_path,
+            "holds a file adaptlab did not write named 'neurons.json'")  # fmt: skip
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
@@ -183,27 +193,29 @@ def test_find_input_files(tmp_path: Path, model: Path, capsys: pytest.CaptureFix
 
 
 def test_user_text_is_printed_as_given(
-    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "250")  # table cells unwrapped
     marked = {
-        "templates": {"[bold red]cap": ["The capital of [X] is [Y]."]},
+        "templates": {"[bold red]cap $x^$": ["The capital of [X] is [Y]."]},
         "facts": [
-            ["[/x] land", "[bold red]cap", "Paris"],
-            [":smile: land", "[bold red]cap", "Lima"],
+            ["[/x] land", "[bold red]cap $x^$", "Paris"],
+            [":smile: land", "[bold red]cap $x^$", "Lima"],
         ],
     }  # fmt: skip
     path = tmp_path / "[red]facts.json"
     path.write_text(json.dumps(marked))
     out = tmp_path / "[b]out"
     args = ["neurons", "find", "--model", str(model), "--facts", str(path), "--relation",
-            "[bold red]cap", "--min-correct", "0", "--out", str(out)]  # fmt: skip
+            "[bold red]cap $x^$", "--min-correct", "0", "--out", str(out)]  # fmt: skip
     code, printed, err = run(args, capsys)
     assert code == 0, err
-    assert "<[/x] land, [bold red]cap, Paris>" in printed and ":smile: land" in printed
-    assert str(out / "neurons.json") in printed.replace("\n", "")
+    assert "<[/x] land, [bold red]cap $x^$, Paris>" in printed and ":smile: land" in printed
+    assert str(out / "neurons.json") in printed
     code, printed, err = run(["neurons", "erase", "--neurons", str(out / "neurons.json")], capsys)
     assert code == 0, err
-    assert "[bold red]cap" in printed
+    assert "[bold red]cap $x^$" in printed
     err = refused(
         _find(NO_MODEL, path, tmp_path / "o", "--relation", "[/x]"), capsys, tmp_path,
         "no relation '[/x]'", "[red]facts.json",
@@ -304,6 +316,18 @@ def test_neuron_file_paths(
         (path.parent / output).mkdir()
         refused(["neurons", command, "--neurons", str(path)], capsys, tmp_path,
                 f"holds a folder named {output!r}")  # fmt: skip
+
+
+def test_foreign_files_beside_the_neuron_file_are_kept(
+    tmp_path: Path, found: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path / "kn", found)
+    (path.parent / "erase.json").write_text('{"my": "notes"}')
+    (path.parent / "amplify.png").write_text("not a picture")
+    refused(["neurons", "erase", "--neurons", str(path)], capsys, tmp_path,
+            "holds a file adaptlab did not write named 'erase.json'")  # fmt: skip
+    refused(["neurons", "amplify", "--neurons", str(path)], capsys, tmp_path,
+            "named 'amplify.png'")  # fmt: skip
 
 
 def test_edit_options(

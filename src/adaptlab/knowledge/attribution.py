@@ -153,10 +153,10 @@ def token_attribution(
 def _groups(needed: dict[int, list[float]], max_rows: int) -> list[list[_Layer]]:
     """Consecutive layers packed into batches of at most `max_rows` rows (1 + their alphas)."""
     groups: list[list[_Layer]] = []
-    rows = max_rows
+    rows = 0
     for layer, nodes in sorted(needed.items()):
         alphas = [a for a in nodes if a != 1.0]
-        if rows + len(alphas) > max_rows:
+        if not groups or rows + len(alphas) > max_rows:
             groups.append([])
             rows = 1
         groups[-1].append(_Layer(layer, alphas))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -40,17 +41,21 @@ def check_kind(kind: str | None) -> None:
         raise ConfigError(f"unknown language-model kind {kind!r}; choose masked or causal")
 
 
-def check_output_folder(folder: Path, names: list[str], option: str = "--out") -> None:
-    """`folder` can take the files `names` (replacing earlier ones): it is a folder or can be
-    made one, each name is a file or free, and the first existing folder up the path is
-    writable."""
+def check_output_folder(
+    folder: Path, outputs: dict[str, tuple[str, ...]], option: str = "--out"
+) -> None:
+    """`folder` can take the files named in `outputs`: it is a folder or can be made one, the
+    first existing folder up the path is writable, and each file is free or one adaptlab wrote
+    before (a PNG; a JSON object with the keys `outputs` lists), which it then replaces."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{option} {str(folder)!r} is a file; give a folder to write into")
-    for name in names:
-        if (folder / name).is_dir():
+    for name, keys in outputs.items():
+        path = folder / name
+        if path.exists() and not _written_by_us(path, keys):
+            what = "a folder" if path.is_dir() else "a file adaptlab did not write"
             raise ConfigError(
-                f"{option} {str(folder)!r} holds a folder named {name!r}; "
-                "remove it or choose another folder"
+                f"{option} {str(folder)!r} holds {what} named {name!r}; move it or choose "
+                "another folder"
             )
     existing = folder
     while not existing.exists():
@@ -59,3 +64,20 @@ def check_output_folder(folder: Path, names: list[str], option: str = "--out") -
         raise ConfigError(f"{option} {str(folder)!r}: {str(existing)!r} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{option} {str(folder)!r}: cannot write into {str(existing)!r}")
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _written_by_us(path: Path, keys: tuple[str, ...]) -> bool:
+    """A file of ours: a PNG, or a JSON object holding `keys`."""
+    if not path.is_file():
+        return False
+    try:
+        with path.open("rb") as file:
+            if path.suffix == ".png":
+                return file.read(len(_PNG)) == _PNG
+            data = json.loads(file.read())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and all(key in data for key in keys)

@@ -10,6 +10,7 @@ of the same ``{"relation": [templates]}`` shape. ``builtin:countries`` is the co
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from adaptlab.errors import DataError
 from adaptlab.knowledge.prompts import check_template
 
 BUILTIN_PREFIX = "builtin:"
+FACT_COLUMNS = ("subject", "relation", "object")
 MIN_TEMPLATES = 1
 
 
@@ -72,7 +74,12 @@ def load_facts(source: str, templates: str | None = None) -> FactSet:
         facts = [_fact(path, row) for row in data["facts"]]
         relation_templates = data.get("templates", {})
     elif path.suffix.lower() == ".csv":
-        facts = [_fact(path, row) for row in csv.DictReader(_read_text(path).splitlines())]
+        reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
+        header = reader.fieldnames or []
+        repeated = sorted({n for n in header if header.count(n) > 1} & set(FACT_COLUMNS))
+        if repeated:
+            raise DataError(f"{path}: column {repeated[0]!r} appears more than once")
+        facts = [_fact(path, row) for row in reader]
         if templates is None:
             raise DataError(f"{path}: a CSV fact file needs a templates JSON file (--templates)")
         relation_templates = _read_json(Path(templates))
@@ -130,9 +137,9 @@ def _read_json(path: Path) -> Any:
 
 def _fact(path: Path, row: Any) -> Fact:
     if isinstance(row, list | tuple) and len(row) == 3:
-        row = dict(zip(("subject", "relation", "object"), row, strict=True))
+        row = dict(zip(FACT_COLUMNS, row, strict=True))
     if not isinstance(row, Mapping) or not all(
-        row.get(k) for k in ("subject", "relation", "object")
+        row.get(k) and isinstance(row[k], str | int | float) for k in FACT_COLUMNS
     ):
         raise DataError(f"{path}: every fact needs a subject, relation and object, got {row!r}")
     return Fact(

@@ -19,9 +19,11 @@ from adaptlab.knowledge.facts import Fact
 from adaptlab.knowledge.hooks import Neuron
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.neurons import FactNeurons
-from adaptlab.knowledge.quadrature import RULES
+from adaptlab.knowledge.quadrature import MAX_STEPS, RULES
 
 NEURONS_FILE = "neurons.json"
+NEURON_KEYS = ("model", "kind", "facts", "relation", "results")
+"""The fields every neuron file holds."""
 _SHOWN = 60
 """Characters of a bad value that an error message shows."""
 
@@ -66,8 +68,7 @@ class _Fields:
         self.data: dict[str, Any] = data
 
     def fail(self, name: str, problem: str, value: Any) -> NoReturn:
-        shown = repr(value)
-        shown = shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + "..."
+        shown = _shown(value)
         place = f"{self.where}.{name}" if self.where and name else self.where or name
         what = f"field {place!r}" if place else "the file"
         raise DataError(
@@ -76,7 +77,8 @@ class _Fields:
         )
 
     def get(self, name: str, required: bool) -> Any:
-        if name not in self.data or (self.data[name] is None and not required):
+        """The field's value; a missing optional field is None, a missing required one an error."""
+        if name not in self.data:
             if required:
                 raise DataError(
                     f"{self.path}: no field {self._place(name)!r}; is it a {NEURONS_FILE} "
@@ -90,7 +92,7 @@ class _Fields:
 
     def text(self, name: str, required: bool = True, choices: tuple[str, ...] = ()) -> Any:
         value = self.get(name, required)
-        if value is None:
+        if value is None and not required:
             return None
         if not isinstance(value, str) or not value.strip():
             self.fail(name, "must be a non-empty string", value)
@@ -98,15 +100,16 @@ class _Fields:
             self.fail(name, f"must be one of {', '.join(choices)}", value)
         return value
 
-    def whole(self, name: str, low: int, required: bool = False) -> Any:
-        value = self.get(name, required)
-        if value is not None and not _is_whole(value, low):
-            self.fail(name, f"must be a whole number of at least {low}", value)
+    def whole(self, name: str, low: int, high: int | None = None) -> Any:
+        value = self.get(name, False)
+        if value is not None and not (_is_whole(value, low) and (high is None or value <= high)):
+            bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
+            self.fail(name, f"must be a whole number {bounds}", value)
         return value
 
     def number(self, name: str, low: float, high: float, required: bool = False) -> Any:
         value = self.get(name, required)
-        if value is None:
+        if value is None and not required:
             return None
         if not _is_number(value) or not low <= value <= high:
             self.fail(name, f"must be a number from {low:g} to {high:g}", value)
@@ -132,6 +135,15 @@ class _Fields:
                 self.fail(f"{name}[{k}]", "repeats a neuron listed before it", pair)
             found.append(neuron)
         return found
+
+
+def _shown(value: Any) -> str:
+    """`value` as Python writes it, cut to `_SHOWN` characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to write out
+        text = "a number too long to show"
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
 def _is_whole(value: Any, low: int) -> bool:
@@ -194,7 +206,7 @@ def load_neurons(path: Path) -> NeuronFile:
         results=[_result(path, row, k, relation) for k, row in enumerate(read.items("results"))],
         templates=read.text("templates", required=False),
         quadrature=read.text("quadrature", required=False, choices=RULES),
-        steps=read.whole("steps", 1),
+        steps=read.whole("steps", 1, MAX_STEPS),
         tolerance=read.number("tolerance", 0.0, 1.0),
         min_correct=read.number("min_correct", 0.0, 1.0),
         num_layers=read.whole("num_layers", 1),
@@ -222,7 +234,7 @@ def check_fits(path: Path, found: NeuronFile, lm: KnowledgeLM) -> None:
             for i, (layer, index) in enumerate(getattr(result, name)):
                 if layer >= lm.num_layers or index >= lm.num_neurons:
                     raise DataError(
-                        f"{path}: field 'results[{k}].{name}[{i}]' is [{layer}, {index}], but "
-                        f"the model has layers 0..{lm.num_layers - 1} and neurons "
+                        f"{path}: field 'results[{k}].{name}[{i}]' is {_shown([layer, index])}, "
+                        f"but the model has layers 0..{lm.num_layers - 1} and neurons "
                         f"0..{lm.num_neurons - 1}"
                     )

@@ -29,6 +29,7 @@ from adaptlab.knowledge.effects import neuron_effects, summarise
 from adaptlab.knowledge.facts import FactSet, load_facts
 from adaptlab.knowledge.lm import KnowledgeLM, load_lm
 from adaptlab.knowledge.neuron_file import (
+    NEURON_KEYS,
     NEURONS_FILE,
     NeuronFile,
     check_fits,
@@ -42,6 +43,8 @@ from adaptlab.knowledge.scoring import known_facts
 from adaptlab.models.device import torch_device
 
 LAYERS_PLOT = "layers.png"
+SCALING_KEYS = ("factor", "summary", "rows")
+"""What marks a suppress.json or amplify.json as written here (and so replaceable)."""
 
 
 @dataclass
@@ -79,9 +82,7 @@ def run_find(
     check_fraction("--min-correct", min_correct)
     check_kind(kind)
     torch_device(device)
-    check_output_folder(out, [NEURONS_FILE, LAYERS_PLOT])
-    if (out / NEURONS_FILE).is_file():
-        load_neurons(out / NEURONS_FILE)  # replace only a neuron file, never another file
+    check_output_folder(out, {NEURONS_FILE: NEURON_KEYS, LAYERS_PLOT: ()})
     facts = load_facts(facts_source, templates).of_relation(relation)
     if not facts.facts:
         raise DataError(f"{facts.name}: no facts of relation {relation!r}")
@@ -118,7 +119,7 @@ def run_find(
     return FindReport(results, histogram, checked, len(known.facts), [out / NEURONS_FILE, plot])
 
 
-def _read(neurons_file: Path, outputs: list[str], device: str) -> NeuronFile:
+def _read(neurons_file: Path, outputs: dict[str, tuple[str, ...]], device: str) -> NeuronFile:
     """The checked neuron file, once the device and the output files beside it are checked."""
     torch_device(device)
     found = load_neurons(neurons_file)
@@ -166,7 +167,7 @@ def run_scaling(
 
     `model` replaces the neuron file's model (the same model, moved or renamed).
     """
-    found = _read(neurons_file, [f"{name}.json", f"{name}.png"], device)
+    found = _read(neurons_file, {f"{name}.json": SCALING_KEYS, f"{name}.png": ()}, device)
     lm, facts, meta = _load(neurons_file, found, model, device)
     own = facts.of_relation(found.relation)
     rows = neuron_effects(lm, own, found.results, factor, seed, progress)
@@ -201,7 +202,7 @@ def run_update(
     check_finite("--lambda1", lambda1)
     check_finite("--lambda2", lambda2)
     check_count("--limit", limit)
-    found = _read(neurons_file, ["edit.json"], device)
+    found = _read(neurons_file, {"edit.json": ("lambda1", "lambda2", "summary")}, device)
     if len({result.fact.object for result in found.results}) < 2:
         raise DataError(
             f"{neurons_file}: updating a fact needs another object of its relation, and every "
@@ -224,7 +225,7 @@ def run_erase(
     neurons_file: Path, seed: int = 0, device: str = "cpu", model: str | None = None
 ) -> tuple[list[dict[str, Any]], list[Path]]:
     """Erase the relation (zero its neurons' value slots) and a random control; write JSON."""
-    found = _read(neurons_file, ["erase.json"], device)
+    found = _read(neurons_file, {"erase.json": ("seed", "relation", "rows")}, device)
     lm, facts, meta = _load(neurons_file, found, model, device)
     own, others = facts.of_relation(found.relation), _others(facts, found.relation)
     rows = [asdict(r) for r in erase_experiment(lm, own, others, found.results, seed)]
