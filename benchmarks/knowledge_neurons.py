@@ -19,7 +19,7 @@ template (9 tokens with BERT's [CLS] and [SEP], 5 for a causal model) and a long
 every layer, with one torch thread each, on the CPU or (`--device cuda`) a GPU:
 
 - adaptlab: `adaptlab.knowledge.attribute` with its default, the adaptive Gauss-Lobatto
-  quadrature (tolerance 1e-2; all layers in one growing batch from one unmodified row, the LM
+  quadrature (tolerance 3e-2; all layers in one growing batch from one unmodified row, the LM
   head on the answer position only, a causal LM's prompt read once); and, as a second
   column, the same with the slides' right Riemann sum, m = 20 (`rule="riemann"`);
 - knowledge-neurons==0.0.2: `KnowledgeNeurons.get_scores(prompt, answer, steps=20,
@@ -506,6 +506,8 @@ def main() -> None:
         python = overlay_venv(PEER_VENV, PEER_PACKAGES)
     else:
         python = args.peer_python
+    from adaptlab.knowledge.quadrature import DEFAULT_TOLERANCE
+
     rows = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -533,7 +535,7 @@ def main() -> None:
         "torch": torch.__version__,
         "size": args.size,
         "steps": STEPS,
-        "adaptlab_rule": "adaptive (Gauss-Lobatto, tolerance 1e-2)",
+        "adaptlab_rule": f"adaptive (Gauss-Lobatto, tolerance {DEFAULT_TOLERANCE:g})",
         "reference": (
             "8-node Gauss-Legendre on halves of [0, 1], each halved until two levels agree to "
             f"{REFERENCE_TOLERANCE:g} of the layer's norm per unit width (at most "

@@ -169,27 +169,23 @@ def test_find_with_no_known_fact_fails_and_suggests_templates(
     assert not out.exists()
 
 
-def test_find_input_files(tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_find_input_files(tmp_path: Path, facts: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
     folder = tmp_path / "facts.json"
     folder.mkdir()
-    refused(_find(NO_MODEL, folder, tmp_path / "o"), capsys, tmp_path, "is a folder, not a file")
+    refused(_find(NO_MODEL, folder, out), capsys, tmp_path, "is a folder, not a file")
+    missing = tmp_path / "missing.json"
+    refused(_find(NO_MODEL, missing, out), capsys, tmp_path, "'" + str(missing) + "' does not")
     latin = tmp_path / "latin.json"
     latin.write_bytes(json.dumps(FACTS).replace("Peru", "Per\u00fa").encode("latin-1"))
-    refused(_find(NO_MODEL, latin, tmp_path / "o"), capsys, tmp_path, "not UTF-8")
+    refused(_find(NO_MODEL, latin, out), capsys, tmp_path, "not UTF-8")
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps({**FACTS, "facts": [["Peru", "language", "Spanish"]]}))
-    refused(_find(NO_MODEL, empty, tmp_path / "o"), capsys, tmp_path, "no facts of relation")
-    bare = tmp_path / "bare-model"
+    refused(_find(NO_MODEL, empty, out), capsys, tmp_path, "no facts of relation")
+    bare = tmp_path / "bare-model"  # a folder with no model in it: checked before loading
     bare.mkdir()
-    refused(
-        _find(str(bare), tmp_path / "facts-ok.json", tmp_path / "o"), capsys, tmp_path,
-        "does not exist",
-    )  # fmt: skip
-    (tmp_path / "facts-ok.json").write_text(json.dumps(FACTS))
-    refused(
-        _find(str(bare), tmp_path / "facts-ok.json", tmp_path / "o"), capsys, tmp_path,
-        "has no config.json",
-    )  # fmt: skip
+    refused(_find(str(bare), facts, out), capsys, tmp_path, "has no config.json")
+    assert not out.exists()
 
 
 def test_user_text_is_printed_as_given(

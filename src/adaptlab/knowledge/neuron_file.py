@@ -68,12 +68,11 @@ class _Fields:
         self.data: dict[str, Any] = data
 
     def fail(self, name: str, problem: str, value: Any) -> NoReturn:
-        shown = _shown(value)
-        place = f"{self.where}.{name}" if self.where and name else self.where or name
+        place = self._place(name)
         what = f"field {place!r}" if place else "the file"
         raise DataError(
-            f"{self.path}: {what} {problem}, got {shown}; is it a {NEURONS_FILE} written by "
-            "`adaptlab neurons find`?"
+            f"{self.path}: {what} {problem}, got {_shown(value)}; is it a {NEURONS_FILE} "
+            "written by `adaptlab neurons find`?"
         )
 
     def get(self, name: str, required: bool) -> Any:
@@ -88,7 +87,8 @@ class _Fields:
         return self.data[name]
 
     def _place(self, name: str) -> str:
-        return f"{self.where}.{name}" if self.where else name
+        """The field's path in the file, as `results[2].fact.subject`."""
+        return ".".join(part for part in (self.where, name) if part)
 
     def text(self, name: str, required: bool = True, choices: tuple[str, ...] = ()) -> Any:
         value = self.get(name, required)
@@ -123,6 +123,7 @@ class _Fields:
 
     def neurons(self, name: str) -> list[Neuron]:
         found: list[Neuron] = []
+        seen: set[Neuron] = set()
         for k, pair in enumerate(self.items(name)):
             if not (
                 isinstance(pair, list) and len(pair) == 2 and all(_is_whole(v, 0) for v in pair)
@@ -131,8 +132,9 @@ class _Fields:
                     f"{name}[{k}]", "must be a pair [layer, index] of whole numbers >= 0", pair
                 )
             neuron = (pair[0], pair[1])
-            if neuron in found:
+            if neuron in seen:
                 self.fail(f"{name}[{k}]", "repeats a neuron listed before it", pair)
+            seen.add(neuron)
             found.append(neuron)
         return found
 

@@ -7,9 +7,10 @@ it needs, receives h (and P) there, and may ask for more.
 - `riemann`: the slides' right Riemann sum (eq. 5), α_k = k/m, weights 1/m; error of order 1/m.
 - `adaptive`: 5-point Gauss-Lobatto rules (exact for polynomials of degree 7) on
   sub-intervals, halved where an error estimate exceeds the tolerance. Smooth layers pass on
-  their first 5 nodes; a layer whose P(α) changes abruptly (SmolLM2's layer 0 switches the
-  answer on within a few hundredths of α) is refined where it does. A fixed rule of few nodes
-  (Gauss-Legendre, say) is exact on smooth layers too, but misses such a switch.
+  their first 5 nodes (4 rows: α = 1 is the unmodified row); a layer whose P(α) changes
+  abruptly (SmolLM2's layer 0 switches the answer on over a short stretch of α) is refined
+  where it does. A fixed rule of few nodes (Gauss-Legendre, say) is exact on smooth layers
+  too, but misses such a switch.
 """
 
 from __future__ import annotations
@@ -27,14 +28,29 @@ DEFAULT_RULE = "adaptive"
 DEFAULT_STEPS = 20
 """The Riemann sum's m when none is given: the slides' m = 20."""
 MAX_STEPS = 4096
-DEFAULT_TOLERANCE = 1e-2
-"""The adaptive rule's target: estimated error of all scores over their norm."""
+DEFAULT_TOLERANCE = 3e-2
+"""The adaptive rule's target: estimated error of all scores over their norm (the estimate
+is cautious: on SmolLM2 and on random models the error measured against a converged
+integral is about a hundred times smaller, benchmarks/knowledge_neurons.py)."""
 MAX_DEPTH = 8
 """Halvings of [0, 1] the adaptive rule makes at most (intervals of 1/256)."""
 
-_LOBATTO = (0.0, 0.5 - math.sqrt(21) / 14, 0.5, 0.5 + math.sqrt(21) / 14, 1.0)
-_LOBATTO_WEIGHTS = (1 / 20, 49 / 180, 16 / 45, 49 / 180, 1 / 20)
-_SIMPSON_WEIGHTS = (1 / 6, 0.0, 4 / 6, 0.0, 1 / 6)  # on the same nodes: the embedded estimate
+
+@dataclass(frozen=True)
+class _Rule:
+    """A Gauss-Lobatto rule on [0, 1] and, on the same nodes, the one below it (the estimate)."""
+
+    nodes: tuple[float, ...]
+    weights: tuple[float, ...]
+    lower: tuple[float, ...]
+
+
+_LOBATTO = _Rule(
+    (0.0, 0.5 - math.sqrt(21) / 14, 0.5, 0.5 + math.sqrt(21) / 14, 1.0),
+    (1 / 20, 49 / 180, 16 / 45, 49 / 180, 1 / 20),
+    (1 / 6, 0.0, 4 / 6, 0.0, 1 / 6),
+)
+"""5-point Lobatto (exact to degree 7); below it Simpson's rule on three of its nodes."""
 
 
 class PathIntegral(Protocol):
@@ -95,7 +111,7 @@ class _Interval:
 
     def nodes(self) -> list[float]:
         width = self.end - self.start
-        return [self.start, *(self.start + width * x for x in _LOBATTO[1:-1]), self.end]
+        return [self.start + width * x for x in _LOBATTO.nodes[:-1]] + [self.end]
 
     def halves(self) -> list[_Interval]:
         middle = (self.start + self.end) / 2
@@ -110,11 +126,11 @@ class AdaptiveLobatto:
     """5-point Gauss-Lobatto on sub-intervals of [0, 1], halved where needed.
 
     An interval's error estimate is the larger of two: the norm of the difference between
-    its Lobatto and Simpson sums on the same nodes (the latter is the less accurate, so the
-    estimate is cautious), and how far the sum over neurons is from P(end) - P(start), which
-    it must equal (completeness, Sundararajan et al. 2017, §3): a switch narrow enough to slip
-    between the nodes still shows there. The two ends and the middle of every interval are
-    nodes, so a halved interval reuses three of its five values.
+    its Lobatto and Simpson sums on the same nodes (cautious: Simpson's rule is the less
+    accurate), and how far the sum over neurons is from P(end) - P(start), which it must equal
+    (completeness, Sundararajan et al. 2017, §3): a switch narrow enough to slip between the
+    nodes still shows there. The two ends and the middle of every interval are nodes, so a
+    halved interval reuses three of its five values.
     """
 
     max_depth: int = MAX_DEPTH
@@ -134,12 +150,12 @@ class AdaptiveLobatto:
             if interval.integral is None and all(a in self._samples for a in interval.nodes()):
                 samples = torch.stack([self._samples[a] for a in interval.nodes()])
                 width = interval.end - interval.start
-                lobatto = width * (_tensor(_LOBATTO_WEIGHTS, samples) @ samples)
-                simpson = width * (_tensor(_SIMPSON_WEIGHTS, samples) @ samples)
+                integral = width * (_tensor(_LOBATTO.weights, samples) @ samples)
+                lower = width * (_tensor(_LOBATTO.lower, samples) @ samples)
                 change = self._probabilities[interval.end] - self._probabilities[interval.start]
-                interval.integral = lobatto
+                interval.integral = integral
                 interval.error = max(
-                    float((lobatto - simpson).norm()), abs(float(lobatto.sum()) - change)
+                    float((integral - lower).norm()), abs(float(integral.sum()) - change)
                 )
 
     def refine(self, tolerance: float) -> None:
