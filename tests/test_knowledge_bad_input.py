@@ -334,6 +334,10 @@ def test_edit_options(
     refused([*edit, "--limit", "0"], capsys, tmp_path, "--limit must be a whole number")
     refused([*edit, "--lambda1", "nan"], capsys, tmp_path, "--lambda1 must be a finite number")
     refused([*edit, "--lambda2", "inf"], capsys, tmp_path, "--lambda2 must be a finite number")
+    first_bare = _edit(found, lambda d: d["results"][0].update(neurons=[], scores=[]))
+    path = _write(tmp_path / "bare", first_bare)
+    refused(["neurons", "edit", "--neurons", str(path), "--limit", "1"], capsys, tmp_path,
+            "none of the first 1 facts has knowledge neurons")  # fmt: skip
     same = _edit(found, lambda d: [r["fact"].update(object="Paris") for r in d["results"]])
     refused(["neurons", "edit", "--neurons", str(_write(tmp_path / "same", same))], capsys,
             tmp_path, "every fact here has the same one")  # fmt: skip

@@ -214,7 +214,10 @@ def run_update(
         lm, own, others, found.results[:limit], lambda1, lambda2, seed, progress
     )
     if not rows:
-        raise DataError(f"{neurons_file}: none of the first {limit} facts has knowledge neurons")
+        raise DataError(
+            f"{neurons_file}: none of the first {limit} facts has knowledge neurons; "
+            "raise --limit"
+        )
     table = summarise_updates(rows)
     data: dict[str, Any] = {"lambda1": lambda1, "lambda2": lambda2, "seed": seed, "limit": limit}
     data.update({**meta, "summary": table, "rows": [asdict(r) for r in rows]})
