@@ -258,9 +258,15 @@ def wait_for_quiet(max_wait: float, window: float = 1.0) -> float:
 
 
 def run_worker(
-    config: Config, python: Path, args: argparse.Namespace, folder: Path
+    config: Config,
+    python: Path,
+    args: argparse.Namespace,
+    folder: Path,
+    pythonpath: str | None = None,
 ) -> dict[str, Any]:
-    """Measure `config` once in a fresh process; its result, or {'error': ...} on failure."""
+    """Measure `config` once in a fresh process; its result, or {'error': ...} on failure.
+
+    `pythonpath` puts other sources first on the worker's path (an earlier adaptlab)."""
     with tempfile.TemporaryDirectory(prefix="methods_step_") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [
@@ -285,7 +291,10 @@ def run_worker(
                 capture_output=True,
                 text=True,
                 timeout=600,
-                env=worker_env(args.threads),
+                env={
+                    **worker_env(args.threads),
+                    **({"PYTHONPATH": pythonpath} if pythonpath else {}),
+                },
                 start_new_session=args.nice != 0,  # its own autogroup, whose nice it sets
             )
         except subprocess.TimeoutExpired:
@@ -320,16 +329,23 @@ def describe(result: dict[str, Any]) -> str:
 
 
 def measure_all(
-    configs: list[Config], pythons: dict[str, Path], args: argparse.Namespace, folder: Path
+    configs: list[Config],
+    pythons: dict[str, Path],
+    args: argparse.Namespace,
+    folder: Path,
+    pythonpaths: dict[str, str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Interleaved rounds over `configs`, then re-runs of configs left with too few clean steps."""
+    """Interleaved rounds over `configs`, then re-runs of configs left with too few clean steps.
+
+    `pythonpaths`: environment name -> sources its workers import first (see `run_worker`)."""
     runs: dict[str, list[dict[str, Any]]] = {c.key: [] for c in configs}
     min_clean = max(3, (args.rounds * args.steps) // 2)
 
     def one(config: Config, tag: str) -> None:
         waited = wait_for_quiet(args.max_wait) if args.nice >= 0 else 0.0
         start = time.monotonic()
-        result = run_worker(config, pythons[config.env], args, folder)
+        python = pythons[config.env]
+        result = run_worker(config, python, args, folder, (pythonpaths or {}).get(config.env))
         result["round"] = tag
         result["waited_for_quiet_s"] = waited
         runs[config.key].append(result)

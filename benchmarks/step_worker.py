@@ -3,9 +3,12 @@
 Run by `methods_step.py`, once per configuration and round, so peak memory never mixes
 between configurations. Frameworks:
 
-- ``adaptlab``: ``adaptlab.adapt(model, method, **options)`` (adaptlab's environment);
+- ``adaptlab``: ``adaptlab.adapt(model, method, **options)`` (adaptlab's environment; with
+  PYTHONPATH set, an earlier adaptlab's sources);
+- ``adaptlab-composed``: a fusion or a stack of named adapters (adaptlab's environment);
 - ``peft``: PEFT's LoRA (adaptlab's environment, transformers 5);
-- ``adapters``: the `adapters` library's Houlsby adapter (its own environment, transformers 4.57);
+- ``adapters``: the `adapters` library's Houlsby adapter or Fuse (its own environment,
+  transformers 4.57);
 - ``hf``: plain transformers full fine-tuning, every parameter trains (any environment).
 
 Only torch, transformers, the standard library and the framework being measured are imported,
@@ -56,6 +59,36 @@ def setup_adaptlab(model: nn.Module, method: str, options: dict[str, Any]) -> Se
     }
 
 
+def setup_adaptlab_composed(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
+    """adaptlab's composition of `adapters` named adapters (each `adapter`, e.g. pfeiffer):
+
+    - ``fusion``: AdapterFusion over them; the fusion layers and the head train;
+    - ``stack``: Stack(a0, ..., an); the top adapter and the head train.
+
+    Each adapter has no head of its own (a fused or stacked adapter's head never runs).
+    """
+    import adaptlab
+
+    names = [f"a{i}" for i in range(options["adapters"])]
+    for seed, name in enumerate(names):
+        adaptlab.add_adapter(model, name, options["adapter"], train_head=False, seed=seed)
+    if method == "fusion":
+        adaptlab.add_fusion(model, adaptlab.Fuse(*names))
+        handle = adaptlab.train_adapter(model, "fusion")
+    elif method == "stack":
+        adaptlab.delete_adapter(model, names[-1])
+        adaptlab.add_adapter(model, names[-1], options["adapter"], seed=len(names))
+        adaptlab.set_active(model, adaptlab.Stack(*names))
+        handle = adaptlab.train_adapter(model, names[-1])
+    else:
+        raise ValueError(f"adaptlab-composed: fusion or stack, got {method!r}")
+    return model, {
+        "library": f"adaptlab {adaptlab.__version__}",
+        "library_counts": handle.parameter_counts(),
+        "active": repr(adaptlab.active(model)),
+    }
+
+
 def setup_peft(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
     """PEFT LoRA; `extra_modules_to_save` adds modules (the pooler) so the head matches adaptlab's.
 
@@ -98,8 +131,10 @@ def setup_adapters(model: nn.Module, method: str, options: dict[str, Any]) -> Se
     import adapters
     from adapters import DoubleSeqBnConfig
 
+    if method == "fuse":
+        return _setup_adapters_fuse(model, options)
     if method != "houlsby":
-        raise ValueError(f"adapters: only houlsby is benchmarked, got {method!r}")
+        raise ValueError(f"adapters: houlsby or fuse are benchmarked, got {method!r}")
     adapters.init(model)
     config = DoubleSeqBnConfig(
         reduction_factor=options["reduction_factor"], non_linearity=options["non_linearity"]
@@ -125,6 +160,38 @@ def setup_adapters(model: nn.Module, method: str, options: dict[str, Any]) -> Se
     }
 
 
+def _setup_adapters_fuse(model: nn.Module, options: dict[str, Any]) -> Setup:
+    """`adapters`' Fuse over `adapters` sequential bottlenecks (SeqBnConfig, Pfeiffer), trained
+    with `train_adapter_fusion`; `match_trainable` also trains the head (pooler, classifier),
+    as adaptlab's fusion does."""
+    import adapters
+    from adapters import Fuse, SeqBnConfig
+
+    adapters.init(model)
+    with_heads: Any = model  # adapters.init adds these methods to the model at run time
+    names = [f"a{i}" for i in range(options["adapters"])]
+    config = SeqBnConfig(reduction_factor=options["reduction_factor"])
+    for name in names:
+        with_heads.add_adapter(name, config=config)
+    fuse = Fuse(*names)
+    with_heads.add_adapter_fusion(fuse)
+    with_heads.train_adapter_fusion(fuse)
+    default_trainable, _ = count_parameters(model)
+    extra: list[str] = []
+    if options.get("match_trainable"):
+        for name, module in model.named_modules():
+            if name in ("bert.pooler", "classifier"):
+                module.requires_grad_(True)
+                extra.append(name)
+    return model, {
+        "library": f"adapters {adapters.__version__}",
+        "peer_default_trainable": default_trainable,
+        "extra_trainable": extra,
+        "active_adapters": str(with_heads.active_adapters),
+        "adapter_config": config.to_dict(),
+    }
+
+
 def setup_hf(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
     """Plain transformers full fine-tuning: every parameter trains."""
     if method != "full":
@@ -135,6 +202,7 @@ def setup_hf(model: nn.Module, method: str, options: dict[str, Any]) -> Setup:
 
 SETUPS = {
     "adaptlab": setup_adaptlab,
+    "adaptlab-composed": setup_adaptlab_composed,
     "peft": setup_peft,
     "adapters": setup_adapters,
     "hf": setup_hf,

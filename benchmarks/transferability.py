@@ -72,12 +72,13 @@ def time_estimators(n: int, d: int, classes: int, repeats: int) -> dict[str, dic
 def fine_tuning_cost(store: Path) -> dict[str, dict[str, Any]]:
     """Per data set: each model's fine-tuning wall seconds, train size, seed and token length."""
     by_data: dict[str, dict[str, Any]] = defaultdict(lambda: {"models": {}})
-    for record in load_records(store):
-        entry = by_data[record["data"]["name"]]
-        entry["models"][record["spec"]["model"]] = record["wall_seconds"]
-        entry["train_size"] = record["spec"]["train_size"]
-        entry["seed"] = record["spec"]["train"]["seed"]
-        entry["max_length"] = record["spec"]["train"]["max_length"]
+    for stored in load_records(store):
+        result, spec = stored.result, stored.result.spec
+        entry = by_data[result.data.name]
+        entry["models"][spec.model] = result.wall_seconds
+        entry["train_size"] = spec.train_size
+        entry["seed"] = spec.train.seed
+        entry["max_length"] = spec.train.max_length
     return dict(by_data)
 
 

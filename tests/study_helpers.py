@@ -1,17 +1,27 @@
-"""Helpers of the study tests: a learnable CSV, spec files, and one torch thread per test run."""
+"""Helpers of the study tests: a learnable CSV, spec files, stored results, and one torch
+thread per test run."""
 
 from __future__ import annotations
 
 import csv
+import json
 import random
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
+
+from adaptlab.train.result import RunResult
+from adaptlab.train.spec import RunSpec
+
+OLD_RECORD = Path(__file__).parent / "fixtures" / "record-0.1.0.json"
+"""A result in the JSON form adaptlab 0.1.0 wrote (a houlsby study run; the numbers come from a
+tiny model): stores and run folders of that version must keep loading."""
 
 WORDS = {
     "fresh": ["great", "lovely", "superb", "fun"],
@@ -47,6 +57,17 @@ def write_spec(folder: Path, model: str, data: str, **keys: Any) -> Path:
     path = folder / f"{spec['name']}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def old_record() -> dict[str, Any]:
+    """The 0.1.0 result as JSON data."""
+    data: dict[str, Any] = json.loads(OLD_RECORD.read_text())
+    return data
+
+
+def fake_result(spec: RunSpec, seconds: float) -> RunResult:
+    """A finished run's result for `spec` (numbers from the 0.1.0 fixture)."""
+    return replace(RunResult.from_dict(old_record()), spec=spec, wall_seconds=seconds)
 
 
 def rows(store: Path) -> list[tuple[Any, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,9 +47,10 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_each_record_holds_its_analyses(study: Path) -> None:
     records = load_records(study)
-    assert [r["method_label"] for r in records] == ["full", "houlsby"]
+    assert [r.method_label for r in records] == ["full", "houlsby"]
     for record in records:
-        analysis = record["analysis"]
+        analysis = record.result.analysis
+        assert analysis is not None
         assert set(analysis) == {"rsa", "cka", "landscape"}
         for measure in ("rsa", "cka"):
             layers = analysis[measure]["layers"]
@@ -57,11 +59,10 @@ def test_each_record_holds_its_analyses(study: Path) -> None:
             assert all(-1.0 <= row["score"] <= 1.0 for row in layers)
         curve = analysis["landscape"]
         assert len(curve["alphas"]) == 22 and 0.0 in curve["alphas"] and 1.0 in curve["alphas"]
-        best = record["epochs"][record["best_epoch"] - 1]
         assert curve["losses"][curve["alphas"].index(1.0)] == pytest.approx(
-            best["dev_loss"], abs=1e-5
+            record.result.best.dev_loss, abs=1e-5
         )
-    houlsby = records[1]["analysis"]["rsa"]["layers"]
+    houlsby = (records[1].result.analysis or {})["rsa"]["layers"]
     assert houlsby[0]["score"] == pytest.approx(1.0, abs=1e-6)  # adapters leave embeddings as is
 
 
@@ -73,7 +74,7 @@ def test_the_report_shows_per_layer_and_landscape_curves(study: Path) -> None:
     assert page.count("per-layer cka against the base model") == 1
     assert page.count("dev loss along the training direction") == 1
     plain = render_report(
-        [{k: v for k, v in r.items() if k != "analysis"} for r in records], title="t"
+        [replace(r, result=replace(r.result, analysis=None)) for r in records], title="t"
     )
     assert 'id="analysis"' not in plain
 

@@ -63,20 +63,21 @@ def test_training_evaluation_analysis_and_features_on_cuda(
     model = save_tiny_bert(str(tmp_path / "tiny-bert"))
     data = write_reviews(tmp_path / "reviews.csv", rows=120)
     train = TrainConfig(epochs=2, batch_size=8, learning_rate=1e-3, seed=0)
-    spec = RunSpec(model=model, data=str(data), method="houlsby", train=train, device="cuda")
+    spec = RunSpec.build(model, str(data), "houlsby", train=train, device="cuda")
     record = execute(spec, tmp_path / "run", progress=False)
-    assert record["peak_memory_bytes"] > 0
+    assert (record.peak_memory_bytes or 0) > 0
 
-    loaded, _ = load_trained(tmp_path / "run", "cuda")
+    loaded, _ = load_trained(tmp_path / "run", "cuda", model=model)
     assert next(loaded.model.parameters()).device.type == "cuda"
     argv = ["eval", "--adapter", str(tmp_path / "run"), "--data", str(data), "--split", "test"]
+    argv += ["--model", model]
     with pytest.raises(SystemExit) as done:
         main([*argv, "--device", "cuda", "--json"])
     assert done.value.code == 0
     again = json.loads(capsys.readouterr().out)
-    assert {k: again[k] for k in record["test"]} == pytest.approx(record["test"], abs=1e-5)
+    assert {k: again[k] for k in record.test} == pytest.approx(dict(record.test), abs=1e-5)
 
-    on = {device: similarity_analysis(tmp_path / "run", str(data), "rsa", tokens=50,
+    on = {device: similarity_analysis(tmp_path / "run", str(data), "rsa", tokens=50, model=model,
                                       device=device, out=tmp_path / device, progress=False)
           for device in ("cpu", "cuda")}  # fmt: skip
     scores = {d: [row["score"] for row in w.result["layers"]] for d, w in on.items()}

@@ -174,7 +174,7 @@ def test_same_seed_same_inserted_weights() -> None:
     second = adaptlab.adapt(tiny_model("bert"), "houlsby", seed=3)
     other = adaptlab.adapt(tiny_model("bert"), "houlsby", seed=4)
     a, b, c = (dict(h.model.named_parameters()) for h in (first, second, other))
-    name = next(n for n in a if "adaptlab_houlsby.down.weight" in n)
+    name = next(n for n in a if "adaptlab.default.houlsby.down.weight" in n)
     assert torch.equal(a[name], b[name])
     assert not torch.equal(a[name], c[name])
 
@@ -202,7 +202,7 @@ def test_bad_methods_fail_with_one_line(spec: str, options: dict, message: str) 
         adaptlab.adapt(model, spec, **options)
     assert message in str(error.value) and "\n" not in str(error.value)
     assert {n: p.requires_grad for n, p in model.named_parameters()} == before
-    assert not any("adaptlab_" in n for n, _ in model.named_parameters())
+    assert not any(".adaptlab." in n for n, _ in model.named_parameters())
 
 
 def test_allowed_combinations() -> None:
@@ -243,6 +243,7 @@ def test_every_method_is_listed_with_a_description() -> None:
         "pfeiffer",
         "parallel",
         "lora",
+        "fusion",
     }
     assert set(names) == expected
     assert all(m.description for m in adaptlab.list_methods())

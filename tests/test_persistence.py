@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 from tiny_models import ARCHS, tiny_inputs, tiny_model, train_steps
 
@@ -124,3 +125,21 @@ def test_loaded_adapter_can_still_be_switched_off(tmp_path: Path) -> None:
         adaptlab.load_adapter(fresh, tmp_path)
         with adaptlab.disabled(fresh):
             assert torch.equal(fresh(**tiny_inputs()).logits, base)
+
+
+def test_a_format_1_folder_loads_as_the_adapter_default(tmp_path: Path) -> None:
+    """Folders adaptlab 0.1.0 wrote: no name, kind, composition or members; same tensor names."""
+    expected = trained("bert", "houlsby", tmp_path)
+    path = tmp_path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for key in ("name", "kind", "composition", "members"):
+        del manifest[key]
+    manifest["format_version"] = 1
+    path.write_text(json.dumps(manifest))
+    names = safetensors.torch.load_file(str(tmp_path / "adapter.safetensors"))
+    assert any(".adaptlab_houlsby.down.weight" in n for n in names)  # 0.1.0's tensor names
+    fresh = tiny_model("bert", head_seed=2)
+    adaptlab.load_adapter(fresh, tmp_path)
+    assert adaptlab.list_adapters(fresh) == ["default"]
+    with torch.no_grad():
+        assert torch.equal(fresh(**tiny_inputs()).logits, expected)

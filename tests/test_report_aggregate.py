@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_report_records import make_record
+from test_report_records import make_record, make_row, stored
 
 from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import (
+    Cell,
     chosen,
     group_cells,
     mean_curve,
@@ -17,12 +18,15 @@ from adaptlab.report.aggregate import (
     robustness,
     settings,
 )
+from adaptlab.report.judging import judge
 from adaptlab.report.recommend import sentence, verdict, welch_p
 from adaptlab.report.records import read_runs
+from adaptlab.study.store import StoredRun
 
 
-def cells_of(records: list[dict]) -> list:
-    return group_cells(read_runs(records))
+def cells_of(records: list[StoredRun]) -> list[Cell]:
+    runs = read_runs(records)
+    return group_cells(runs, judge(runs))
 
 
 def test_mean_and_sample_std_over_seeds() -> None:
@@ -81,10 +85,10 @@ def test_learning_rate_is_chosen_on_dev_not_test() -> None:
 
 
 def test_learning_rate_falls_back_to_test_without_dev() -> None:
-    records = [make_record(learning_rate=lr, test=t) for lr, t in [(2e-5, 0.8), (1e-4, 0.85)]]
-    for record in records:
-        record["dev"] = {}
-    (cell,) = chosen(cells_of(records))
+    rows = [make_row(learning_rate=lr, test=t) for lr, t in [(2e-5, 0.8), (1e-4, 0.85)]]
+    for row in rows:
+        row["dev"] = {}
+    (cell,) = chosen(cells_of([stored(row) for row in rows]))
     assert cell.learning_rate == 1e-4
 
 
@@ -170,13 +174,13 @@ def test_mean_curve_averages_seeds_step_by_step() -> None:
             make_record(seed=2, epochs=[(1.0, 0.74)], steps_per_epoch=10),  # stopped early
         ]
     )
-    curve = mean_curve(runs)
+    curve = mean_curve(runs, "accuracy")
     assert curve is not None
     assert curve.steps == (10, 20)
     assert curve.loss == pytest.approx((0.8, 0.5))
     assert curve.metric == pytest.approx((0.72, 0.82))
     assert curve.metric_std == pytest.approx((0.02, math.sqrt(2) * 0.02))
-    assert mean_curve(read_runs([make_record(epochs=[])])) is None
+    assert mean_curve([], "accuracy") is None
 
 
 def test_trainable_share_and_formatting() -> None:

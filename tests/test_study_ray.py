@@ -48,9 +48,9 @@ def test_runs_as_ray_tasks_into_the_store(local_ray: None, tmp_path: Path) -> No
     assert [s for s, _ in statuses] == ["done", "done", "failed", "failed"]
     assert "freeze: k=3 exceeds the 2 blocks" in statuses[-1][1]
     records = load_records(store)
-    assert {r["method_label"] for r in records} == {"lora"}
-    assert {r["spec"]["train"]["seed"] for r in records} == {0, 1}
-    assert all(r["epochs"] and r["test"] for r in records)
+    assert {r.method_label for r in records} == {"lora"}
+    assert {r.result.spec.train.seed for r in records} == {0, 1}
+    assert all(r.result.epochs and r.result.test for r in records)
     assert integrity(store) == "ok"
 
     again = run_study(spec, executor=RayExecutor(Resources(cpus=1)))

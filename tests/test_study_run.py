@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import typer
-from study_helpers import integrity, one_thread, rows, write_reviews, write_spec
+from study_helpers import fake_result, integrity, one_thread, rows, write_reviews, write_spec
 from tiny_models import save_tiny_bert
 
 import adaptlab.cli.app as cli_app
@@ -22,11 +22,12 @@ from adaptlab.errors import ConfigError
 from adaptlab.study import executors
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.lock import StoreLock
-from adaptlab.study.planner import plan_study
+from adaptlab.study.planner import plan_study, run_id
 from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import study_status
-from adaptlab.study.store import ResultStore, load_records
+from adaptlab.study.store import ResultStore, StoredRun, load_records
+from adaptlab.train.result import RunResult
 
 QUIET = LocalExecutor(progress=False)
 
@@ -53,9 +54,9 @@ def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = executors.execute
 
-    def counting(spec: Any, **kwargs: Any) -> dict[str, Any]:
-        calls.append(spec.methods()[0].name)
-        return real(spec, **kwargs)
+    def counting(spec: Any, *args: Any, **kwargs: Any) -> RunResult:
+        calls.append(spec.methods[0].name)
+        return real(spec, *args, **kwargs)
 
     monkeypatch.setattr(executors, "execute", counting)
     return calls
@@ -84,17 +85,17 @@ def test_a_study_writes_one_row_per_run_and_resumes_with_nothing_to_do(
     assert summary.store == store and summary.planned == 4 and not summary.failed
     records = load_records(store)
     assert len(records) == 4 and len(rows(store)) == 4
-    assert (
-        sorted(r["method_label"] for r in records) == ["full"] * 2 + ["houlsby(hidden_size=4)"] * 2
-    )
+    assert sorted(r.method_label for r in records) == ["full"] * 2 + ["houlsby(hidden_size=4)"] * 2
     for record in records:
-        assert record["study"] == "tiny" and len(record["run_id"]) == 12
-        assert [e["epoch"] for e in record["epochs"]] == [1]
-        assert record["best_epoch"] == 1 and "accuracy" in record["test"]
-        assert 0 < record["trainable_parameters"] <= record["total_parameters"]
-        assert record["adapter_tensor_bytes"] == 4 * record["trainable_parameters"]
-        assert record["versions"]["torch"] and record["host"] and record["wall_seconds"] > 0
-    assert {r["spec"]["train"]["seed"] for r in records} == {0, 1}
+        result = record.result
+        assert record.study == "tiny" and len(record.run_id) == 12
+        assert record.run_id == run_id(result.spec)  # the stored spec gives the run's id back
+        assert [e.epoch for e in result.epochs] == [1]
+        assert result.best_epoch == 1 and "accuracy" in result.test
+        assert 0 < result.trainable_parameters <= result.total_parameters
+        assert result.adapter_tensor_bytes == 4 * result.trainable_parameters
+        assert result.versions.torch and result.host and (result.wall_seconds or 0) > 0
+    assert {r.result.spec.train.seed for r in records} == {0, 1}
     before = rows(store)
 
     count_runs.clear()
@@ -140,12 +141,12 @@ def test_failed_runs_are_recorded_the_study_goes_on_and_a_rerun_retries_them(
     real = executors.execute
     flaky = {"bitfit": 1}
 
-    def once_failing(run_spec: Any, **kwargs: Any) -> dict[str, Any]:
-        name = run_spec.methods()[0].name
+    def once_failing(run_spec: Any, *args: Any, **kwargs: Any) -> RunResult:
+        name = run_spec.methods[0].name
         if flaky.get(name):
             flaky[name] -= 1
             raise ConfigError("bitfit: a passing problem")
-        return real(run_spec, **kwargs)
+        return real(run_spec, *args, **kwargs)
 
     monkeypatch.setattr(executors, "execute", once_failing)
     code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
@@ -218,29 +219,66 @@ def test_report_hands_the_stores_records_to_the_report_package(
     (run,) = plan_study(load_spec(spec), tmp_path)
     store = tmp_path / "tiny.db"
     with ResultStore(store) as results:
+        results.set_plan("tiny", [run])
         results.start(run)
-        results.finish(run.run_id, {"test": {"accuracy": 0.75}})
+        results.finish(run.run_id, fake_result(run.spec, 1.0))
     calls: list[tuple[Any, ...]] = []
 
     def write_report(
-        records: list[dict[str, Any]], out: Path, *, title: str, validations: list[Any]
+        records: list[StoredRun],
+        out: Path,
+        *,
+        title: str,
+        validations: list[Any],
+        metric: str | None,
     ) -> Path:
-        calls.append((records, out, title, validations))
+        calls.append((records, out, title, validations, metric))
         return out
 
-    monkeypatch.setitem(sys.modules, "adaptlab.report", SimpleNamespace(write_report=write_report))
+    fake = SimpleNamespace(write_report=write_report, is_report=lambda path: False)
+    monkeypatch.setitem(sys.modules, "adaptlab.report", fake)
     code, out, _ = cli(["report", str(spec)], capsys, monkeypatch)
     assert code == 0 and f"report of 1 runs written to {tmp_path / 'tiny.html'}" in out
-    record = {
-        "test": {"accuracy": 0.75},
-        "run_id": run.run_id,
-        "study": "tiny",
-        "method_label": "lora",
-    }
-    assert calls == [([record], tmp_path / "tiny.html", "tiny", [])]
+    ((records, out_path, title, validations, metric),) = calls
+    assert [(r.run_id, r.study, r.method_label) for r in records] == [(run.run_id, "tiny", "lora")]
+    assert (out_path, title, validations, metric) == (tmp_path / "tiny.html", "tiny", [], None)
     cli(
-        ["report", str(store), "--out", str(tmp_path / "r.html"), "--title", "T"],
+        ["report", str(store), "--out", str(tmp_path / "r.html"), "--title", "T"]
+        + ["--metric", "mcc"],
         capsys,
         monkeypatch,
     )
-    assert calls[-1][1:] == (tmp_path / "r.html", "T", [])
+    assert calls[-1][1:] == (tmp_path / "r.html", "T", [], "mcc")
+
+
+def test_a_metric_the_data_does_not_compute_stops_the_study_after_one_run(
+    model: str,
+    reviews: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = write_spec(tmp_path, model, reviews, methods=["bitfit"], metric="span_f1")
+    code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "metric 'span_f1' is not computed on reviews (single_label data gives accuracy" in err
+    assert "test span_f1 not computed" in out
+    assert [row[1] for row in rows(tmp_path / "tiny.db")] == ["done"]  # the run is kept
+
+
+def test_progress_shows_the_metric_the_study_judges_by(
+    model: str,
+    reviews: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = write_spec(tmp_path, model, reviews, methods=["bitfit"], seeds=[0], metric="mcc")
+    code, out, _ = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    assert code == 0 and "test mcc " in out
+    (stored,) = load_records(tmp_path / "tiny.db")
+    assert stored.study_metric == "mcc"
+    counts = stored.result.data.train_counts or {}
+    assert list(counts) == ["fresh", "rotten"]
+    assert sum(counts.values()) == stored.result.data.sizes["train"]
+    assert [c.label for c in stored.result.test_classes or ()] == ["fresh", "rotten"]

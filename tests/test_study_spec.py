@@ -43,6 +43,8 @@ def plan(tmp_path: Path, text: str) -> list:  # type: ignore[type-arg]
         ("methods: [full]\nresources: {cpus: 1, gpu: 1}\n", 5, ["resources.gpu", "gpus"]),
         ("methods: [full]\ndevice: gpu\n", 5, ["device", "cuda"]),
         ("methods: [full]\nseeds: [0]\nseeds: [1]\n", 6, ["'seeds' is given twice"]),
+        ("methods: [full]\nmetric: f1\n", 5, ["metric must be one", "macro_f1", "'f1'"]),
+        ("methods: [full]\nmetric: mse\n", 5, ["higher is better", "spearman"]),
         ("methods: [full\n", 5, ["not valid YAML"]),
     ],
 )
@@ -68,7 +70,7 @@ def test_missing_key_and_bad_name(tmp_path: Path) -> None:
 
 
 def test_examples_load_and_expand(tmp_path: Path) -> None:
-    sizes = {"quick": 6, "low-resource": 96, "lr-robustness": 30}
+    sizes = {"quick": 6, "low-resource": 96, "lr-robustness": 30, "reuters-imbalance": 4}
     for name, size in sizes.items():
         spec = load_spec(EXAMPLES / f"{name}.yaml")
         assert spec.name == name
@@ -125,7 +127,7 @@ def test_per_method_overrides_apply_to_that_method_only(tmp_path: Path) -> None:
     adapters = by_label["small-adapter"]
     assert [s.learning_rate() for s in adapters] == [1e-3, 3e-3]
     assert {(s.train.epochs, s.train.batch_size) for s in adapters} == {(3, 4)}
-    assert adapters[0].methods()[0].to_dict()["hidden_size"] == 8
+    assert adapters[0].methods[0].to_dict()["hidden_size"] == 8
 
 
 def test_grid_size_and_run_ids_are_stable_and_distinct(tmp_path: Path) -> None:
@@ -159,3 +161,10 @@ def test_relative_paths_are_read_beside_the_spec(tmp_path: Path) -> None:
     assert [run.spec.data for run in runs] == [str(tmp_path / "reviews.csv"), "rotten-tomatoes"]
     assert runs[0].spec.data_options == {"label_column": "label"}
     assert runs[0].spec.model == "minilm-l6"
+
+
+def test_metric_is_not_part_of_a_runs_id(tmp_path: Path) -> None:
+    default = plan(tmp_path, HEAD + "methods: [full, houlsby]\n")
+    judged = plan(tmp_path, HEAD + "methods: [full, houlsby]\nmetric: accuracy\n")
+    assert load_spec(write(tmp_path, HEAD + "methods: [full]\nmetric: mcc\n")).metric == "mcc"
+    assert [r.run_id for r in judged] == [r.run_id for r in default]  # judging, not training

@@ -7,13 +7,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from study_helpers import integrity
+from study_helpers import fake_result, integrity, rows
 
 from adaptlab.errors import ConfigError
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import plan_study
 from adaptlab.study.spec import load_spec
-from adaptlab.study.store import ResultStore, load_records, load_validations
+from adaptlab.study.store import SCHEMA_VERSION, ResultStore, load_records, load_validations
 
 
 @pytest.fixture
@@ -26,10 +26,6 @@ def planned(tmp_path: Path) -> list:  # type: ignore[type-arg]
     return plan_study(load_spec(spec), tmp_path)
 
 
-def fake_record(seconds: float) -> dict:  # type: ignore[type-arg]
-    return {"metric": "accuracy", "test": {"accuracy": 0.5}, "wall_seconds": seconds}
-
-
 def test_rows_follow_the_contract(tmp_path: Path, planned: list) -> None:  # type: ignore[type-arg]
     path = tmp_path / "s.db"
     full, houlsby, combo = planned
@@ -37,26 +33,20 @@ def test_rows_follow_the_contract(tmp_path: Path, planned: list) -> None:  # typ
         store.set_plan("s", planned)
         for run in planned:
             store.start(run)
-        store.finish(full.run_id, fake_record(1.5))
-        store.finish(houlsby.run_id, fake_record(2.5))
+        store.finish(full.run_id, fake_result(full.spec, 1.5))
+        store.finish(houlsby.run_id, fake_result(houlsby.spec, 2.5))
         store.fail(combo.run_id, "lora: rank too large")
         assert store.statuses() == {
             full.run_id: "done",
             houlsby.run_id: "done",
             combo.run_id: "failed",
         }
-        failed = store.records("failed")
-    done = sorted(load_records(path), key=lambda record: record["method_label"])
-    assert [r["method_label"] for r in done] == ["full", "houlsby(hidden_size=256)"]
-    assert done[0] == {
-        **fake_record(1.5),
-        "run_id": full.run_id,
-        "study": "s",
-        "method_label": "full",
-    }
-    assert failed[0]["error"] == "lora: rank too large"
-    assert failed[0]["method_label"] == "lora+bitfit"
-    assert failed[0]["spec"] == combo.spec.to_dict()
+        failed = [row for row in store.plan_rows() if row.status == "failed"]
+    done = sorted(load_records(path), key=lambda record: record.method_label)
+    assert [r.method_label for r in done] == ["full", "houlsby(hidden_size=256)"]
+    assert (done[0].run_id, done[0].study) == (full.run_id, "s")
+    assert done[0].result.to_dict() == fake_result(full.spec, 1.5).to_dict()  # round trip
+    assert [(r.run_id, r.error) for r in failed] == [(combo.run_id, "lora: rank too large")]
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         columns = [row[1] for row in db.execute("PRAGMA table_info(runs)")]
@@ -73,6 +63,7 @@ def test_rows_follow_the_contract(tmp_path: Path, planned: list) -> None:  # typ
         "finished_at",
         "host",
         "pid",
+        "data_digest",
     ]
     assert pid == os.getpid() and host
     assert integrity(path) == "ok"
@@ -85,16 +76,15 @@ def test_a_done_run_stays_done_and_a_failed_one_restarts(
     full, houlsby, _ = planned
     with ResultStore(tmp_path / "s.db") as store:
         store.start(full)
-        store.finish(full.run_id, fake_record(1.0))
+        store.finish(full.run_id, fake_result(full.spec, 1.0))
         store.start(full)  # a second start of a done run changes nothing
         store.start(houlsby)
         store.fail(houlsby.run_id, "boom")
         store.start(houlsby)
         assert store.statuses() == {full.run_id: "done", houlsby.run_id: "running"}
-        assert len(store.records()) == 1
-        assert store.records("running")[0]["error"] is None
-        with pytest.raises(ConfigError, match="unknown run status 'finished'"):
-            store.records("finished")
+        assert [r.run_id for r in store.records()] == [full.run_id]
+    restarted = [row for row in rows(tmp_path / "s.db") if row[0] == houlsby.run_id]
+    assert restarted == [(houlsby.run_id, "running", None, None)]  # its error is cleared
 
 
 def test_a_failed_transaction_changes_nothing(tmp_path: Path, planned: list) -> None:  # type: ignore[type-arg]
@@ -150,14 +140,39 @@ def test_a_store_of_the_first_schema_is_upgraded_in_place(
     path = tmp_path / "old.db"
     with ResultStore(path) as store:
         store.start(planned[0])
-        store.finish(planned[0].run_id, fake_record(1.0))
+        store.finish(planned[0].run_id, fake_result(planned[0].spec, 1.0))
     with sqlite3.connect(path) as db:  # what a store written before validations looked like
         db.execute("DROP TABLE validations")
+        db.execute("ALTER TABLE runs DROP COLUMN data_digest")
+        db.execute("DROP TABLE studies")
         db.execute("PRAGMA user_version = 1")
     db.close()
     assert len(load_records(path)) == 1  # opening upgrades it; the runs stay
     assert load_validations(path) == []
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("SELECT data_digest FROM runs").fetchall() == [(None,)]
     db.close()
     assert integrity(path) == "ok"
+
+
+def test_a_studys_metric_is_kept_and_a_store_without_it_is_upgraded(
+    tmp_path: Path,
+    planned: list,  # type: ignore[type-arg]
+) -> None:
+    path = tmp_path / "s.db"
+    with ResultStore(path) as store:
+        store.set_plan("s", planned, "macro_f1")
+        store.start(planned[0])
+        store.finish(planned[0].run_id, fake_result(planned[0].spec, 1.0))
+        assert [r.study_metric for r in store.records()] == ["macro_f1"]
+        store.set_plan("s", planned)  # the spec no longer asks: the default rule again
+        assert [r.study_metric for r in store.records()] == [None]
+    with sqlite3.connect(path) as db:  # a store of schema 3, before `metric:` existed
+        db.execute("DROP TABLE studies")
+        db.execute("PRAGMA user_version = 3")
+    db.close()
+    assert [r.study_metric for r in load_records(path)] == [None]
+    with ResultStore(path) as store:
+        store.set_plan("s", planned, "accuracy")
+        assert [r.study_metric for r in store.records()] == ["accuracy"]

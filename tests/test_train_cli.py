@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from tiny_models import save_tiny_bert
 
 from adaptlab.cli.app import main
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.result import read_result
 from adaptlab.train.run import RunSpec, execute
 
 WORDS = {
@@ -52,15 +54,16 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 def spec(model: str, data: Path, method: str = "houlsby", **kwargs: Any) -> RunSpec:
     train = TrainConfig(epochs=2, batch_size=8, learning_rate=1e-3, seed=0)
-    return RunSpec(model=model, data=str(data), method=method, train=train, **kwargs)
+    return RunSpec.build(model, str(data), method, train=train, **kwargs)
 
 
 def test_run_writes_folder_and_record(tiny_model_dir: str, reviews: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    record = execute(spec(tiny_model_dir, reviews), out, progress=False)
+    result = execute(spec(tiny_model_dir, reviews), out, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["adapter", "metrics.json", "train.log"]
     saved = json.loads((out / "metrics.json").read_text())
-    assert saved["test"] == record["test"]
+    assert saved["test"] == result.test
+    assert read_result(out / "metrics.json") == replace(result, wall_seconds=saved["wall_seconds"])
     assert [e["epoch"] for e in saved["epochs"]] == [1, 2]
     assert 1 <= saved["best_epoch"] <= 2
     assert saved["spec"]["train"]["learning_rate"] == 1e-3
@@ -77,16 +80,14 @@ def test_run_writes_folder_and_record(tiny_model_dir: str, reviews: Path, tmp_pa
 def test_same_seed_same_metrics(tiny_model_dir: str, reviews: Path) -> None:
     first = execute(spec(tiny_model_dir, reviews, method="lora"), progress=False)
     second = execute(spec(tiny_model_dir, reviews, method="lora"), progress=False)
-    losses = [[e["train_loss"] for e in run["epochs"]] for run in (first, second)]
+    losses = [[e.train_loss for e in run.epochs] for run in (first, second)]
     assert losses[0] == losses[1]
-    assert first["test"] == second["test"]
+    assert first.test == second.test
 
 
 def test_default_learning_rates_follow_the_paper(tiny_model_dir: str, reviews: Path) -> None:
-    assert RunSpec(model=tiny_model_dir, data=str(reviews), method="full").learning_rate() == 2e-5
-    assert (
-        RunSpec(model=tiny_model_dir, data=str(reviews), method="houlsby").learning_rate() == 1e-4
-    )
+    assert RunSpec.build(tiny_model_dir, str(reviews), "full").learning_rate() == 2e-5
+    assert RunSpec.build(tiny_model_dir, str(reviews), "houlsby").learning_rate() == 1e-4
 
 
 def test_cli_train_eval_predict(
@@ -115,20 +116,38 @@ def test_cli_train_eval_predict(
         capsys,
     )
     assert code == 0 and "best epoch 1" in stdout
+    assert "judged by accuracy: test " in stdout and "classes are balanced" in stdout
     manifest = json.loads((out / "adapter" / "manifest.json").read_text())
     assert manifest["methods"][0]["config"]["rank"] == 4
     record = json.loads((out / "metrics.json").read_text())
 
     code, stdout, _ = run_cli(
-        ["eval", "--adapter", str(out), "--data", str(reviews), "--split", "test", "--json"], capsys
+        ["eval", "--adapter", str(out), "--data", str(reviews), "--split", "test", "--json"]
+        + ["--model", tiny_model_dir],
+        capsys,
     )
     assert code == 0
     assert json.loads(stdout)["accuracy"] == pytest.approx(record["test"]["accuracy"])
+    assert json.loads(stdout)["judged_by"] == "accuracy"
+    code, stdout, _ = run_cli(
+        ["eval", "--adapter", str(out), "--data", str(reviews), "--model", tiny_model_dir], capsys
+    )
+    assert code == 0 and "judged by accuracy: the task's primary metric" in stdout
 
     texts = tmp_path / "texts.txt"
     texts.write_text("a great film\n\na dull film\n")
     code, stdout, _ = run_cli(
-        ["predict", "--adapter", str(out), "--input", str(texts), "--jsonl"], capsys
+        [
+            "predict",
+            "--adapter",
+            str(out),
+            "--input",
+            str(texts),
+            "--jsonl",
+            "--model",
+            tiny_model_dir,
+        ],
+        capsys,
     )
     rows = [json.loads(line) for line in stdout.splitlines()]
     assert code == 0 and len(rows) == 2
@@ -197,15 +216,17 @@ def test_token_task_trains_reports_span_f1_and_predicts_tags(
         lines += [f"{'Paris' if i % 2 else 'Rome'}\tB-LOC", "is\tO", "nice\tO", ""]
     path = tmp_path / "ner.txt"
     path.write_text("\n".join(lines))
-    record = execute(
+    result = execute(
         spec(tiny_model_dir, path, method="lora"), tmp_path / "ner-run", progress=False
     )
-    assert record["metric"] == "span_f1"
-    assert {"span_f1", "span_precision", "span_recall"} <= set(record["test"])
+    assert result.metric == "span_f1"
+    assert {"span_f1", "span_precision", "span_recall"} <= set(result.test)
     texts = tmp_path / "sentences.txt"
     texts.write_text("Rome is nice\n")
     code, stdout, _ = run_cli(
-        ["predict", "--adapter", str(tmp_path / "ner-run"), "--input", str(texts)], capsys
+        ["predict", "--adapter", str(tmp_path / "ner-run"), "--input", str(texts)]
+        + ["--model", tiny_model_dir],
+        capsys,
     )
     assert code == 0
     words = stdout.split()
@@ -232,12 +253,12 @@ def test_multi_label_and_regression_tasks_train(tiny_model_dir: str, tmp_path: P
             labels = sorted({"sport" if i % 2 else "politics", *(["money"] if i % 3 == 0 else [])})
             m_writer.writerow([f"story {i} about {' and '.join(labels)}", "|".join(labels)])
             r_writer.writerow([f"{rng.choice(WORDS['fresh'])} film {i}", f"{rng.random() * 5:.3f}"])
-    record = execute(spec(tiny_model_dir, multi, method="bitfit"), progress=False)
-    assert record["data"]["task"] == "multi_label" and record["metric"] == "mean_rprecision"
-    assert 0.0 <= record["test"]["mean_rprecision"] <= 1.0
-    record = execute(spec(tiny_model_dir, regression, method="lnfit"), progress=False)
-    assert record["data"]["task"] == "regression" and record["metric"] == "spearman"
-    assert -1.0 <= record["test"]["spearman"] <= 1.0
+    result = execute(spec(tiny_model_dir, multi, method="bitfit"), progress=False)
+    assert result.data.task == "multi_label" and result.metric == "mean_rprecision"
+    assert 0.0 <= result.test["mean_rprecision"] <= 1.0
+    result = execute(spec(tiny_model_dir, regression, method="lnfit"), progress=False)
+    assert result.data.task == "regression" and result.metric == "spearman"
+    assert -1.0 <= result.test["spearman"] <= 1.0
 
 
 def test_data_show_lists_splits_label_counts_and_examples(
@@ -257,3 +278,25 @@ def test_data_show_lists_splits_label_counts_and_examples(
     assert stdout.count("'label':") == 2  # two training examples
     code, _, err = run_cli(["data", "show", str(reviews), "--label-column", "stars"], capsys)
     assert code == 1 and "stars" in err and "Traceback" not in err
+
+
+def test_train_on_skewed_classes_says_it_judges_by_macro_f1(
+    tiny_model_dir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skewed = tmp_path / "skewed.csv"
+    with skewed.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for i in range(100):
+            label = "rotten" if i % 10 == 0 else "fresh"  # 9 to 1
+            writer.writerow([f"a {WORDS[label][i % 4]} film", label])
+    args = ["train", "--model", tiny_model_dir, "--data", str(skewed), "--method", "bitfit"]
+    code, stdout, _ = run_cli(
+        [*args, "--epochs", "1", "--out", str(tmp_path / "run"), "--no-progress"], capsys
+    )
+    assert code == 0
+    assert "judged by macro_f1: test " in stdout
+    assert "the largest class of the training sample (fresh, " in stdout
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert saved["data"]["train_counts"]["rotten"] < saved["data"]["train_counts"]["fresh"] / 3
+    assert [c["label"] for c in saved["test_classes"]] == ["fresh", "rotten"]

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import tempfile
 from pathlib import Path
+
+from adaptlab.processes import process_alive
+
+STAGING_OWNER = ".adaptlab-owner"
+"""Inside a staging folder until it is published: `host pid` of the process building it."""
 
 
 def current_umask() -> int:
@@ -28,8 +35,42 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def staging_folder(target: Path) -> Path:
-    """A fresh hidden sibling of `target` to build it in, renamed into place when complete."""
+    """A fresh hidden sibling of `target` to build it in, published by `publish_folder`.
+
+    Leftovers of builds killed on this machine (kill -9, a power cut) in the same parent
+    folder are removed first; a build still running (its process alive) is left alone."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_staging(target.parent)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.partial-"))
     staging.chmod(0o777 & ~current_umask())
+    (staging / STAGING_OWNER).write_text(f"{socket.gethostname()} {os.getpid()}\n")
     return staging
+
+
+def publish_folder(staging: Path, target: Path) -> None:
+    """Move a complete staging folder to `target`, replacing what was there."""
+    (staging / STAGING_OWNER).unlink(missing_ok=True)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+
+
+def remove_dead_staging(parent: Path) -> list[Path]:
+    """Delete the staging folders in `parent` whose builder died on this machine; return them.
+
+    Folders of other machines (a shared disk) and of live processes stay."""
+    removed = []
+    for folder in parent.glob(".*.partial-*"):
+        if folder.is_dir() and _builder_dead(folder / STAGING_OWNER):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _builder_dead(owner: Path) -> bool:
+    """Whether the process named in a staging folder's owner file is gone from this machine."""
+    try:
+        host, pid = owner.read_text().split()
+        return not process_alive(host, int(pid))
+    except (OSError, ValueError):
+        return False  # no readable owner file: not a staging folder of this version

@@ -1,7 +1,12 @@
 """Analysis layer: what adaptation changed (per-layer RSA / CKA against the base model, loss
 landscapes), after paper-effectiveness §2.2 and §5. See docs/analysis.md."""
 
-from adaptlab.analysis.api import Written, landscape_analysis, similarity_analysis
+from adaptlab.analysis.api import (
+    Written,
+    fusion_analysis,
+    landscape_analysis,
+    similarity_analysis,
+)
 from adaptlab.analysis.cka import linear_cka
 from adaptlab.analysis.features import layer_features, layer_names
 from adaptlab.analysis.landscape import Landscape, alphas, loss_landscape
@@ -21,6 +26,7 @@ __all__ = [
     "base_and_adapted",
     "compare_to_base",
     "eligible_tokens",
+    "fusion_analysis",
     "landscape_analysis",
     "layer_features",
     "layer_names",

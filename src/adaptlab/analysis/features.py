@@ -11,13 +11,13 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from adaptlab.analysis.tokens import TokenSample
 from adaptlab.backbone import find_backbone, get_module
 from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError
 from adaptlab.methods import get_handle
+from adaptlab.progress import track
 
 
 def layer_names(model: nn.Module) -> list[str]:
@@ -59,7 +59,7 @@ def layer_features(
     model.eval()
     try:
         starts = range(0, len(examples), batch_size)
-        for start in tqdm(starts, desc=desc, disable=not progress, unit="batch"):
+        for start in track(starts, desc, "batch", enabled=progress):
             chunk = examples[start : start + batch_size]
             batch = encoder.collate([_inputs_only(features[e]) for e in chunk])
             model(**{k: v.to(device) for k, v in batch.items()})

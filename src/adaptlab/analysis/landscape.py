@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
+from adaptlab import checks
 from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError
 from adaptlab.methods import get_handle
+from adaptlab.progress import track
 from adaptlab.tasks import TaskKind
 from adaptlab.train.evaluate import evaluate
 
@@ -44,10 +45,8 @@ class Landscape:
 
 def alphas(points: int = DEFAULT_POINTS, span: float = DEFAULT_SPAN) -> tuple[float, ...]:
     """`points` evenly spaced coefficients in [-span, span], plus 0 and 1."""
-    if points < 2:
-        raise ConfigError(f"--points must be at least 2, got {points}")
-    if span <= 0:
-        raise ConfigError(f"--span must be positive, got {span}")
+    checks.at_least(points, 2, "--points")
+    checks.positive_finite(span, "--span")
     grid = torch.linspace(-span, span, points, dtype=torch.float64).tolist()
     return tuple(sorted({*(round(a, 12) for a in grid), 0.0, 1.0}))
 
@@ -77,7 +76,7 @@ def loss_landscape(
     losses = []
     grid = tuple(sorted(coefficients)) if coefficients is not None else alphas()
     try:
-        for alpha in tqdm(grid, desc="landscape", disable=not progress, unit="point"):
+        for alpha in track(grid, "landscape", "point", enabled=progress):
             for name in names:
                 start = handle.initial[name].to(params[name].device)
                 params[name].copy_(torch.lerp(start, trained[name], alpha))  # exact at 0, 1

@@ -1,5 +1,6 @@
-"""PNG figures of analyses: per-layer similarity curves (paper-effectiveness fig. 2) and loss
-landscapes (fig. 6). Built on `matplotlib.figure.Figure` (no pyplot, no global backend)."""
+"""PNG figures of analyses: per-layer similarity curves (paper-effectiveness fig. 2), loss
+landscapes (fig. 6) and AdapterFusion weights. Built on `matplotlib.figure.Figure` (no pyplot,
+no global backend)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,20 @@ def landscape_figure(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
+    return fig
+
+
+def fusion_figure(layers: Mapping[str, Sequence[float]], title: str) -> Figure:
+    """A fusion's mean weight per adapter (rows) and fusion layer (columns), as a heat map."""
+    adapters = list(layers)
+    fig = Figure(figsize=(8, 0.8 + 0.42 * len(adapters)), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow([list(layers[a]) for a in adapters], aspect="auto", vmin=0.0)
+    ax.set_yticks(range(len(adapters)), adapters)
+    ax.set_xticks(range(len(layers[adapters[0]])))
+    ax.set_xlabel("fusion layer (bottom to top)")
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, label="mean weight")
     return fig
 
 

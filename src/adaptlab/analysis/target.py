@@ -8,7 +8,6 @@ initial values: the handle then holds theta0 for every trained tensor (§5's lan
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from torch import nn
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.outputs import METRICS_FILE
 from adaptlab.train.restore import (
     RUN_ADAPTER_FOLDER,
     adapter_folder,
@@ -27,7 +27,8 @@ from adaptlab.train.restore import (
     check_split,
     load_trained,
 )
-from adaptlab.train.run import METRICS_FILE
+from adaptlab.train.result import read_result
+from adaptlab.train.spec import RunSpec
 
 
 @dataclass
@@ -50,15 +51,16 @@ def load_target(
     *,
     split: str = "dev",
     device: str = "cpu",
+    model: str | None = None,
 ) -> Target:
     """The trained model of `path` and the `split` of `data`.
 
     When `path` is a run folder trained on `data` with a train size, the split is the run's own
     low-resource split (same size and seed), so "dev" is the dev set the run was tuned on.
+    `model` is the base model to load (see `adaptlab.train.restore.load_trained`).
     """
     check_split(split)
-    loaded, manifest = load_trained(path, device)
-    model: nn.Module = loaded.model
+    loaded, manifest = load_trained(path, device, model=model)
     labels = tuple(manifest.get("label_names") or ())
     dataset = load_dataset(data, **dict(data_options or {}))
     check_data_fits(dataset, manifest, data)
@@ -67,7 +69,7 @@ def load_target(
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     examples = dataset.splits[split]
     return Target(
-        model=model,
+        model=loaded.model,
         encoder=encoder,
         features=encoder.encode(examples),
         task=dataset.task,
@@ -78,30 +80,27 @@ def load_target(
     )
 
 
-def _run_record(folder: Path, data: str) -> dict[str, Any] | None:
-    """The metrics.json of the run whose adapter folder is `folder`, when it trained on `data`."""
+def _run_record(folder: Path, data: str) -> RunSpec | None:
+    """The spec of the run whose adapter folder is `folder`, when it trained on `data`."""
     record = (folder.parent if folder.name == RUN_ADAPTER_FOLDER else folder) / METRICS_FILE
     if not record.is_file():
         return None
-    run: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
-    return run if _same_data(run.get("spec", {}).get("data"), data) else None
+    spec = read_result(record).spec
+    return spec if _same_data(spec.data, data) else None
 
 
-def _same_data(recorded: str | None, given: str) -> bool:
+def _same_data(recorded: str, given: str) -> bool:
     """Whether two data arguments name the same source (`./x.csv` and `x.csv` do)."""
-    if recorded is None:
-        return False
     if recorded == given:
         return True
     a, b = Path(recorded).expanduser(), Path(given).expanduser()
     return a.exists() and b.exists() and a.resolve() == b.resolve()
 
 
-def _as_in_run(dataset: Dataset, run: Mapping[str, Any] | None) -> tuple[Dataset, int]:
+def _as_in_run(dataset: Dataset, run: RunSpec | None) -> tuple[Dataset, int]:
     """The dataset cut as the run cut it, and the run's max length (the default without one)."""
     if run is None:
         return dataset, TrainConfig().max_length
-    spec = run["spec"]
-    if spec.get("train_size") is not None:
-        dataset = low_resource(dataset, spec["train_size"], spec["train"]["seed"])
-    return dataset, int(spec["train"]["max_length"])
+    if run.train_size is not None:
+        dataset = low_resource(dataset, run.train_size, run.train.seed)
+    return dataset, run.train.max_length

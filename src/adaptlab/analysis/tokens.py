@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from adaptlab import checks
 from adaptlab.errors import ConfigError, DataError
 
 DEFAULT_TOKENS = 5000
@@ -62,6 +63,7 @@ def sample_tokens(
     """`count` distinct tokens drawn uniformly (seeded) from the eligible tokens of `features`."""
     if count < 2:
         raise ConfigError(f"--tokens must be at least 2 (a similarity needs pairs), got {count}")
+    checks.seed(seed, "--seed")
     pool = eligible_tokens(features, special_ids)
     if len(pool) < count:
         raise DataError(

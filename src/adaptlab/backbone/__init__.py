@@ -2,14 +2,16 @@
 
 from adaptlab.backbone.discovery import find_backbone, is_norm
 from adaptlab.backbone.overrides import BackboneOverrides
-from adaptlab.backbone.parts import ROLES, Backbone, BlockParts, get_module
+from adaptlab.backbone.parts import INSERTED, ROLES, Backbone, BlockParts, get_module, is_inserted
 
 __all__ = [
+    "INSERTED",
     "ROLES",
     "Backbone",
     "BackboneOverrides",
     "BlockParts",
     "find_backbone",
     "get_module",
+    "is_inserted",
     "is_norm",
 ]

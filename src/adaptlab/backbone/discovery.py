@@ -21,7 +21,7 @@ from typing import Any
 from torch import nn
 
 from adaptlab.backbone.overrides import BackboneOverrides
-from adaptlab.backbone.parts import Backbone, BlockParts, get_module
+from adaptlab.backbone.parts import Backbone, BlockParts, get_module, is_inserted
 from adaptlab.errors import BackboneError
 
 _SHORT_NAMES = {
@@ -65,7 +65,9 @@ def find_backbone(
         norms=tuple(
             name
             for name, module in get_module(model, base_name).named_modules(prefix=base_name)
-            if is_norm(module) and any(True for _ in module.parameters(recurse=False))
+            if is_norm(module)
+            and not is_inserted(name)
+            and any(True for _ in module.parameters(recurse=False))
         ),
         hidden_size=first.out_features,
         intermediate_size=first.in_features,
@@ -101,7 +103,9 @@ def _find_blocks(model: nn.Module, base_name: str, model_class: str) -> str:
 def _read_block(
     model_class: str, name: str, index: int, block: nn.Module, overrides: BackboneOverrides
 ) -> BlockParts:
-    linears = {n: m for n, m in block.named_modules() if isinstance(m, nn.Linear)}
+    linears = {
+        n: m for n, m in block.named_modules() if isinstance(m, nn.Linear) and not is_inserted(n)
+    }
 
     def fail(part: str, override: str) -> BackboneError:
         seen = ", ".join(f"{n} ({m.in_features}->{m.out_features})" for n, m in linears.items())
@@ -169,7 +173,9 @@ def _read_block(
         attention_out=absolute(attention_out),
         ffn_in=tuple(absolute(n) for n in ffn_in),
         ffn_out=absolute(ffn_out),
-        norms=tuple(absolute(n) for n, m in block.named_modules() if is_norm(m)),
+        norms=tuple(
+            absolute(n) for n, m in block.named_modules() if is_norm(m) and not is_inserted(n)
+        ),
     )
 
 

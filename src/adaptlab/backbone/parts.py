@@ -9,6 +9,14 @@ from torch import nn
 ROLES: tuple[str, ...] = ("query", "key", "value", "attention_out", "ffn_in", "ffn_out")
 """Linear-layer roles a method may target inside each block."""
 
+INSERTED = "adaptlab"
+"""Name of the child module, in every site, that holds what adaptlab inserted there."""
+
+
+def is_inserted(name: str) -> bool:
+    """True for the dotted name of a module or parameter inside what adaptlab inserted."""
+    return f".{INSERTED}." in f".{name}."
+
 
 @dataclass(frozen=True)
 class BlockParts:

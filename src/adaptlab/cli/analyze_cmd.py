@@ -6,24 +6,30 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from adaptlab.analysis import Written, landscape_analysis, similarity_analysis
+from adaptlab.analysis import Written, fusion_analysis, landscape_analysis, similarity_analysis
 from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
+    BaseModel,
     DataOption,
     Device,
     LabelColumn,
     Task,
     TextColumn,
     TextPairColumn,
+    at_least_two,
     data_options,
+    positive,
+    positive_finite,
+    seed,
 )
 
 app = typer.Typer(
-    help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes.",
+    help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes, "
+    "AdapterFusion weights.",
     no_args_is_help=True,
 )
 
@@ -35,8 +41,8 @@ Out = Annotated[
     Path | None,
     typer.Option(help="Folder for the JSON and PNG; default: <adapter>/analysis."),
 ]
-Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).")]
-Seed = Annotated[int, typer.Option(help="Seed of the token sample.")]
+Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).", callback=at_least_two)]
+Seed = Annotated[int, typer.Option(help="Seed of the token sample.", callback=seed)]
 Progress = Annotated[bool, typer.Option(help="Show progress bars.")]
 
 
@@ -53,6 +59,7 @@ def rsa(
     label_column: LabelColumn = "label",
     task: Task = None,
     device: Device = "cpu",
+    model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
     """Per-layer RSA of the trained model against its base (adaptation switched off).
@@ -62,7 +69,7 @@ def rsa(
         adaptlab analyze rsa --adapter runs/rt-houlsby --data rotten-tomatoes
     """
     options = data_options(text_column, text_pair_column, label_column, task)
-    _similarity("rsa", adapter, data, tokens, seed, split, out, options, device, progress)
+    _similarity("rsa", adapter, data, tokens, seed, split, out, options, device, model, progress)
 
 
 @app.command("cka")
@@ -81,6 +88,7 @@ def cka(
     label_column: LabelColumn = "label",
     task: Task = None,
     device: Device = "cpu",
+    model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
     """Per-layer linear CKA of the trained model against its base.
@@ -91,7 +99,7 @@ def cka(
     """
     options = data_options(text_column, text_pair_column, label_column, task)
     measure = "cka-debiased" if debiased else "cka"
-    _similarity(measure, adapter, data, tokens, seed, split, out, options, device, progress)
+    _similarity(measure, adapter, data, tokens, seed, split, out, options, device, model, progress)
 
 
 @app.command("landscape")
@@ -99,17 +107,20 @@ def landscape(
     adapter: AdapterOption,
     data: DataOption,
     points: Annotated[
-        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).")
+        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).", callback=at_least_two)
     ] = DEFAULT_POINTS,
-    span: Annotated[float, typer.Option(help="alpha runs from -span to span.")] = DEFAULT_SPAN,
+    span: Annotated[
+        float, typer.Option(help="alpha runs from -span to span.", callback=positive_finite)
+    ] = DEFAULT_SPAN,
     split: Split = "dev",
     out: Out = None,
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.")] = 64,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
     task: Task = None,
     device: Device = "cpu",
+    model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
     """Loss along theta0 + alpha (theta1 - theta0) over the trained parameters.
@@ -128,6 +139,7 @@ def landscape(
         data_options=options,
         out=out,
         device=device,
+        model=model,
         batch_size=batch_size,
         progress=progress,
     )
@@ -136,7 +148,53 @@ def landscape(
     table.add_column("loss", justify="right")
     for alpha, loss in zip(written.result["alphas"], written.result["losses"], strict=True):
         table.add_row(f"{alpha:+.3f}", f"{loss:.4f}")
-    Console().print(table)
+    console().print(table)
+    _print_files(written)
+
+
+@app.command("fusion")
+def fusion(
+    adapter: AdapterOption,
+    data: DataOption,
+    split: Split = "dev",
+    out: Out = None,
+    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
+    text_column: TextColumn = "text",
+    text_pair_column: TextPairColumn = None,
+    label_column: LabelColumn = "label",
+    task: Task = None,
+    device: Device = "cpu",
+    model: BaseModel = None,
+) -> None:
+    """A fusion run's mean attention weight per adapter at each fusion layer, over every token.
+
+    Example:
+
+        adaptlab analyze fusion --adapter runs/rt-fusion --data rotten-tomatoes
+    """
+    written = fusion_analysis(
+        adapter,
+        data,
+        split=split,
+        data_options=data_options(text_column, text_pair_column, label_column, task),
+        out=out,
+        device=device,
+        model=model,
+        batch_size=batch_size,
+    )
+    sites = written.result["sites"]
+    table = Table(title=f"fusion weights of {adapter} on {written.result['data']}")
+    table.add_column("layer", justify="right")
+    table.add_column("site")
+    adapters = list(sites[0]["weights"])
+    for name in adapters:
+        table.add_column(name, justify="right")
+    for site in sites:
+        weights = [f"{site['weights'][name]:.3f}" for name in adapters]
+        table.add_row(str(site["block"]), site["role"], *weights)
+    means = [sum(s["weights"][n] for s in sites) / len(sites) for n in adapters]
+    table.add_row("", "mean", *(f"{m:.3f}" for m in means))
+    console().print(table)
     _print_files(written)
 
 
@@ -150,6 +208,7 @@ def _similarity(
     out: Path | None,
     options: dict[str, Any],
     device: str,
+    model: str | None,
     progress: bool,
 ) -> None:
     """Run one per-layer similarity analysis and print its table."""
@@ -163,6 +222,7 @@ def _similarity(
         data_options=options,
         out=out,
         device=device,
+        model=model,
         progress=progress,
     )
     result = written.result
@@ -175,7 +235,7 @@ def _similarity(
     table.add_column(result["measure"], justify="right")
     for row in result["layers"]:
         table.add_row(str(row["layer"]), row["module"], f"{row['score']:.4f}")
-    Console().print(table)
+    console().print(table)
     _print_files(written)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from adaptlab.cli import (
+    adapters_cmd,
     analyze_cmd,
     data_cmd,
     eval_cmd,
@@ -19,6 +19,7 @@ from adaptlab.cli import (
     study_cmd,
     train_cmd,
 )
+from adaptlab.cli.console import console
 from adaptlab.errors import AdaptlabError
 
 app = typer.Typer(
@@ -42,12 +43,15 @@ app.command("eval")(eval_cmd.evaluate)
 app.command("predict")(predict_cmd.predict)
 app.command("methods")(methods_cmd.methods)
 app.command("rank")(rank_cmd.rank_models)
+app.command("export")(adapters_cmd.export)
+app.command("import")(adapters_cmd.import_)
+app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(study_cmd.app, name="study")
 app.add_typer(analyze_cmd.app, name="analyze")
 app.add_typer(neurons_cmd.app, name="neurons")
 
-_stderr = Console(stderr=True)
+_stderr = console(stderr=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,5 +68,6 @@ def main(argv: list[str] | None = None) -> None:
     except AdaptlabError as error:
         if debug:
             raise
-        _stderr.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
+        message = Text.assemble(("error:", "bold red"), f" {error}")
+        _stderr.print(message, highlight=False, soft_wrap=True)
         sys.exit(1)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import LabelColumn, Task, TextColumn, TextPairColumn, data_options
 from adaptlab.data import builtin_datasets, describe, load_dataset
 
@@ -27,7 +28,7 @@ def list_builtin() -> None:
     table.add_column("description")
     for name, description in builtin_datasets().items():
         table.add_row(name, description)
-    Console().print(table)
+    console().print(table)
 
 
 @app.command("show")
@@ -48,8 +49,8 @@ def show(
         source, **data_options(text_column, text_pair_column, label_column, task)
     )
     info = describe(dataset)
-    console = Console()
-    console.print(f"[bold]{dataset.name}[/] ({dataset.task}): {dataset.description}")
+    out = console()
+    out.print(Text.assemble((dataset.name, "bold"), f" ({dataset.task}): {dataset.description}"))
     splits = info["splits"]
     table = Table()  # one column per split, one row per label: any number of labels fits
     table.add_column("")
@@ -59,6 +60,6 @@ def show(
     for label in next(iter(splits.values()))["labels"]:
         values = [summary["labels"].get(label, 0) for summary in splits.values()]
         table.add_row(label, *(f"{v:,}" if isinstance(v, int) else f"{v:.3g}" for v in values))
-    console.print(table)
+    out.print(table)
     for example in info["examples"]:
-        console.print(example, highlight=False)
+        out.print(example, highlight=False)

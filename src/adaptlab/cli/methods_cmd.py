@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from adaptlab.cli.console import console
+from adaptlab.cli.options import positive
 from adaptlab.errors import ConfigError
 from adaptlab.methods import adapt, list_methods, remove
 from adaptlab.models.loading import load_model
@@ -20,7 +21,9 @@ def methods(
             help="Count trainable parameters on this model (built-in name, HF name or folder)."
         ),
     ] = None,
-    num_labels: Annotated[int, typer.Option(help="Size of the classification head counted.")] = 2,
+    num_labels: Annotated[
+        int, typer.Option(help="Size of the classification head counted.", callback=positive)
+    ] = 2,
 ) -> None:
     """List the adaptation methods, with trainable parameters on --model.
 
@@ -49,4 +52,4 @@ def methods(
             except ConfigError as error:
                 row += ["-", str(error)]
         table.add_row(*row)
-    Console().print(table)
+    console().print(table)

@@ -10,9 +10,11 @@ from typing import Annotated
 
 import typer
 
-from adaptlab.cli.options import Device
+from adaptlab.cli.options import BaseModel, Device, MaxLength, positive
 from adaptlab.data import TextEncoder
+from adaptlab.data.readers import decode_utf8, read_bytes
 from adaptlab.errors import DataError
+from adaptlab.paths import input_file
 from adaptlab.train.predict import predict as run_prediction
 from adaptlab.train.restore import load_trained
 
@@ -25,9 +27,10 @@ def predict(
         str, typer.Option("--input", help="Text file, one input per line; - for stdin.")
     ],
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON object per line.")] = False,
-    batch_size: Annotated[int, typer.Option(help="Prediction batch size.")] = 64,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
+    batch_size: Annotated[int, typer.Option(help="Prediction batch size.", callback=positive)] = 64,
+    max_length: MaxLength = 128,
     device: Device = "cpu",
+    model: BaseModel = None,
 ) -> None:
     """Predict a label and its probability for every line of a file (or stdin).
 
@@ -40,7 +43,7 @@ def predict(
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise DataError(f"{input}: no non-empty lines to predict")
-    loaded, manifest = load_trained(adapter, device)
+    loaded, manifest = load_trained(adapter, device, model=model)
     task, labels = manifest["task"], manifest.get("label_names") or []
     encoder = TextEncoder(loaded.tokenizer, task, len(labels), max_length)
     for result in run_prediction(loaded.model, encoder, texts, task, labels, batch_size):
@@ -57,11 +60,5 @@ def predict(
 def _read_lines(source: str) -> list[str]:
     if source == "-":
         return sys.stdin.readlines()
-    path = Path(source)
-    if not path.is_file():
-        raise DataError(f"{path}: no such input file")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise DataError(f"{path}: line {line} is not valid UTF-8") from None
+    path = input_file(Path(source), "--input")
+    return decode_utf8(read_bytes(path), path).splitlines()

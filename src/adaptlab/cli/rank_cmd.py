@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     DataOption,
     Device,
@@ -21,14 +20,26 @@ from adaptlab.cli.options import (
     Task,
     TextColumn,
     TextPairColumn,
+    at_least_two,
     data_options,
+    non_negative,
+    positive,
+    seed,
 )
 from adaptlab.data import load_dataset
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.fileio import atomic_write
+from adaptlab.paths import (
+    check_new_folder,
+    check_output_file,
+    check_output_folder,
+    check_writable,
+    json_with_key,
+)
 from adaptlab.select import (
     AGGREGATES,
     POOLINGS,
+    Candidate,
     FeatureOptions,
     Ranking,
     RankRow,
@@ -43,7 +54,7 @@ from adaptlab.select.features import Pooling
 from adaptlab.select.layers import Aggregate
 from adaptlab.study import ResultStore, load_records
 
-_console = Console(width=None if sys.stdout.isatty() else 160)
+_console = console()
 
 
 def rank_models(
@@ -62,16 +73,26 @@ def rank_models(
         ),
     ] = "all",
     sample: Annotated[
-        int, typer.Option(help="Training examples to score (0: all), drawn like a study's.")
+        int,
+        typer.Option(
+            help="Training examples to score (0: all), drawn like a study's.",
+            callback=non_negative,
+        ),
     ] = 2000,
-    seed: Annotated[int, typer.Option(help="Seed of the sample (and of @reinit weights).")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the sample (and of @reinit weights).", callback=seed)
+    ] = 0,
     pooling: Annotated[str, typer.Option(help="mean (over tokens) or first (token).")] = "mean",
     aggregate: Annotated[
         str, typer.Option(help="last layer, best layer (per estimator), or mean of the layers.")
     ] = "last",
     layers: Annotated[bool, typer.Option(help="Also score and rank every layer.")] = False,
-    max_length: Annotated[int, typer.Option(help="Tokens per example.")] = 128,
-    batch_size: Annotated[int, typer.Option(help="Examples per forward pass.")] = 32,
+    max_length: Annotated[
+        int, typer.Option(help="Tokens per example.", callback=at_least_two)
+    ] = 128,
+    batch_size: Annotated[
+        int, typer.Option(help="Examples per forward pass.", callback=positive)
+    ] = 32,
     cache: Annotated[bool, typer.Option(help="Reuse features extracted before.")] = True,
     store: Annotated[
         Path | None,
@@ -106,10 +127,19 @@ def rank_models(
     candidates = [parse_candidate(text) for text in models.split(",") if text.strip()]
     if not candidates:
         raise ConfigError("--models is empty; give at least one model name")
+    names = [candidate.text for candidate in candidates]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--models names {', '.join(twice)} more than once; give each once")
     if write_controls is not None:
+        check_control_folders(candidates, write_controls)
         for candidate in candidates:
-            _console.print(f"wrote {escape(str(write_candidate(candidate, write_controls, seed)))}")
+            _console.print(f"wrote {write_candidate(candidate, write_controls, seed)}")
         return
+    if json_out is not None:
+        check_output_file(
+            json_out, "rank result", replaceable=lambda path: json_with_key(path, "ranking")
+        )
     chosen = make_estimators(estimators)
     if aggregate not in AGGREGATES or pooling not in POOLINGS:  # before any long work
         raise ConfigError(
@@ -117,7 +147,10 @@ def rank_models(
             f"{', '.join(POOLINGS)}; got {aggregate!r} and {pooling!r}"
         )
     dataset = load_dataset(data, **data_options(text_column, text_pair_column, label_column, task))
-    fine_tuned = fine_tuned_scores(store, dataset.name) if store is not None else None
+    fine_tuned = None
+    if store is not None:  # the agreement is saved there after the ranking: check it first
+        check_writable(store.parent, "the agreement into the results store")
+        fine_tuned = fine_tuned_scores(store, dataset.name)
     options = FeatureOptions(
         sample=sample or None,
         seed=seed,
@@ -148,7 +181,8 @@ def rank_models(
         f"scoring {ranking.score_seconds:.1f} s)"
     )
     for name in ranking.estimators:
-        _console.print(f"ranking by {name}: " + escape(" > ".join(ranking.order(name))))
+        tiers = ranking.tiers(name)
+        _console.print(f"ranking by {name}: " + " > ".join(" = ".join(t) for t in tiers))
     result: dict[str, Any] = {"ranking": _ranking_json(ranking), "seconds": seconds}
     if store is not None and fine_tuned is not None:
         found = {"models": _validate(ranking, ranking.rows, fine_tuned, "candidates")}
@@ -157,23 +191,31 @@ def rank_models(
         with ResultStore(store, create=False) as results:
             for kind, validation in found.items():
                 results.save_validation(dataset.name, kind, validation.to_dict())
-        _console.print(f"saved in {escape(str(store))}: `adaptlab study report` shows it")
+        _console.print(f"saved in {store}: `adaptlab study report` shows it")
         result["validation"] = {kind: v.to_dict() for kind, v in found.items()}
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(json_out, json.dumps(result, indent=1).encode("utf-8"))
 
 
+def check_control_folders(candidates: list[Candidate], out: Path) -> None:
+    """Fail, before any model loads, unless every candidate's folder under `out` is new."""
+    check_output_folder(out, "the control models")
+    for candidate in candidates:
+        check_new_folder(out / candidate.folder_name, "control model folder")
+
+
 def fine_tuned_scores(store: Path, data_name: str) -> dict[str, float]:
     """Mean test score per model (keyed by built-in name or folder name) of a study's done runs
     on `data_name`, in each run's own metric."""
     by_model: dict[str, list[float]] = defaultdict(list)
-    for record in load_records(store):
-        if record["data"]["name"] != data_name:
+    for stored in load_records(store, planned_only=True):
+        result = stored.result
+        if result.data.name != data_name:
             continue
-        value = record["test"].get(record["metric"])
+        value = result.test.get(result.metric)
         if value is not None:
-            by_model[Path(record["spec"]["model"]).name].append(float(value))
+            by_model[Path(result.spec.model).name].append(value)
     if not by_model:
         raise DataError(f"study store {store} holds no finished runs on {data_name!r}")
     return {model: sum(values) / len(values) for model, values in by_model.items()}
@@ -215,8 +257,8 @@ def _print_scores(
             text = f"{row.scores[name]:.4g}"
             if show_layer:
                 text += f" (L{row.layers[name]})"
-            cells.append(f"[bold]{text}[/]" if row.scores[name] == best[name] else text)
-        table.add_row(escape(row.name), *cells)
+            cells.append(Text(text, style="bold" if row.scores[name] == best[name] else ""))
+        table.add_row(row.name, *cells)
     _console.print(table)
 
 
@@ -235,4 +277,5 @@ def _ranking_json(ranking: Ranking) -> dict[str, Any]:
         "score_seconds": ranking.score_seconds,
         "cache_hits": ranking.cache_hits,
         "order": {name: ranking.order(name) for name in ranking.estimators},
+        "tiers": {name: ranking.tiers(name) for name in ranking.estimators},
     }

@@ -7,17 +7,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from adaptlab.cli.console import console
+from adaptlab.cli.options import positive
 from adaptlab.errors import AdaptlabError, ConfigError
+from adaptlab.paths import check_output_file, listed
 from adaptlab.study.executors import Executor, LocalExecutor
 from adaptlab.study.progress import format_duration
 from adaptlab.study.runner import default_store, run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import load_records, load_validations
+from adaptlab.study.store import load_records, load_unplanned, load_validations
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 
@@ -54,9 +56,14 @@ def run(
         str | None, typer.Option(help="Ray cluster address; default: start a local Ray.")
     ] = None,
     ray_cpus: Annotated[
-        int | None, typer.Option(help="CPUs of the local Ray started when no --address.")
+        int | None,
+        typer.Option(help="CPUs of the local Ray started when no --address.", callback=positive),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show each run's progress bar.")] = True,
+    rerun_changed: Annotated[
+        bool,
+        typer.Option(help="Run done runs again whose data file changed since (else: refuse)."),
+    ] = False,
 ) -> None:
     """Run every run of a study not yet in its store; run it again to resume.
 
@@ -67,7 +74,10 @@ def run(
         adaptlab study run examples/low-resource.yaml --executor ray --address auto
     """
     summary = run_study(
-        spec, store_path=store, executor=_executor(spec, executor, address, ray_cpus, progress)
+        spec,
+        store_path=store,
+        executor=_executor(spec, executor, address, ray_cpus, progress),
+        rerun_changed=rerun_changed,
     )
     failed = summary.failed
     if failed:
@@ -99,20 +109,43 @@ def status(store: StoreArgument) -> None:
         adaptlab study status examples/low-resource.db
     """
     studies = study_status(_store_path(store))
-    console = Console()
+    out = console()
     if not studies:
-        console.print(f"no study planned in {store} yet", soft_wrap=True, highlight=False)
+        out.print(f"no study planned in {store} yet", soft_wrap=True, highlight=False)
     for study in studies:
-        console.print(_totals(study))
-        console.print(_methods(study))
+        out.print(_totals(study))
+        out.print(_methods(study))
         for error in study.errors[:5]:
-            console.print(f"[red]failed[/] {escape(error)}", highlight=False, soft_wrap=True)
+            out.print(
+                Text.assemble(("failed", "red"), f" {error}"), highlight=False, soft_wrap=True
+            )
         if len(study.errors) > 5:
-            console.print(f"... and {len(study.errors) - 5} more failed runs")
+            out.print(f"... and {len(study.errors) - 5} more failed runs")
+        if study.changed:
+            out.print(
+                Text.assemble(
+                    ("data changed", "yellow"),
+                    f" under {len(study.changed)} done runs since they ran "
+                    f"({listed(study.changed)}); `adaptlab study run SPEC --rerun-changed` "
+                    "runs them again",
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
+        if study.unplanned:
+            out.print(_unplanned(study.unplanned), highlight=False, soft_wrap=True)
+
+
+def _unplanned(runs: list[str]) -> str:
+    """The line `status` and `report` both print about done runs the spec no longer has."""
+    return (
+        f"{len(runs)} done run{'s are' if len(runs) > 1 else ' is'} no longer in the spec "
+        f"(kept in the store, left out of counts and reports): {listed(runs)}"
+    )
 
 
 def _totals(study: StudyStatus) -> Table:
-    table = Table(title=f"study {escape(study.study)}")
+    table = Table(title=f"study {study.study}")
     for column in ("planned", "done", "running", "failed", "left", "mean run", "ETA"):
         table.add_column(column, justify="right")
     mean, eta = study.mean_seconds, study.eta_seconds
@@ -135,7 +168,7 @@ def _methods(study: StudyStatus) -> Table:
     table.add_column("done", justify="right")
     table.add_column("failed", justify="right")
     for count in study.methods.values():
-        table.add_row(escape(count.label), f"{count.done}/{count.planned}", str(count.failed))
+        table.add_row(count.label, f"{count.done}/{count.planned}", str(count.failed))
     return table
 
 
@@ -149,25 +182,41 @@ def report(
     title: Annotated[
         str | None, typer.Option(help="Report title; default: the study names.")
     ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(help="Judge methods by this metric instead of the studies' own choice."),
+    ] = None,
 ) -> None:
     """Write an HTML report of a store's finished runs (tables and plots).
 
     Example:
 
         adaptlab study report examples/low-resource.db -o low-resource.html
+
+        adaptlab study report examples/reuters-imbalance.db --metric accuracy -o by-accuracy.html
     """
-    from adaptlab.report import write_report
+    from adaptlab.report import is_report, write_report
 
     path = _store_path(store)
-    records = load_records(path)
-    studies = sorted({str(record["study"]) for record in records})
+    target = out or path.with_suffix(".html")
+    check_output_file(target, "report", replaceable=is_report, inputs=[(path, "results store")])
+    records = load_records(path, planned_only=True)
+    unplanned = load_unplanned(path)
+    if unplanned:
+        console().print(
+            _unplanned([f"{label} ({run_id})" for _, run_id, label in unplanned]),
+            soft_wrap=True,
+            highlight=False,
+        )
+    studies = sorted({record.study for record in records})
     written = write_report(
         records,
-        out or path.with_suffix(".html"),
+        target,
         title=title or ", ".join(studies) or path.stem,
         validations=load_validations(path),
+        metric=metric,
     )
-    Console().print(
+    console().print(
         f"report of {len(records)} runs written to {written}", soft_wrap=True, highlight=False
     )
 

@@ -7,18 +7,23 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     DataOption,
     Device,
     LabelColumn,
+    MaxLength,
     Task,
     TextColumn,
     TextPairColumn,
     data_options,
+    positive,
+    seed,
 )
 from adaptlab.errors import ConfigError
+from adaptlab.methods.compose import MethodSpec
+from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
 
@@ -38,17 +43,34 @@ def train(
         list[str] | None,
         typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
     ] = None,
-    train_size: Annotated[
-        int | None, typer.Option(help="Sample n training examples (and n dev).")
+    adapters: Annotated[
+        str | None,
+        typer.Option(
+            help="With --method fusion: trained run or adapter folders to fuse, comma-separated."
+        ),
     ] = None,
-    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 10,
-    batch_size: Annotated[int, typer.Option(help="Batch size.")] = 16,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            help="Trained run or adapter folders the new adapter is stacked on (frozen; "
+            "comma-separated, bottom first), e.g. a language adapter."
+        ),
+    ] = None,
+    train_size: Annotated[
+        int | None,
+        typer.Option(help="Sample n training examples (and n dev).", callback=positive),
+    ] = None,
+    epochs: Annotated[int, typer.Option(help="Training epochs.", callback=positive)] = 10,
+    batch_size: Annotated[int, typer.Option(help="Batch size.", callback=positive)] = 16,
     learning_rate: Annotated[
         float | None, typer.Option(help="Learning rate; default 2e-5 (full, freeze) or 1e-4.")
     ] = None,
     warmup_ratio: Annotated[float, typer.Option(help="Share of steps for linear warm-up.")] = 0.1,
-    max_length: Annotated[int, typer.Option(help="Truncate inputs to this many tokens.")] = 128,
-    seed: Annotated[int, typer.Option(help="Seed for sampling, initialisation and shuffling.")] = 0,
+    max_length: MaxLength = 128,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed),
+    ] = 0,
     text_column: TextColumn = "text",
     text_pair_column: TextPairColumn = None,
     label_column: LabelColumn = "label",
@@ -65,11 +87,17 @@ def train(
             --train-size 1000 --epochs 10 --seed 0 --out runs/rt-houlsby
 
         adaptlab train --model minilm-l6 --data reviews.csv --method lora -o rank=16 --out runs/lora
+
+        adaptlab train --model minilm-l6 --data rotten-tomatoes --method fusion \\
+            --adapters runs/sst,runs/topics,runs/rt-pfeiffer --out runs/rt-fusion
+
+        adaptlab train --model minilm-l6 --data reviews.csv --method houlsby \\
+            --stack runs/lang-en --out runs/task
     """
-    spec = RunSpec(
-        model=model,
-        data=data,
-        method=method_spec(method, option),
+    spec = RunSpec.build(
+        model,
+        data,
+        method_spec(method, option),
         train_size=train_size,
         train=TrainConfig(
             epochs=epochs,
@@ -81,23 +109,36 @@ def train(
         ),
         data_options=data_options(text_column, text_pair_column, label_column, task),
         device=device,
+        fuse=folders(adapters),
+        stack=folders(stack),
     )
-    record = execute(spec, out, progress=progress, overwrite=overwrite)
-    console = Console()
-    metric = record["metric"]
-    console.print(
-        f"best epoch {record['best_epoch']}: dev {metric} {record['dev'][metric]:.4f}, "
-        f"test {metric} {record['test'][metric]:.4f}"
+    result = execute(spec, out, progress=progress, overwrite=overwrite)
+    out_console = console()
+    metric = result.metric
+    out_console.print(
+        f"best epoch {result.best_epoch}: dev {metric} {result.dev[metric]:.4f}, "
+        f"test {metric} {result.test[metric]:.4f}"
     )
-    console.print(json.dumps(record["test"], indent=None), highlight=False)
-    console.print(
-        f"trainable {record['trainable_parameters']:,} of {record['total_parameters']:,} "
-        f"parameters; adapter {record['adapter_bytes']:,} bytes; {record['wall_seconds']:.0f} s; "
-        f"written to {out}"
+    judged = choose_metric(result.data.task, result.data.train_counts)
+    out_console.print(
+        f"judged by {judged.metric}: test {result.test[judged.metric]:.4f} ({judged.reason})",
+        soft_wrap=True,
+        highlight=False,
+    )
+    out_console.print(json.dumps(dict(result.test), indent=None), highlight=False)
+    out_console.print(
+        f"trainable {result.trainable_parameters:,} of {result.total_parameters:,} "
+        f"parameters; adapter {result.adapter_bytes or 0:,} bytes; "
+        f"{result.wall_seconds or 0:.0f} s; written to {out}"
     )
 
 
-def method_spec(method: str, pairs: list[str] | None) -> object:
+def folders(value: str | None) -> tuple[str, ...]:
+    """Comma-separated folders as given (none for None)."""
+    return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
+
+
+def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:
     """The method name, or {name: options} from KEY=VALUE pairs (values parsed as JSON)."""
     if not pairs:
         return method

@@ -12,6 +12,9 @@ from adaptlab.tasks import TASK_KINDS, TaskKind
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+UNSET_LENGTH = 10**9
+"""Tokenizers that do not know their model's length report a huge model_max_length."""
+
 IGNORE_INDEX = -100
 """Label value the loss ignores: extra word pieces, special tokens and padding."""
 INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
@@ -43,6 +46,12 @@ class TextEncoder:
             raise ConfigError(f"label_count must be at least 1 for a {task} task")
         if max_length < 2:
             raise ConfigError(f"max_length must be at least 2 tokens, got {max_length}")
+        limit = getattr(tokenizer, "model_max_length", None)
+        if isinstance(limit, int) and limit < UNSET_LENGTH and max_length > limit:
+            raise ConfigError(
+                f"max_length {max_length} is more than the {limit} tokens this model takes "
+                f"(its tokenizer's model_max_length); pick at most {limit}"
+            )
         if task == "token" and not getattr(tokenizer, "is_fast", False):
             raise ConfigError(
                 f"token tasks need a fast tokenizer (for word_ids); {type(tokenizer).__name__} "

@@ -63,6 +63,6 @@ def read_path(path: Path, columns: Columns) -> RowSplits:
     """Read a single data file (all rows as train, to be split) or a split folder."""
     if path.is_dir():
         return read_folder(path, columns)
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"data file or folder not found: {path}; check the path")
-    return RowSplits(train=read_file(path, columns))
+    return RowSplits(train=read_file(path, columns))  # a pipe or device reads like a file

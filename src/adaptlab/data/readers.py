@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from adaptlab.errors import DataError
 
@@ -68,6 +69,17 @@ def _check_columns(found: list[str], columns: Columns, where: str) -> None:
             )
 
 
+def _refuse_repeated(found: list[str], columns: Columns, where: str) -> None:
+    """Fail when a header (or record) names a column that is used (text, pair or label) more
+    than once: which of them to read would be a guess."""
+    for name in (columns.text, columns.label, columns.text_pair):
+        if name is not None and found.count(name) > 1:
+            raise DataError(
+                f"{where} names column '{name}' more than once; rename or drop the others "
+                "so it is clear which to read"
+            )
+
+
 def _is_blank(text: str | tuple[str, ...] | None) -> bool:
     """Whether a text cell holds nothing worth training on."""
     if text is None:
@@ -77,17 +89,42 @@ def _is_blank(text: str | tuple[str, ...] | None) -> bool:
     return not text
 
 
+def _lines(first: int, last: int) -> str:
+    """`line 7`, or `lines 7-9` for a record whose quoted field spans several lines."""
+    return f"line {first}" if first >= last else f"lines {first}-{last}"
+
+
+def _csv_error(path: Path, line: int, error: csv.Error) -> DataError:
+    """A CSV parse error as one line naming the line where the bad record starts."""
+    reason = str(error)
+    if "field larger than field limit" in reason:
+        reason = (
+            f"a field longer than {csv.field_size_limit():,} characters (often a quote that "
+            "is never closed)"
+        )
+    elif "unexpected end of data" in reason:
+        reason = "a quoted field that is never closed (a '\"' without its partner)"
+    return DataError(f"{path} line {line} is not valid CSV/TSV: {reason}; fix that record")
+
+
 def read_table(path: Path, delimiter: str, columns: Columns) -> list[RawRow]:
-    """Read a CSV or TSV file with a header row; rows with blank text are dropped."""
+    """Read a CSV or TSV file with a header row; rows with blank text are dropped.
+
+    Errors name the line a record starts on (a quoted field may run over several lines)."""
     text = decode_utf8(read_bytes(path), path)
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    ended = 0  # the last line of the record read before
     try:
-        header = list(reader.fieldnames or [])
+        header = next(reader, [])
+        ended = reader.line_num
         if not header:
             raise no_rows(path)
         _check_columns(header, columns, str(path))
+        _refuse_repeated(header, columns, str(path))
         rows = []
-        for record in reader:
+        for values in reader:
+            first, ended = ended + 1, reader.line_num
+            record = dict(zip(header, values, strict=False))
             value = record.get(columns.text)
             if _is_blank(value):
                 continue
@@ -96,12 +133,12 @@ def read_table(path: Path, delimiter: str, columns: Columns) -> list[RawRow]:
                 RawRow(
                     text=value or "",
                     label=(record.get(columns.label) or "").strip(),
-                    where=f"{path} line {reader.line_num}",
+                    where=f"{path} {_lines(first, ended)}",
                     text_pair=pair,
                 )
             )
     except csv.Error as error:
-        raise DataError(f"{path} line {reader.line_num} is not valid CSV/TSV: {error}") from None
+        raise _csv_error(path, ended + 1, error) from None
     if not rows:
         raise no_rows(path)
     return rows
@@ -145,6 +182,21 @@ def row_from_record(record: Mapping[str, object], columns: Columns, where: str) 
     return RawRow(text, _json_label(record[columns.label], where), where, pair)
 
 
+def _json_line(line: str) -> tuple[object, list[str]]:
+    """One parsed JSON line, and every key its top-level object names, repeats included (a
+    JSON parser keeps the last of a repeated key silently)."""
+    objects: list[list[tuple[str, Any]]] = []
+
+    def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        objects.append(pairs)
+        return dict(pairs)
+
+    value = json.loads(line, object_pairs_hook=keep)
+    if not isinstance(value, dict):
+        return value, []
+    return value, [key for key, _ in objects[-1]]  # inner objects are parsed first
+
+
 def read_jsonl(path: Path, columns: Columns) -> list[RawRow]:
     """Read one JSON object per line; blank lines and rows with blank text are skipped."""
     rows = []
@@ -153,11 +205,12 @@ def read_jsonl(path: Path, columns: Columns) -> list[RawRow]:
             continue
         where = f"{path} line {number}"
         try:
-            record = json.loads(line)
+            record, keys = _json_line(line)
         except json.JSONDecodeError as error:
             raise DataError(f"{where} is not valid JSON ({error.msg}); fix that line") from None
         if not isinstance(record, dict):
             raise DataError(f"{where} is not a JSON object; write one {{...}} per line")
+        _refuse_repeated(keys, columns, where)
         row = row_from_record(record, columns, where)
         if row is not None:
             rows.append(row)

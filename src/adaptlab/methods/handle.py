@@ -1,66 +1,129 @@
-"""What `adapt` returns: the record of one adaptation, able to switch it off and summarise it."""
+"""The handle of one named adapter (or fusion) on a model: what it inserted, what it trains."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
 from adaptlab.backbone import Backbone, BackboneOverrides
-from adaptlab.errors import ConfigError
 from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.fusion import FusionLayer
+from adaptlab.methods.params import inserted_name
+from adaptlab.methods.site import Insertion
+
+if TYPE_CHECKING:
+    from adaptlab.methods.state import AdapterState
+
+HEAD_GROUP = "head"
 
 
-class Switch:
-    """Shared on/off flag that every inserted module consults in its hook."""
-
-    def __init__(self) -> None:
-        self.enabled = True
-
-
-@dataclass
+@dataclass(eq=False)
 class AdaptHandle:
-    """One adaptation of one model: its methods, trainable groups and inserted modules."""
+    """One named adapter on one model: its methods, inserted modules and trained tensors.
 
-    model: nn.Module
+    An adapter's tensors are of two kinds. Inserted modules live inside the model (as
+    ``<site>.adaptlab.<adapter>.<method>.*``) and act through the site dispatchers. Pretrained
+    weights the adapter trains (the head, norms, biases, everything for `full`) are the
+    adapter's own copies (`owned`), put in place of the model's weights while the adapter is
+    active and taken out again when it is not.
+    """
+
+    name: str
+    state: AdapterState = field(repr=False)
     backbone: Backbone
     configs: tuple[MethodConfig, ...]
     overrides: BackboneOverrides
     train_head: bool
     seed: int
-    base_fingerprint: str
-    groups: dict[str, list[str]]  # group -> canonical parameter names that train
-    inserted: dict[str, dict[str, nn.Module]]  # method -> its inserted modules, by absolute name
-    hooks: list[RemovableHandle]
-    switch: Switch
-    initial: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+    insertions: dict[str, list[Insertion]]  # method -> its inserted modules
+    owned: dict[str, nn.Parameter]  # canonical base name -> this adapter's tensor
+    groups: dict[str, list[str]]  # group -> names of the tensors that train
+    fused: tuple[str, ...] = ()
+    """For a fusion: the adapters it fuses, in order."""
+    fusion_layers: dict[str, FusionLayer] = field(default_factory=dict)
+    """For a fusion: its layer at each site."""
+    inserted_initial: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+
+    @property
+    def model(self) -> nn.Module:
+        return self.state.model
+
+    @property
+    def base_fingerprint(self) -> str:
+        return self.state.fingerprint
+
+    @property
+    def is_fusion(self) -> bool:
+        return bool(self.fused)
 
     @property
     def method_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.configs)
 
+    def modules(self) -> Iterator[tuple[str, str, nn.Module]]:
+        """(site, method, module) of everything this adapter inserted."""
+        for method, insertions in self.insertions.items():
+            for insertion in insertions:
+                yield insertion.site, method, insertion.module
+        for site, layer in self.fusion_layers.items():
+            yield site, "fusion", layer
+
+    def inserted_tensors(self) -> dict[str, nn.Parameter]:
+        """Model-absolute name -> parameter, for every inserted module's parameter."""
+        return {
+            f"{inserted_name(site, self.name, method)}.{n}": p
+            for site, method, module in self.modules()
+            for n, p in module.named_parameters()
+        }
+
+    def tensors(self) -> dict[str, nn.Parameter]:
+        """Every tensor this adapter trains, by the name it has in the model when active."""
+        tensors = {**self.inserted_tensors(), **self.owned}
+        return {n: tensors[n] for n in self.trainable_names}
+
+    def remember_start(self) -> None:
+        """Keep a copy of the inserted modules' starting values (see `initial`)."""
+        self.inserted_initial = {n: t.detach().clone() for n, t in self.inserted_tensors().items()}
+
     @property
     def trainable_names(self) -> list[str]:
-        """Canonical names of every trainable parameter, in model order."""
-        wanted = {n for names in self.groups.values() for n in names}
-        return [n for n, _ in self.model.named_parameters() if n in wanted]
+        """Names of every tensor the adapter trains, group by group."""
+        return [n for names in self.groups.values() for n in names]
+
+    @property
+    def initial(self) -> dict[str, torch.Tensor] | None:
+        """The starting value of every tensor the adapter trains (None with keep_initial=False).
+
+        Owned tensors started as the base model's weights, inserted modules at their seeded
+        initialisation (what a loss landscape's theta0 is).
+        """
+        if self.inserted_initial is None:
+            return None
+        base = {n: self.state.base_tensor(n) for n in self.owned}
+        return {**self.inserted_initial, **base}
 
     def parameter_counts(self) -> dict[str, int]:
-        """Trainable parameters per group, plus 'trainable' and 'total'."""
-        params = dict(self.model.named_parameters())
-        counts = {g: sum(params[n].numel() for n in names) for g, names in self.groups.items()}
-        counts["trainable"] = sum(params[n].numel() for n in self.trainable_names)
-        counts["total"] = sum(p.numel() for p in params.values())
+        """Trainable parameters per group, plus 'trainable' and 'total'.
+
+        'total' counts the model as it runs with this adapter: the base model's parameters and
+        the inserted ones of this adapter (and, for a fusion, of the adapters it fuses).
+        """
+        tensors = self.tensors()
+        counts = {g: sum(tensors[n].numel() for n in names) for g, names in self.groups.items()}
+        counts["trainable"] = sum(t.numel() for t in tensors.values())
+        units = [self, *(self.state.units[n] for n in self.fused)]
+        inserted = sum(p.numel() for u in units for p in u.inserted_tensors().values())
+        counts["total"] = self.state.base_parameter_count + inserted
         return counts
 
     def tensor_bytes(self) -> int:
         """Bytes of the trainable tensors: what `save_adapter` stores, without its headers."""
-        params = dict(self.model.named_parameters())
-        return sum(params[n].numel() * params[n].element_size() for n in self.trainable_names)
+        return sum(t.numel() * t.element_size() for t in self.tensors().values())
 
     def summary(self) -> str:
         """A small table: trainable parameters per group and their share of the total."""
@@ -68,48 +131,16 @@ class AdaptHandle:
         total = counts["total"]
         rows = [(g, counts[g]) for g in self.groups] + [("trainable", counts["trainable"])]
         width = max(len(g) for g, _ in rows)
-        lines = [f"{'+'.join(self.method_names)} on {self.backbone.model_class}"]
+        what = "+".join(self.method_names)
+        if self.is_fusion:
+            what = f"fusion of {', '.join(self.fused)}"
+        lines = [f"{self.name}: {what} on {self.backbone.model_class}"]
         lines += [f"  {g:<{width}}  {n:>12,}  {100 * n / total:8.4f}%" for g, n in rows]
         lines.append(f"  {'total':<{width}}  {total:>12,}")
         return "\n".join(lines)
 
     @contextmanager
     def disabled(self) -> Iterator[nn.Module]:
-        """Base behaviour from the same model object: hooks off, trained base weights swapped.
-
-        Inserted modules are skipped; pretrained weights that trained (full, freeze, bitfit,
-        lnfit, the head) are swapped for their values at adaptation time and swapped back
-        bit-exactly on exit.
-        """
-        if any(
-            getattr(m, "merged", False) for mods in self.inserted.values() for m in mods.values()
-        ):
-            raise ConfigError("cannot disable adaptation while LoRA is merged: unmerge it first")
-        base_trained = self._trained_base_parameters()
-        if base_trained and self.initial is None:
-            raise ConfigError(
-                "this adaptation trains pretrained weights but kept no initial copy "
-                "(adapt(..., keep_initial=False)); cannot switch it off"
-            )
-        swapped: list[tuple[nn.Parameter, torch.Tensor]] = []
-        self.switch.enabled = False
-        try:
-            for name, param in base_trained:
-                assert self.initial is not None
-                swapped.append((param, param.data))
-                param.data = self.initial[name]
-            yield self.model
-        finally:
-            for param, data in swapped:
-                param.data = data
-            self.switch.enabled = True
-
-    def _trained_base_parameters(self) -> list[tuple[str, nn.Parameter]]:
-        inserted = {
-            f"{prefix}.{n}"
-            for mods in self.inserted.values()
-            for prefix, module in mods.items()
-            for n, _ in module.named_parameters()
-        }
-        params = dict(self.model.named_parameters())
-        return [(n, params[n]) for n in self.trainable_names if n not in inserted]
+        """Base behaviour from the same model object (see `adaptlab.disabled`)."""
+        with self.state.deactivated() as model:
+            yield model

@@ -41,14 +41,7 @@ def apply(
     model: nn.Module, backbone: Backbone, config: HoulsbyConfig, ctx: ApplyContext
 ) -> MethodResult:
     result = insert_sequential(
-        model,
-        backbone,
-        "houlsby",
-        SITES,
-        config.hidden_size,
-        config.activation,
-        config.init_std,
-        ctx,
+        backbone, "houlsby", SITES, config.hidden_size, config.activation, config.init_std, ctx
     )
     if config.train_norms:
         result.groups["norms"] = norm_names(model) - parameters_under(model, backbone.head)

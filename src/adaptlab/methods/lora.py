@@ -2,25 +2,24 @@
 
 Defaults follow Hu et al. §4-5: rank 8, alpha 8, the query and value projections; A starts
 Kaiming-uniform and B at zero, so the model is unchanged at initialisation. `merge` folds
-B A into W for inference and `unmerge` takes it out again.
+B A into W for inference and `unmerge` takes it out again (LoRA declares itself mergeable).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from adaptlab.backbone import ROLES, Backbone, get_module
+from adaptlab.errors import ConfigError
 from adaptlab.methods.config import MethodConfig, check_positive_int, require
-from adaptlab.methods.handle import Switch
-from adaptlab.methods.insertion import insert, inserted_parameters
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
+from adaptlab.methods.site import Insertion, SiteModule
 
 
 @dataclass(frozen=True)
@@ -42,57 +41,55 @@ class LoRAConfig(MethodConfig):
             require(role in ROLES, "lora", f"unknown target {role!r}; roles: {', '.join(ROLES)}")
 
 
-class LoRA(nn.Module):
-    """The low-rank pair (A, B) of one linear layer, applied by a forward hook."""
+class LoRA(SiteModule):
+    """The low-rank pair (A, B) of one linear layer: delta(x) = (alpha / r) B A x."""
 
-    def __init__(
-        self, layer: nn.Linear, config: LoRAConfig, generator: torch.Generator, switch: Switch
-    ) -> None:
+    mergeable = True
+
+    def __init__(self, layer: nn.Linear, config: LoRAConfig, generator: torch.Generator) -> None:
         super().__init__()
         self.A = nn.Parameter(torch.empty(config.rank, layer.in_features))
         self.B = nn.Parameter(torch.zeros(layer.out_features, config.rank))
         nn.init.kaiming_uniform_(self.A, a=math.sqrt(5), generator=generator)
         self.dropout = nn.Dropout(config.dropout) if config.dropout > 0 else nn.Identity()
         self.scaling = config.alpha / config.rank
-        self.switch = switch
-        self.merged = False
 
-    def delta(self) -> torch.Tensor:
+    def weight_delta(self) -> torch.Tensor:
         """The weight update (alpha / r) B A."""
         return (self.B @ self.A) * self.scaling
 
-    def hook(self, module: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> Any:
-        if self.merged or not self.switch.enabled:
-            return None
-        return output + F.linear(F.linear(self.dropout(args[0]), self.A), self.B) * self.scaling
+    def delta(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.linear(self.dropout(x), self.A), self.B) * self.scaling
 
     @torch.no_grad()
-    def merge(self, layer: nn.Linear) -> None:
-        """Fold the update into `layer`'s weight; the hook then adds nothing."""
-        if not self.merged:
-            layer.weight += self.delta().to(layer.weight.dtype)
-            self.merged = True
+    def merge_into(self, layer: nn.Module) -> None:
+        """Fold the update into `layer`'s weight; the dispatcher then skips this module."""
+        assert isinstance(layer, nn.Linear)
+        layer.weight += self.weight_delta().to(layer.weight.dtype)
 
     @torch.no_grad()
-    def unmerge(self, layer: nn.Linear) -> None:
+    def unmerge_from(self, layer: nn.Module) -> None:
         """Take the update back out of `layer`'s weight."""
-        if self.merged:
-            layer.weight -= self.delta().to(layer.weight.dtype)
-            self.merged = False
+        assert isinstance(layer, nn.Linear)
+        layer.weight -= self.weight_delta().to(layer.weight.dtype)
 
 
 def apply(
     model: nn.Module, backbone: Backbone, config: LoRAConfig, ctx: ApplyContext
 ) -> MethodResult:
-    result = MethodResult(groups={"lora": set()})
+    result = MethodResult()
     for target in (name for role in config.targets for name in backbone.modules_with_role(role)):
         layer = get_module(model, target)
-        assert isinstance(layer, nn.Linear)
-        lora = LoRA(layer, config, ctx.generator(target), ctx.switch)
-        name, hook = insert(model, target, "lora", lora)
-        result.inserted[name] = lora
-        result.hooks.append(hook)
-        result.groups["lora"] |= inserted_parameters(name, lora)
+        if not isinstance(layer, nn.Linear):
+            raise ConfigError(f"lora: {target!r} is a {type(layer).__name__}, not a linear layer")
+        require(
+            config.rank <= min(layer.in_features, layer.out_features),
+            "lora",
+            f"rank {config.rank} exceeds the full rank {min(layer.in_features, layer.out_features)}"
+            f" of {target!r}",
+        )
+        lora = LoRA(layer, config, ctx.generator(target))
+        result.insertions.append(Insertion(target, lora, reads=target))
     return result
 
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from adaptlab.backbone import Backbone, get_module
+from adaptlab.backbone import Backbone
 from adaptlab.methods.bottleneck import ParallelAdapter
 from adaptlab.methods.config import MethodConfig, check_activation, check_positive_int, require
-from adaptlab.methods.insertion import insert, inserted_parameters
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
+from adaptlab.methods.site import Insertion
 
 SITES = ("ffn_out",)
 
@@ -40,7 +40,8 @@ class ParallelConfig(MethodConfig):
 def apply(
     model: nn.Module, backbone: Backbone, config: ParallelConfig, ctx: ApplyContext
 ) -> MethodResult:
-    result = MethodResult(groups={"parallel": set()})
+    ctx.check_bottleneck("parallel", config.hidden_size, backbone)
+    result = MethodResult()
     for block in backbone.blocks:
         adapter = ParallelAdapter(
             backbone.hidden_size,
@@ -48,14 +49,9 @@ def apply(
             config.activation,
             config.init_std,
             ctx.generator(block.ffn_out),
-            ctx.switch,
             scale=config.scale,
         )
-        name, hook = insert(model, block.ffn_out, "parallel", adapter)
-        capture = get_module(model, block.ffn_in[0]).register_forward_pre_hook(adapter.capture)
-        result.inserted[name] = adapter
-        result.hooks += [hook, capture]
-        result.groups["parallel"] |= inserted_parameters(name, adapter)
+        result.insertions.append(Insertion(block.ffn_out, adapter, reads=block.ffn_in[0]))
     return result
 
 

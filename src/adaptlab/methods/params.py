@@ -6,10 +6,12 @@ from collections.abc import Iterable
 
 from torch import nn
 
-from adaptlab.backbone import get_module, is_norm
+from adaptlab.backbone import INSERTED, get_module, is_inserted, is_norm
 
-INSERTED_PREFIX = "adaptlab_"
-"""Child-module name prefix of everything adaptlab inserts into a model."""
+
+def inserted_name(site: str, adapter: str, method: str) -> str:
+    """Model-absolute name of the module `method` of `adapter` inserted at `site`."""
+    return f"{site}.{INSERTED}.{adapter}.{method}"
 
 
 def canonical_names(model: nn.Module) -> dict[int, str]:
@@ -25,7 +27,7 @@ def parameters_under(model: nn.Module, module_names: Iterable[str]) -> set[str]:
 
 def pretrained_names(model: nn.Module) -> set[str]:
     """Canonical names of the model's own parameters (nothing adaptlab inserted)."""
-    return {n for n, _ in model.named_parameters() if f".{INSERTED_PREFIX}" not in f".{n}"}
+    return {n for n, _ in model.named_parameters() if not is_inserted(n)}
 
 
 def bias_names(model: nn.Module) -> set[str]:
@@ -35,5 +37,5 @@ def bias_names(model: nn.Module) -> set[str]:
 
 def norm_names(model: nn.Module) -> set[str]:
     """Parameters of every LayerNorm / RMSNorm in the model."""
-    norms = [n for n, m in model.named_modules() if is_norm(m) and INSERTED_PREFIX not in n]
+    norms = [n for n, m in model.named_modules() if is_norm(m) and not is_inserted(n)]
     return parameters_under(model, norms)

@@ -1,9 +1,16 @@
-"""Save an adaptation as safetensors + a JSON manifest, and load it onto a fresh base model.
+"""Save a named adapter (or fusion) as safetensors + a JSON manifest; load it onto a model.
 
-An adapter folder holds ``adapter.safetensors`` (only the trainable tensors: inserted
-modules, trained pretrained weights, the head) and ``manifest.json`` (methods and configs,
-backbone overrides, base model id, class and fingerprint, labels, task, metrics, versions,
-and the tensors' SHA-256). No pickle anywhere.
+An adapter folder holds ``adapter.safetensors`` (only the tensors the adapter trains:
+inserted modules, its copies of pretrained weights, its head) and ``manifest.json``
+(`adaptlab.methods.manifest`). A folder saved while the adapter ran inside a Stack or Fuse
+also holds the other adapters of that composition, each in ``adapters/<name>/``, with their
+checksums in the manifest: a fusion folder carries the adapters it was trained with, so it
+loads onto a bare base model by itself, and a fusion whose adapter is missing or changed is
+refused. No pickle anywhere.
+
+Tensor names in the file do not depend on the adapter's name: an inserted module's
+parameters are stored as ``<site>.adaptlab_<method>.<param>`` (what format 1 wrote too) and
+pretrained-weight copies under the model's own parameter names.
 """
 
 from __future__ import annotations
@@ -20,161 +27,300 @@ import torch
 import transformers
 from torch import nn
 
+from adaptlab.backbone import INSERTED, find_backbone
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
-from adaptlab.methods.adapt import adapt, get_handle, remove
-from adaptlab.methods.registry import make_config
+from adaptlab.methods.adapt import add_adapter, add_fusion, delete_adapter, get_handle
+from adaptlab.methods.blocks import Composition, Fuse, Stack, composition_names
+from adaptlab.methods.handle import AdaptHandle
+from adaptlab.methods.manifest import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    MEMBERS,
+    TENSORS,
+    Manifest,
+    parse_manifest,
+)
+from adaptlab.methods.params import parameters_under
+from adaptlab.methods.state import get_state
+from adaptlab.models.fingerprint import fingerprint
 from adaptlab.version import __version__
-
-MANIFEST = "manifest.json"
-TENSORS = "adapter.safetensors"
-FORMAT = "adaptlab-adapter"
-FORMAT_VERSION = 1
 
 
 def save_adapter(
     model: nn.Module,
     folder: str | os.PathLike[str],
     *,
+    name: str | None = None,
     base_model_id: str | None = None,
     task: str | None = None,
     label_names: Sequence[str] | None = None,
     metrics: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write `model`'s adaptation to `folder` (created if needed); return the folder."""
-    handle = get_handle(model)
-    if any(getattr(m, "merged", False) for m in handle.inserted.get("lora", {}).values()):
-        raise AdapterFileError("LoRA is merged into the weights: unmerge before saving")
-    params = dict(model.named_parameters())
-    tensors = {n: params[n].detach().to("cpu").contiguous() for n in handle.trainable_names}
+    """Write adapter `name` (default: the model's only or `default` one) to `folder`.
+
+    A fusion's folder holds the adapters it fuses; an adapter at the top of the running
+    Stack (a task adapter over a language adapter) holds the adapters below it, and the
+    folder records that Stack, so loading it brings back what ran. Returns the folder.
+    """
+    handle = get_handle(model, name)
+    composition = _saved_composition(handle)
+    units = [handle, *handle.state.units_in(composition)]
+    merged = [u.name for u in units if u.name in handle.state.merged()]
+    if merged:
+        raise AdapterFileError(f"adapter {merged[0]!r} is merged into the weights: unmerge first")
     config = getattr(model, "config", None)
     if label_names is None and config is not None and getattr(config, "id2label", None):
         label_names = [config.id2label[i] for i in sorted(config.id2label)]
-    folder = Path(folder)
+    about = {
+        "base_id": base_model_id or getattr(config, "name_or_path", None) or None,
+        "task": task,
+        "label_names": list(label_names) if label_names else None,
+        "metrics": dict(metrics) if metrics else None,
+    }
+    _save(handle, Path(folder), composition, about)
+    return Path(folder)
+
+
+def _saved_composition(handle: AdaptHandle) -> Stack | Fuse | None:
+    """What `handle`'s folder records: the running Stack it tops, or a fusion's Fuse."""
+    state, running = handle.state, handle.state.active
+    if isinstance(running, Stack):
+        top = running.children[-1]
+        if top == handle.name or (isinstance(top, Fuse) and state.fusion_of(top) is handle):
+            return running
+    return Fuse(*handle.fused) if handle.is_fusion else None
+
+
+def _save(
+    handle: AdaptHandle, folder: Path, composition: Stack | Fuse | None, about: Mapping[str, Any]
+) -> str:
+    """Write `handle` and the other adapters of `composition` below it; the tensors' SHA-256."""
+    members = {
+        member.name: _save(
+            member,
+            folder / MEMBERS / member.name,
+            _saved_composition(member) if member.is_fusion else None,
+            {"base_id": about.get("base_id")},
+        )
+        for member in handle.state.units_in(composition)
+        if member is not handle
+    }
+    data = composition.to_data() if composition is not None else None
+    return _write(handle, folder, {**about, "composition": data, "members": members})
+
+
+def _write(handle: AdaptHandle, folder: Path, about: Mapping[str, Any]) -> str:
+    """Write one adapter's tensors and manifest; return the tensor file's SHA-256."""
     folder.mkdir(parents=True, exist_ok=True)
+    model = handle.model
+    config = getattr(model, "config", None)
+    tensors = {
+        _file_key(n, handle.name): t.detach().to("cpu").contiguous()
+        for n, t in handle.tensors().items()
+    }
     tensor_path = folder / TENSORS
     atomic_write(tensor_path, safetensors.torch.save(tensors))
+    checksum = _sha256(tensor_path)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "library_version": __version__,
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
+        "name": handle.name,
+        "kind": "fusion" if handle.is_fusion else "adapter",
         "methods": [{"name": c.name, "config": c.to_dict()} for c in handle.configs],
+        **({"fuses": list(handle.fused)} if handle.is_fusion else {}),
         "backbone_overrides": handle.overrides.to_dict(),
         "train_head": handle.train_head,
         "seed": handle.seed,
         "base_model": {
-            "id": base_model_id or getattr(config, "name_or_path", None),
+            "id": about.get("base_id"),
             "class": type(model).__name__,
             "model_type": getattr(config, "model_type", None),
             "fingerprint": handle.base_fingerprint,
         },
-        "task": task,
-        "label_names": list(label_names) if label_names else None,
-        "metrics": dict(metrics) if metrics else None,
+        "task": about.get("task"),
+        "label_names": about.get("label_names"),
+        "metrics": about.get("metrics"),
+        "composition": about.get("composition"),
+        "members": dict(about.get("members") or {}),
         "tensors": {
             "file": TENSORS,
             "count": len(tensors),
             "parameters": sum(t.numel() for t in tensors.values()),
             "bytes": tensor_path.stat().st_size,
-            "sha256": _sha256(tensor_path),
+            "sha256": checksum,
         },
     }
     atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2).encode())
-    return folder
+    return checksum
 
 
 def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of an adapter folder, checked for format and version."""
-    path = Path(folder) / MANIFEST
-    if not path.is_file():
-        raise AdapterFileError(f"{folder}: no {MANIFEST}; not an adaptlab adapter folder")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise AdapterFileError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise AdapterFileError(f"{path}: not an adaptlab adapter manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise AdapterFileError(
-            f"{path}: adapter format version {manifest.get('format_version')} is not "
-            f"supported by adaptlab {__version__} (expects {FORMAT_VERSION})"
-        )
-    return manifest
+    """The manifest of an adapter folder as JSON data, every field checked."""
+    return parse_manifest(Path(folder)).raw
 
 
-def load_adapter(model: nn.Module, folder: str | os.PathLike[str]) -> nn.Module:
-    """Adapt a fresh base `model` as saved in `folder` and load the trained tensors into it."""
-    manifest = read_manifest(folder)
-    base = manifest["base_model"]
-    if type(model).__name__ != base["class"]:
-        raise AdapterFileError(
-            f"{folder}: adapter was saved from a {base['class']}, this model is a "
-            f"{type(model).__name__}; load the base model with the same task class"
+def load_adapter(
+    model: nn.Module,
+    folder: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    activate: bool = True,
+    with_head: bool = True,
+) -> nn.Module:
+    """Add the adapter saved in `folder` to `model` (bare or already adapted) and load it.
+
+    `name` renames it (default: the name it was saved under). The adapters it was saved with
+    (a fusion's, a stack's) are loaded too, unless the model already has them, which is
+    then checked to be the same tensors. With `activate`, what ran when it was saved runs
+    and the model's label names become the adapter's. `with_head=False` leaves the saved
+    head out (an adapter trained on other labels, to fuse or stack under another task).
+    """
+    folder = Path(folder)
+    manifest = parse_manifest(folder)
+    _check_base(model, manifest, folder)
+    tensors = _read_tensors(folder, manifest)
+    train_head = manifest.train_head and with_head
+    if not train_head:
+        head = parameters_under(model, find_backbone(model, manifest.backbone_overrides).head)
+        tensors = {k: t for k, t in tensors.items() if k not in head}
+    for member, checksum in manifest.members.items():
+        _load_member(model, folder / MEMBERS / member, member, checksum)
+    name = name or manifest.name
+    if manifest.kind == "fusion":
+        handle = add_fusion(
+            model,
+            Fuse(*manifest.fuses),
+            name=name,
+            train_head=train_head,
+            seed=manifest.seed,
+            **manifest.configs[0].to_dict(),
         )
-    tensors = _read_tensors(Path(folder), manifest)
-    configs = [make_config(m["name"], m["config"]) for m in manifest["methods"]]
-    handle = adapt(
-        model,
-        configs,
-        backbone=manifest["backbone_overrides"],
-        train_head=manifest["train_head"],
-        seed=manifest["seed"],
-    )
-    if handle.base_fingerprint != base["fingerprint"]:
-        remove(model)
-        raise AdapterFileError(
-            f"{folder}: adapter was trained on base {base['id']!r} (fingerprint "
-            f"{base['fingerprint']}), this model's fingerprint is {handle.base_fingerprint}; "
-            "load the same base model"
+    else:
+        handle = add_adapter(
+            model,
+            name,
+            manifest.configs,
+            backbone=manifest.backbone_overrides,
+            train_head=train_head,
+            seed=manifest.seed,
         )
-    params = dict(model.named_parameters())
-    expected = set(handle.trainable_names)
-    problem = _mismatch(expected, tensors, params)
+    problem = _fill(handle, tensors, manifest.name)
     if problem:
-        remove(model)
+        delete_adapter(model, name)
         raise AdapterFileError(f"{folder}: {problem}")
-    with torch.no_grad():
-        for name, tensor in tensors.items():
-            params[name].copy_(tensor)
     config = getattr(model, "config", None)
-    if manifest.get("label_names") and config is not None:
-        labels = manifest["label_names"]
-        config.id2label = dict(enumerate(labels))
-        config.label2id = {label: i for i, label in enumerate(labels)}
+    labels = manifest.label_names
+    if labels and handle.train_head and len(labels) != getattr(config, "num_labels", len(labels)):
+        delete_adapter(model, name)
+        raise AdapterFileError(
+            f"{folder}: label_names has {len(labels)} names, the model's head "
+            f"{config.num_labels} outputs"  # type: ignore[union-attr]
+        )
+    if activate:
+        if manifest.label_names and config is not None and handle.train_head:
+            config.id2label = dict(enumerate(manifest.label_names))
+            config.label2id = {label: i for i, label in enumerate(manifest.label_names)}
+        handle.state.focus = name
+        composition = _renamed(manifest.composition, manifest.name, name)
+        handle.state.activate(composition or (Fuse(*handle.fused) if handle.is_fusion else name))
     return model
 
 
-def _read_tensors(folder: Path, manifest: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    info = manifest["tensors"]
-    path = folder / info["file"]
+def _check_base(model: nn.Module, manifest: Manifest, folder: Path) -> None:
+    base = manifest.base_model
+    if type(model).__name__ != base.model_class:
+        raise AdapterFileError(
+            f"{folder}: adapter was saved from a {base.model_class}, this model is a "
+            f"{type(model).__name__}; load the base model with the same task class"
+        )
+    state = get_state(model)
+    if state is not None:
+        found = state.fingerprint
+    else:
+        parts = find_backbone(model, manifest.backbone_overrides)
+        found = fingerprint(model, exclude=parts.head)
+    if found != base.fingerprint:
+        raise AdapterFileError(
+            f"{folder}: adapter was trained on base {base.id!r} (fingerprint "
+            f"{base.fingerprint}), this model's fingerprint is {found}; load the same base model"
+        )
+
+
+def _load_member(model: nn.Module, folder: Path, name: str, checksum: str) -> None:
+    """Load a member adapter, or check that the model's adapter of that name is the same."""
+    if not folder.is_dir():
+        raise AdapterFileError(f"{folder}: missing; the adapter {name!r} it names is not there")
+    manifest = parse_manifest(folder)
+    if manifest.tensors.sha256 != checksum:
+        raise AdapterFileError(
+            f"{folder}: adapter {name!r} has changed since the folder above it was saved"
+        )
+    state = get_state(model)
+    if state is None or name not in state.units:
+        load_adapter(model, folder, name=name, activate=False)
+        return
+    saved = _read_tensors(folder, manifest)
+    present = {_file_key(n, name): t for n, t in state.units[name].tensors().items()}
+    same = set(saved) == set(present) and all(
+        torch.equal(saved[n], present[n].detach().to("cpu")) for n in saved
+    )
+    if not same:
+        raise AdapterFileError(
+            f"{folder}: the model's adapter {name!r} is not the one this folder was saved with"
+        )
+
+
+def _fill(handle: AdaptHandle, tensors: Mapping[str, torch.Tensor], saved_name: str) -> str | None:
+    """Copy the file's tensors into the adapter; a description of any mismatch."""
+    expected = {_file_key(n, handle.name): t for n, t in handle.tensors().items()}
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        return f"tensor {missing[0]!r} is missing from the adapter ({len(missing)} missing)"
+    unexpected = sorted(set(tensors) - set(expected))
+    if unexpected:
+        return f"tensor {unexpected[0]!r} in the adapter has no place in this model"
+    for key, tensor in tensors.items():
+        if tuple(tensor.shape) != tuple(expected[key].shape):
+            return (
+                f"tensor {key!r} has shape {tuple(tensor.shape)} in the adapter but "
+                f"{tuple(expected[key].shape)} in this model"
+            )
+    with torch.no_grad():
+        for key, tensor in tensors.items():
+            expected[key].copy_(tensor)
+    return None
+
+
+def _file_key(name: str, adapter: str) -> str:
+    """The file's name for a tensor: an inserted module's without the adapter's name."""
+    return name.replace(f".{INSERTED}.{adapter}.", f".{INSERTED}_", 1)
+
+
+def _renamed(composition: Composition | None, old: str, new: str) -> Composition | None:
+    """`composition` with adapter `old` called `new`."""
+    if composition is None or old == new or old not in composition_names(composition):
+        return composition
+    if isinstance(composition, str):
+        return new
+    children = [_renamed(child, old, new) for child in composition.children]
+    return type(composition)(*children)  # type: ignore[arg-type]
+
+
+def _read_tensors(folder: Path, manifest: Manifest) -> dict[str, torch.Tensor]:
+    path = folder / TENSORS
     if not path.is_file():
         raise AdapterFileError(f"{path}: missing; the adapter folder is incomplete")
-    if _sha256(path) != info["sha256"]:
+    if _sha256(path) != manifest.tensors.sha256:
         raise AdapterFileError(f"{path}: contents do not match the manifest (corrupt or truncated)")
     try:
         return safetensors.torch.load_file(str(path))
     except Exception as error:  # safetensors raises its own error types for bad headers
         raise AdapterFileError(f"{path}: cannot be read as safetensors ({error})") from None
-
-
-def _mismatch(
-    expected: set[str], tensors: Mapping[str, torch.Tensor], params: Mapping[str, nn.Parameter]
-) -> str | None:
-    missing = sorted(expected - set(tensors))
-    if missing:
-        return f"tensor {missing[0]!r} is missing from the adapter ({len(missing)} missing)"
-    unexpected = sorted(set(tensors) - expected)
-    if unexpected:
-        return f"tensor {unexpected[0]!r} in the adapter has no place in this model"
-    for name, tensor in tensors.items():
-        if tuple(tensor.shape) != tuple(params[name].shape):
-            return (
-                f"tensor {name!r} has shape {tuple(tensor.shape)} in the adapter but "
-                f"{tuple(params[name].shape)} in this model"
-            )
-    return None
 
 
 def _sha256(path: Path) -> str:

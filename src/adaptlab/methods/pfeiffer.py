@@ -48,7 +48,7 @@ def apply(
 ) -> MethodResult:
     size = config.bottleneck_size(backbone.hidden_size)
     result = insert_sequential(
-        model, backbone, "pfeiffer", SITES, size, config.activation, config.init_std, ctx
+        backbone, "pfeiffer", SITES, size, config.activation, config.init_std, ctx
     )
     if config.train_norms:
         result.groups["norms"] = norm_names(model) - parameters_under(model, backbone.head)

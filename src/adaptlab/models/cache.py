@@ -8,6 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from adaptlab.errors import ConfigError
+from adaptlab.paths import check_writable
+
 STALE_AFTER_S = 3600.0
 """A temp folder this old is a crashed build's leftover, not another process's work in progress."""
 
@@ -16,7 +19,13 @@ def cache_dir() -> Path:
     """$ADAPTLAB_CACHE, else ~/.cache/adaptlab; created on demand."""
     root = os.environ.get("ADAPTLAB_CACHE")
     path = Path(root).expanduser() if root else Path.home() / ".cache" / "adaptlab"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            f"cannot make adaptlab's cache folder {path} ({error.strerror}); set "
+            "ADAPTLAB_CACHE to a folder you can write"
+        ) from None
     return path
 
 
@@ -31,6 +40,9 @@ def publish(target: Path, build: Callable[[Path], Path], action: str) -> Path:
     Readers see either no `target` or a complete one, whatever crashes or runs concurrently.
     `build` gets an empty work dir and returns the folder in it to publish.
     """
+    check_writable(
+        target.parent, "adaptlab's cache", "set ADAPTLAB_CACHE to a folder you can write"
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(target)
     print(f"{action} once into {target} ...", file=sys.stderr)

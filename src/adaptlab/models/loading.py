@@ -50,6 +50,8 @@ _PROBLEM_TYPES = {
     "regression": "regression",
 }
 _LABELLED_KINDS = ("single_label", "multi_label", "token", "regression")
+MAX_LABELS = 1_000_000
+"""More output classes than this is a mistake (a head of 10**12 rows would never allocate)."""
 
 
 @dataclass
@@ -130,8 +132,10 @@ def head_config(
     if kind == "regression":
         num_labels = 1
     minimum = 2 if kind == "single_label" else 1
-    if num_labels is not None and num_labels < minimum:
-        raise ConfigError(f"a {kind} head needs at least {minimum} labels, got {num_labels}")
+    if num_labels is not None and not minimum <= num_labels <= MAX_LABELS:
+        raise ConfigError(
+            f"a {kind} head needs {minimum} to {MAX_LABELS:,} labels, got {num_labels:,}"
+        )
     if num_labels is not None:
         head["num_labels"] = num_labels
     return head

@@ -12,6 +12,18 @@ from adaptlab.errors import ModelNotFoundError
 from adaptlab.models.builtin import BUILTIN_MODELS, builtin_model_folder, install_hint
 from adaptlab.models.hub import hub_usable
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+"""Weights saved with pickle, which can run code when loaded: adaptlab never loads them."""
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+
 
 @dataclass(frozen=True)
 class ModelSource:
@@ -27,10 +39,42 @@ def resolve_model(name_or_path: str) -> ModelSource:
         return ModelSource(str(builtin_model_folder(name_or_path)), local_files_only=True)
     folder = Path(name_or_path).expanduser()
     if folder.is_dir():
+        check_model_folder(folder, name_or_path)
         return ModelSource(str(folder), local_files_only=True)
+    if folder.is_file():
+        raise ModelNotFoundError(
+            f"cannot load model {name_or_path!r}: it is a file; a model is a folder (config.json, "
+            "*.safetensors weights, tokenizer files), a built-in name or a hub name"
+        )
     if looks_like_path(name_or_path):
         raise ModelNotFoundError(f"cannot load model {name_or_path!r}: no such folder")
     return ModelSource(name_or_path, local_files_only=not hub_usable())
+
+
+def check_model_folder(folder: Path, name: str) -> None:
+    """Fail in one line, before loading, when a model folder lacks its config, safetensors
+    weights or tokenizer; pickle weights (pytorch_model.bin, ...) are never loaded."""
+    files = sorted(path.name for path in folder.iterdir())
+    lacks = None
+    if not files:
+        lacks = "is empty"
+    elif "config.json" not in files:
+        lacks = "has no config.json"
+    elif not any(file.endswith(".safetensors") for file in files):
+        lacks = "has no *.safetensors weights"
+        pickles = [file for file in files if file.endswith(PICKLE_SUFFIXES)]
+        if pickles:
+            lacks += (
+                f", only pickle weights ({', '.join(pickles)}), which adaptlab does not load "
+                "because loading a pickle can run code"
+            )
+    elif not any(file in TOKENIZER_FILES for file in files):
+        lacks = "has no tokenizer files (tokenizer.json, tokenizer_config.json, a vocabulary)"
+    if lacks is not None:
+        raise ModelNotFoundError(
+            f"cannot load model {name!r}: the folder {lacks}; a model folder holds config.json, "
+            "*.safetensors weights and tokenizer files (save_pretrained writes them all)"
+        )
 
 
 @contextmanager

@@ -10,38 +10,60 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.fileio import atomic_write
-from adaptlab.report.page import render
+from adaptlab.report.page import GENERATOR, render
 from adaptlab.report.records import read_runs, read_validations
 from adaptlab.report.view import study_view
+from adaptlab.study.store import StoredRun
 
-__all__ = ["write_report", "render_report"]
+__all__ = ["write_report", "render_report", "is_report"]
+
+_LEGACY_FOOTER = "<dt>versions</dt>\n<dd>adaptlab "
+"""What reports written before the generator mark show in their footer."""
+
+
+def is_report(path: Path) -> bool:
+    """Whether `path` holds an adaptlab HTML report (which a new report may replace)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(4096)
+            file.seek(0, 2)
+            file.seek(max(0, file.tell() - 65536))
+            tail = file.read()
+    except OSError:
+        return False
+    if not head.startswith(b"<!DOCTYPE html>"):
+        return False
+    return GENERATOR.encode() in head or _LEGACY_FOOTER.encode() in tail
 
 
 def render_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[StoredRun],
     *,
     title: str,
     validations: Sequence[Mapping[str, Any]] = (),
+    metric: str | None = None,
 ) -> str:
-    """The report of `records` (one per finished run) as one self-contained HTML string;
-    `validations` are the store's saved transferability validations, if any."""
-    view = study_view(read_runs(records), read_validations(validations))
+    """The report of `records` (the store's done runs) as one self-contained HTML string;
+    `validations` are the store's saved transferability validations, if any; `metric`, if
+    given, judges every data set instead of the studies' own choice."""
+    view = study_view(read_runs(records), read_validations(validations), metric)
     return render(view, title)
 
 
 def write_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[StoredRun],
     out: Path,
     *,
     title: str,
     validations: Sequence[Mapping[str, Any]] = (),
+    metric: str | None = None,
 ) -> Path:
     """Write the report of `records` to `out` atomically (temp file + rename); return `out`.
 
-    Raises ConfigError (an AdaptlabError) on an empty list or a record that breaks the contract.
+    Raises ConfigError (an AdaptlabError) on an empty list or a run the report cannot show.
     """
     out = Path(out)
-    text = render_report(records, title=title, validations=validations)
+    text = render_report(records, title=title, validations=validations, metric=metric)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, text.encode("utf-8"))
     return out

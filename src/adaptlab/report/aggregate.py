@@ -1,15 +1,17 @@
 """Numbers of the report: runs grouped over seeds, mean ± std, chosen learning rates,
-learning-rate robustness and mean dev curves. Pure functions, no plotting, no I/O.
+learning-rate robustness and mean dev curves, each in the metric that judges its data set.
+Pure functions, no plotting, no I/O.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from adaptlab.report.judging import Judgement
 from adaptlab.report.records import Curve, Run, Setting
 
 T = TypeVar("T")
@@ -17,7 +19,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Cell:
-    """The runs (one per seed) of one method at one learning rate in one setting."""
+    """The runs (one per seed) of one method at one learning rate in one setting: their test and
+    dev scores in the judging `metric`, and their test scores in the `second` one (if any)."""
 
     setting: Setting
     method: str
@@ -25,6 +28,8 @@ class Cell:
     metric: str
     scores: tuple[float, ...]
     dev_scores: tuple[float, ...]
+    second: str | None
+    second_scores: tuple[float, ...]
     trainable: int
     total: int
     seconds: float | None
@@ -40,6 +45,14 @@ class Cell:
     @property
     def std(self) -> float:
         return mean_std(self.scores)[1]
+
+    @property
+    def second_mean(self) -> float:
+        return mean_std(self.second_scores)[0]
+
+    @property
+    def second_std(self) -> float:
+        return mean_std(self.second_scores)[1]
 
     @property
     def dev_mean(self) -> float | None:
@@ -87,32 +100,34 @@ def settings(runs: Sequence[Run]) -> list[Setting]:
     return sorted(found, key=lambda s: (data[s.data], models[s.model], s.train_size, s.full))
 
 
-def group_cells(runs: Sequence[Run]) -> list[Cell]:
-    """Runs grouped by (setting, method, learning rate): settings in order, then methods in
-    study order, then learning rates ascending."""
+def group_cells(runs: Sequence[Run], judged: Mapping[str, Judgement]) -> list[Cell]:
+    """Runs grouped by (setting, method, learning rate), scored as `judged` says for their
+    data set: settings in order, then methods in study order, then learning rates ascending."""
     groups: dict[tuple[Setting, str, float | None], list[Run]] = {}
     for run in runs:
         groups.setdefault((run.setting, run.method, run.learning_rate), []).append(run)
     rank = {s: i for i, s in enumerate(settings(runs))}
     methods = first_seen(runs, lambda r: r.method)
     keys = sorted(groups, key=lambda k: (rank[k[0]], methods[k[1]], _rate_key(k[2])))
-    return [_cell(groups[key]) for key in keys]
+    return [_cell(groups[key], judged[key[0].data]) for key in keys]
 
 
 def _rate_key(rate: float | None) -> float:
     return -math.inf if rate is None else rate
 
 
-def _cell(runs: Sequence[Run]) -> Cell:
-    first = runs[0]
+def _cell(runs: Sequence[Run], judged: Judgement) -> Cell:
+    first, metric, second = runs[0], judged.metric, judged.second
     walls = [r.wall_seconds for r in runs if r.wall_seconds is not None]
     return Cell(
         setting=first.setting,
         method=first.method,
         learning_rate=first.learning_rate,
-        metric=first.metric,
-        scores=tuple(r.test for r in runs),
-        dev_scores=tuple(r.dev for r in runs if r.dev is not None),
+        metric=metric,
+        scores=tuple(r.test[metric] for r in runs),
+        dev_scores=tuple(r.dev[metric] for r in runs if metric in r.dev),
+        second=second,
+        second_scores=tuple(r.test[second] for r in runs) if second else (),
         trainable=first.trainable,
         total=first.total,
         seconds=statistics.median(walls) if walls else None,
@@ -152,12 +167,14 @@ def robustness(cells: Sequence[Cell]) -> float | None:
     return statistics.fmean(means) / max(means)
 
 
-def mean_curve(runs: Sequence[Run]) -> MeanCurve | None:
-    """Mean over runs (seeds) of the dev curves, step by step; None when no run has epochs."""
+def mean_curve(runs: Sequence[Run], metric: str) -> MeanCurve | None:
+    """Mean over runs (seeds) of the dev loss and dev `metric` curves, step by step; None when
+    no run has epochs."""
     by_step: dict[int, list[tuple[float, float]]] = {}
     for run in runs:
-        for point in run.curve:
-            by_step.setdefault(point.step, []).append((point.dev_loss, point.dev_metric))
+        for epoch in run.curve:
+            point = (epoch.dev_loss, epoch.dev_metrics[metric])
+            by_step.setdefault(epoch.step, []).append(point)
     if not by_step:
         return None
     steps = sorted(by_step)
@@ -197,3 +214,14 @@ def mean_landscape(runs: Sequence[Run]) -> Curve | None:
         return None
     losses = tuple(statistics.fmean(v) for v in zip(*(c[1] for c in curves), strict=True))
     return curves[0][0], losses
+
+
+def mean_fusion_weights(runs: Sequence[Run]) -> dict[str, tuple[float, ...]] | None:
+    """Each fused adapter's weight per layer, averaged over the runs that fused the same ones."""
+    fused = [dict(r.fusion) for r in runs if r.fusion]
+    if not fused or len({tuple(f) for f in fused}) != 1:
+        return None
+    return {
+        adapter: tuple(statistics.fmean(v) for v in zip(*(f[adapter] for f in fused), strict=True))
+        for adapter in fused[0]
+    }

@@ -6,6 +6,25 @@ import math
 
 from adaptlab.models.resolve import looks_like_path
 
+METRIC_NAMES = {
+    "accuracy": "accuracy",
+    "macro_f1": "macro-F1",
+    "micro_f1": "micro-F1",
+    "mcc": "MCC",
+    "span_f1": "span F1",
+    "span_precision": "span precision",
+    "span_recall": "span recall",
+    "token_accuracy": "token accuracy",
+    "mean_rprecision": "mean R-precision",
+    "spearman": "Spearman ρ",
+    "pearson": "Pearson r",
+}
+
+
+def metric(name: str) -> str:
+    """A metric as people write it: `macro_f1` -> `macro-F1`."""
+    return METRIC_NAMES.get(name, name)
+
 
 def score(value: float) -> str:
     """A metric value: three decimals (metrics are fractions such as accuracy or F1)."""

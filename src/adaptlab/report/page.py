@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from adaptlab.report import sections
+from adaptlab.report import fusion, sections
 from adaptlab.report.markup import Html, join, tag
+from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS
 from adaptlab.report.view import StudyView
+
+GENERATOR = '<meta name="generator" content="adaptlab">'
+"""Marks a file as an adaptlab report, which a later report may replace."""
 
 
 def render(view: StudyView, title: str) -> str:
@@ -20,14 +24,17 @@ def render(view: StudyView, title: str) -> str:
     body = join(
         [
             tag("h1", title),
+            sections.judged_by(view),
             tag("p", lead, class_="lead"),
             sections.what_to_use(view),
             sections.results(view),
+            per_class(view),
             sections.efficiency(view),
             sections.training_size(view),
             sections.learning_rate(view),
             sections.overfitting(view),
             sections.analysis(view),
+            fusion.fusion(view),
             sections.transferability(view),
             sections.footer(view, title),
         ]
@@ -35,6 +42,7 @@ def render(view: StudyView, title: str) -> str:
     head = join(
         [
             Html('<meta charset="utf-8">'),
+            Html(GENERATOR),
             Html('<meta name="viewport" content="width=device-width, initial-scale=1">'),
             tag("title", title),
             Html(f"<style>{CSS}</style>"),

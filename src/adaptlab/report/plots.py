@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.typing import RcKeyType
 
+from adaptlab.analysis.plots import fusion_figure
 from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import Cell, MeanCurve
 
@@ -62,7 +63,7 @@ def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -
             )
         ax.set_xscale("log")
         ax.set_xlabel("trainable parameters (log scale)")
-        ax.set_ylabel(f"test {plain(cells[0].metric)}")
+        ax.set_ylabel(f"test {plain(fmt.metric(cells[0].metric))}")
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)
@@ -93,7 +94,7 @@ def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str
         ax.set_xticks(sizes, [str(s) for s in sizes])
         ax.minorticks_off()
         ax.set_xlabel("training examples")
-        ax.set_ylabel(f"test {plain(cells[0].metric)}")
+        ax.set_ylabel(f"test {plain(fmt.metric(cells[0].metric))}")
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)
@@ -124,7 +125,7 @@ def learning_rates(cells: Sequence[Cell], colors: Mapping[str, Color], title: st
         ax.set_xticks(range(len(rates)), [fmt.rate(r) for r in rates])
         ax.set_xlim(-0.6, len(rates) - 0.4)
         ax.set_xlabel("learning rate")
-        ax.set_ylabel(f"test {plain(cells[0].metric)}")
+        ax.set_ylabel(f"test {plain(fmt.metric(cells[0].metric))}")
         ax.set_title(plain(title))
         handles = [Patch(facecolor=colors[m], alpha=0.6, label=plain(m)) for m in methods]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
@@ -146,7 +147,7 @@ def dev_curves(
             high = [m + s for m, s in zip(curve.metric, curve.metric_std, strict=True)]
             metric_ax.fill_between(curve.steps, low, high, color=color, alpha=0.12, lw=0)
         loss_ax.set_ylabel("dev loss")
-        metric_ax.set_ylabel(f"dev {plain(metric)}")
+        metric_ax.set_ylabel(f"dev {plain(fmt.metric(metric))}")
         for ax in (loss_ax, metric_ax):
             ax.set_xlabel("training steps")
         fig.suptitle(plain(title))
@@ -190,6 +191,12 @@ def landscapes(
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)
+
+
+def fusion_weights(layers: Mapping[str, Sequence[float]], title: str) -> str:
+    """A fusion's mean weight per adapter (rows) and fusion layer (columns), as a heat map."""
+    with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+        return encode(fusion_figure({plain(a): w for a, w in layers.items()}, plain(title)))
 
 
 def _legend(ax: Any) -> None:

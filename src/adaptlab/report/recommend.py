@@ -86,7 +86,7 @@ def sentence(v: Verdict, with_model: bool) -> str:
     if r is None:
         return head + f"only {w.method} was run ({_stats(w)}); nothing to compare it with."
     text = (
-        head + f"{w.method} wins with {w.metric} {_stats(w)}, "
+        head + f"{w.method} wins with {fmt.metric(w.metric)} {_stats(w)}, "
         f"{fmt.score(w.mean - r.mean)} above the runner-up {r.method} ({_stats(r)}); "
     )
     if v.p_value is None:

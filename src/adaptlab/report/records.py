@@ -1,7 +1,7 @@
-"""Read result records (one dict per finished run) into small typed `Run`s, checking the contract.
+"""The report's view of stored runs: small typed `Run`s, and the saved validations.
 
-The report never trains: everything it shows comes from these fields. A record that lacks one
-ends in a `ConfigError` naming the run and the field, so a half-written store fails clearly.
+The report never trains: everything it shows comes from the runs' typed results
+(`adaptlab.train.result.RunResult`), which the store has already checked field by field.
 """
 
 from __future__ import annotations
@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.study.store import StoredRun
+from adaptlab.tasks import TaskKind
+from adaptlab.train.classes import ClassCounts
+from adaptlab.train.fusion_weights import SiteWeights
+from adaptlab.train.result import EpochRecord
 
 
 @dataclass(frozen=True)
@@ -29,101 +34,107 @@ class Setting:
         return f"{text} · {self.model}" if with_model else text
 
 
-@dataclass(frozen=True)
-class CurvePoint:
-    """Dev loss and dev primary metric at the end of one epoch."""
-
-    step: int
-    dev_loss: float
-    dev_metric: float
-
-
 Curve = tuple[tuple[float, ...], tuple[float, ...]]
 """x values and y values of one analysis curve."""
 
 
 @dataclass(frozen=True)
 class Run:
-    """The fields of one record the report uses."""
+    """What the report uses of one stored run: its metrics by name, so the metric that judges
+    (`report.judging`) is chosen afterwards, per data set."""
 
     run_id: str
     study: str
     setting: Setting
     method: str
     learning_rate: float | None
-    seed: int | None
-    metric: str
-    test: float
-    dev: float | None
+    seed: int
+    task: TaskKind
+    test: Mapping[str, float]
+    dev: Mapping[str, float]
     trainable: int
     total: int
     wall_seconds: float | None
-    curve: tuple[CurvePoint, ...]
+    curve: tuple[EpochRecord, ...]
     versions: tuple[tuple[str, str], ...]
     host: str
+    study_metric: str | None = None
+    """The `metric:` of the run's study spec, if it gave one."""
+    train_counts: Mapping[str, int] | None = None
+    test_classes: tuple[ClassCounts, ...] | None = None
     layer_scores: tuple[tuple[str, tuple[float, ...]], ...] = ()
     """(measure, score per layer) from the run's analysis: rsa / cka against its base."""
     landscape: Curve | None = None
     """(alphas, dev losses) from the run's analysis, when it was asked for."""
+    fusion: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """A fusion run's mean weight per fused adapter at each fusion layer, bottom to top."""
 
 
-def read_runs(records: Sequence[Mapping[str, Any]]) -> list[Run]:
-    """All records as `Run`s, in the given order; ConfigError on an empty list or a bad record."""
+def read_runs(records: Sequence[StoredRun]) -> list[Run]:
+    """All stored runs as `Run`s, in the given order; ConfigError on an empty list or a run
+    that lacks what the report needs."""
     if not records:
         raise ConfigError(
             "no result records to report on; run the study first (or check the store)"
         )
-    return [read_run(record, index) for index, record in enumerate(records)]
+    return [read_run(record) for record in records]
 
 
-def read_run(record: Mapping[str, Any], index: int = 0) -> Run:
-    """One record as a `Run`; ConfigError naming the run and the field when one is missing."""
-    name = str(record.get("run_id", f"#{index + 1}"))
+def read_run(stored: StoredRun) -> Run:
+    """One stored run as a `Run`; ConfigError naming the run and what it lacks."""
     try:
-        return _read(record)
+        return _read(stored)
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(
-            f"result record {name} is incomplete or malformed ({type(error).__name__}: {error}); "
-            "is it from a finished run of this adaptlab version?"
+            f"result record {stored.run_id} is incomplete or malformed "
+            f"({type(error).__name__}: {error}); is it from a finished run of this adaptlab "
+            "version?"
         ) from None
 
 
-def _read(record: Mapping[str, Any]) -> Run:
-    spec, data, metric = record["spec"], record["data"], str(record["metric"])
-    train = spec["train"]
-    size = spec.get("train_size")
+def _read(stored: StoredRun) -> Run:
+    result = stored.result
+    spec = result.spec
+    size = spec.train_size
     setting = Setting(
-        model=str(spec["model"]),
-        data=str(data["name"]),
-        train_size=int(size if size is not None else data["sizes"]["train"]),
+        model=spec.model,
+        data=result.data.name,
+        train_size=size if size is not None else result.data.sizes["train"],
         full=size is None,
     )
-    dev = record.get("dev") or {}
-    rate = train.get("learning_rate")
-    seed = train.get("seed")
-    wall = record.get("wall_seconds")
     return Run(
-        run_id=str(record["run_id"]),
-        study=str(record.get("study", "")),
+        run_id=stored.run_id,
+        study=stored.study,
         setting=setting,
-        method=str(record["method_label"]),
-        learning_rate=float(rate) if rate is not None else None,
-        seed=int(seed) if seed is not None else None,
-        metric=metric,
-        test=float(record["test"][metric]),
-        dev=float(dev[metric]) if metric in dev else None,
-        trainable=int(record["trainable_parameters"]),
-        total=int(record["total_parameters"]),
-        wall_seconds=float(wall) if wall is not None else None,
-        curve=tuple(_point(epoch, metric) for epoch in record.get("epochs") or ()),
-        versions=tuple(sorted((str(k), str(v)) for k, v in (record.get("versions") or {}).items())),
-        host=str(record.get("host", "")),
-        **_analysis(record.get("analysis") or {}),
+        method=stored.method_label,
+        learning_rate=spec.train.learning_rate,
+        seed=spec.train.seed,
+        task=result.data.task,
+        test=result.test,
+        dev=result.dev,
+        trainable=result.trainable_parameters,
+        total=result.total_parameters,
+        wall_seconds=result.wall_seconds,
+        curve=result.epochs,
+        versions=tuple(sorted(result.versions.to_dict().items())),
+        host=result.host,
+        study_metric=stored.study_metric,
+        train_counts=result.data.train_counts,
+        test_classes=result.test_classes,
+        fusion=_fusion(result.fusion_weights or ()),
+        **_analysis(result.analysis or {}),
     )
+
+
+def _fusion(sites: Sequence[SiteWeights]) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """(adapter, weight at each site) in the adapters' order, sites bottom to top."""
+    ordered = sorted(sites, key=lambda site: site.block)
+    adapters = list(dict.fromkeys(name for site in ordered for name in site.weights))
+    return tuple((name, tuple(site.weights[name] for site in ordered)) for name in adapters)
 
 
 def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
-    """The `Run` fields of a record's "analysis" (study key `analysis: [rsa, landscape]`)."""
+    """The `Run` fields of a result's analysis (study key `analysis: [rsa, landscape]`)."""
     scores = tuple(
         (name, tuple(float(row["score"]) for row in result["layers"]))
         for name, result in analysis.items()
@@ -134,14 +145,6 @@ def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
     if curve is not None:
         landscape = (tuple(map(float, curve["alphas"])), tuple(map(float, curve["losses"])))
     return {"layer_scores": scores, "landscape": landscape}
-
-
-def _point(epoch: Mapping[str, Any], metric: str) -> CurvePoint:
-    return CurvePoint(
-        step=int(epoch["step"]),
-        dev_loss=float(epoch["dev_loss"]),
-        dev_metric=float(epoch["dev_metrics"][metric]),
-    )
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The report's sections, each a function of the study view returning escaped HTML.
 
-A section whose data is absent (a single training size, a single learning rate, no epochs)
-is replaced by a one-line note rather than an empty plot.
+A section whose data is absent (a single training size, a single learning rate) is replaced
+by a one-line note rather than an empty plot.
 """
 
 from __future__ import annotations
@@ -13,12 +13,20 @@ from adaptlab.report.recommend import ALPHA, TEST_NAME, sentence
 from adaptlab.report.records import Setting
 from adaptlab.report.view import StudyView
 
-CHOSEN = "Each method's learning rate is chosen by its mean dev score"
+CHOSEN = "Each method's learning rate is chosen by its mean dev score in the judging metric"
 PROTOCOL = (
     CHOSEN + "; ★ marks the method with "
     "the best mean test score at its chosen learning rate (● marks the chosen rate when a "
     "method was run at several). ± is the sample standard deviation over seeds."
 )
+
+
+def judged_by(view: StudyView) -> Html:
+    """One line under the title: the metric judging each data set, and why."""
+    parts = [
+        f"{fmt.metric(j.metric)} on {j.data} ({j.choice.reason})" for j in view.judged.values()
+    ]
+    return tag("p", "Methods are judged by " + "; ".join(parts) + ".", class_="judged")
 
 
 def what_to_use(view: StudyView) -> Html:
@@ -45,12 +53,14 @@ def _results_table(view: StudyView, setting: Setting) -> Html:
     best = view.verdict(setting).winner
     cells = view.cells_in(setting)
     several = {c.method for c in cells if len(view.rates_of(setting, c.method)) > 1}
+    second = best.second
     rows = [
         [
             ("★\u00a0" if c is best else "") + c.method,
             fmt.rate(c.learning_rate) + (" ●" if c.method in several and view.is_chosen(c) else ""),
             c.n,
             fmt.score_pm(c.mean, c.std),
+            *([fmt.score_pm(c.second_mean, c.second_std)] if second else []),
             fmt.score(c.dev_mean) if c.dev_mean is not None else "n/a",
             fmt.count(c.trainable),
             fmt.percent(c.trainable_pct),
@@ -58,9 +68,10 @@ def _results_table(view: StudyView, setting: Setting) -> Html:
         ]
         for c in cells
     ]
-    metric = best.metric
-    headers = ["method", "learning rate", "seeds", f"test {metric}", f"dev {metric}"]
-    headers += ["trainable", "trainable %", "time / run"]
+    metric = fmt.metric(best.metric)
+    headers = ["method", "learning rate", "seeds", f"test {metric}"]
+    headers += [f"test {fmt.metric(second)}"] if second else []
+    headers += [f"dev {metric}", "trainable", "trainable %", "time / run"]
     return table(headers, rows, ["best" if c is best else "" for c in cells])
 
 
@@ -153,9 +164,6 @@ def overfitting(view: StudyView) -> Html:
     for setting in view.settings:
         label = setting.label(view.with_model)
         curves = view.curves(setting)
-        if not curves:
-            parts.append(note(f"{label}: the runs recorded no epochs."))
-            continue
         uri = plots.dev_curves(curves, view.chosen_in(setting)[0].metric, colors, label)
         parts.append(figure(uri, f"dev loss and dev metric against training steps, {label}"))
     return section("overfitting", title, *parts)

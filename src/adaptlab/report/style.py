@@ -9,6 +9,10 @@ h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; border-bottom: 1px solid #d8dde
   padding-bottom: .25rem; }
 h3 { font-size: 1.02rem; margin: 1.4rem 0 .4rem; }
 .lead { color: #4b5661; margin: 0 0 1rem; }
+.judged { margin: 0 0 .4rem; font-weight: 600; }
+.imbalance { margin: .2rem 0 .6rem; }
+.wide { overflow-x: auto; }
+tr.never td { color: #a3282f; }
 .note { color: #6b7580; font-style: italic; }
 .verdicts li { margin: .35rem 0; }
 table { border-collapse: collapse; margin: .4rem 0 1rem; font-size: .9rem; }

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from adaptlab.report import aggregate
+from adaptlab.report import aggregate, classes
 from adaptlab.report.aggregate import Cell, MeanCurve
+from adaptlab.report.classes import ClassTable, Imbalance
+from adaptlab.report.judging import Judgement, judge
 from adaptlab.report.recommend import Verdict, verdict
 from adaptlab.report.records import Curve, Run, Setting, Validation
 
@@ -16,9 +18,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class StudyView:
-    """The runs, their cells (per setting, method, learning rate), and derived numbers."""
+    """The runs, the metric judging each data set, their cells (per setting, method, learning
+    rate), and derived numbers."""
 
     runs: tuple[Run, ...]
+    judged: Mapping[str, Judgement]  # per data set name
     settings: tuple[Setting, ...]
     methods: tuple[str, ...]
     cells: tuple[Cell, ...]
@@ -58,12 +62,22 @@ class StudyView:
     def sizes_of(self, model: str, data: str) -> list[Setting]:
         return [s for s in self.settings if (s.model, s.data) == (model, data)]
 
-    def curves(self, setting: Setting) -> dict[str, MeanCurve]:
-        """Mean dev curve per method at its chosen learning rate.
+    def largest(self) -> list[Setting]:
+        """Per (model, data set): the setting with the most training examples."""
+        return [self.sizes_of(model, data)[-1] for model, data in self.data_lines()]
 
-        Methods whose runs recorded no epochs are left out.
-        """
-        return self._per_method(setting, aggregate.mean_curve)
+    def curves(self, setting: Setting) -> dict[str, MeanCurve]:
+        """Mean dev curve (loss and judging metric) per method at its chosen learning rate."""
+        metric = self.judged[setting.data].metric
+        return self._per_method(setting, lambda runs: aggregate.mean_curve(runs, metric))
+
+    def class_table(self, setting: Setting) -> ClassTable | None:
+        """Per-class results of each method's best run at its chosen learning rate."""
+        return classes.class_table(self.chosen_in(setting), self.runs)
+
+    def imbalance(self, setting: Setting) -> Imbalance | None:
+        """The class distribution of the setting's training sample."""
+        return classes.imbalance(classes.runs_of_setting(self.runs, setting))
 
     def _per_method(
         self, setting: Setting, summarise: Callable[[Sequence[Run]], T | None]
@@ -89,16 +103,25 @@ class StudyView:
         """Mean per-layer `measure` per method at its chosen learning rate (if recorded)."""
         return self._per_method(setting, lambda runs: aggregate.mean_layer_scores(runs, measure))
 
+    def fusion_weights(self, setting: Setting) -> dict[str, dict[str, tuple[float, ...]]]:
+        """Per fusion method at its chosen learning rate: each adapter's mean weight per layer."""
+        return self._per_method(setting, aggregate.mean_fusion_weights)
+
     def landscapes(self, setting: Setting) -> dict[str, Curve]:
         """Mean loss landscape per method at its chosen learning rate (if recorded)."""
         return self._per_method(setting, aggregate.mean_landscape)
 
 
-def study_view(runs: Sequence[Run], validations: Sequence[Validation] = ()) -> StudyView:
-    """Group and choose once; sections only read the result."""
-    cells = aggregate.group_cells(runs)
+def study_view(
+    runs: Sequence[Run], validations: Sequence[Validation] = (), metric: str | None = None
+) -> StudyView:
+    """Judge, group and choose once; sections only read the result. `metric` overrides the
+    metric of every data set."""
+    judged = judge(runs, metric)
+    cells = aggregate.group_cells(runs, judged)
     return StudyView(
         runs=tuple(runs),
+        judged=judged,
         settings=tuple(aggregate.settings(runs)),
         methods=tuple(dict.fromkeys(r.method for r in runs)),
         cells=tuple(cells),

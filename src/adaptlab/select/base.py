@@ -60,6 +60,11 @@ class Estimator(ABC):
     def _score(self, x: Floats, target: Target) -> float:
         """The score on checked inputs."""
 
+    def needed_per_class(self) -> int:
+        """Examples of every class below which the score says nothing: 2, since a class's
+        mean and spread (every estimator's class statistics) need two examples."""
+        return 2
+
 
 def check_inputs(features: ArrayLike, labels: ArrayLike, name: str) -> tuple[Floats, Target]:
     """Finite 2-d float64 features and labels of the same length, at least 2 examples.

@@ -42,11 +42,16 @@ def model_files_stamp(location: str) -> list[tuple[str, int, int]]:
     )
 
 
+def features_folder() -> Path:
+    """Where extracted features are kept."""
+    return cache_dir() / "features"
+
+
 def cached_features(
     key: str, compute: Callable[[], LayerFeatures], *, use_cache: bool = True
 ) -> tuple[LayerFeatures, bool]:
     """The features under `key`, computed and written on a miss; also whether it was a hit."""
-    path = cache_dir() / "features" / f"{key}.safetensors"
+    path = features_folder() / f"{key}.safetensors"
     if use_cache and path.is_file():
         tensors = load_file(path)
         return LayerFeatures(hidden=tensors["hidden"], labels=tensors["labels"]), True

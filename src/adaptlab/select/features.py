@@ -12,11 +12,11 @@ from typing import Literal, get_args
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from adaptlab.data import Dataset, Example, TextEncoder, low_resource
 from adaptlab.errors import ConfigError
 from adaptlab.models import LoadedModel
+from adaptlab.progress import track
 
 Pooling = Literal["mean", "first"]
 POOLINGS: tuple[str, ...] = get_args(Pooling)
@@ -80,7 +80,7 @@ def extract(
     device = model.device
     chunks: list[torch.Tensor] = []
     batches = range(0, len(order), batch_size)
-    bar = tqdm(batches, desc=f"features {loaded.model_id}", unit="batch", disable=not progress)
+    bar = track(batches, f"features {loaded.model_id}", "batch", enabled=progress)
     with torch.inference_mode():
         for start in bar:
             batch = encoder.collate([encoded[i] for i in order[start : start + batch_size]])

@@ -30,6 +30,11 @@ class KNN(Estimator):
         if self.k < 1:
             raise ConfigError(f"knn: k must be at least 1, got {self.k}")
 
+    def needed_per_class(self) -> int:
+        """An example is voted right only when more than half its k neighbours share its class:
+        k // 2 + 1 others of the class, so the class needs k // 2 + 2 examples."""
+        return self.k // 2 + 2
+
     def _score(self, x: Floats, target: Target) -> float:
         neighbours = _neighbours(x, min(self.k, len(x) - 1))
         if target.regression:

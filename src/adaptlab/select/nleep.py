@@ -37,6 +37,11 @@ class NLEEP(Estimator):
         if not 0 < self.variance <= 1:
             raise ConfigError(f"nleep: variance must be in (0, 1], got {self.variance}")
 
+    def needed_per_class(self) -> int:
+        """More examples than mixture components (components_per_class per class): with one
+        component per example, P(y | component) is exact and the score is 0 for any model."""
+        return self.components_per_class + 1
+
     def _score(self, x: Floats, target: Target) -> float:
         classes, count = target.classes, target.class_count
         reduced = pca(x, variance=self.variance, max_dims=self.max_dims)

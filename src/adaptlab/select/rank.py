@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from torch import nn
 
+from adaptlab import checks
 from adaptlab.data import Dataset, Example
+from adaptlab.errors import DataError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
+from adaptlab.paths import check_writable
 from adaptlab.select.base import Estimator
 from adaptlab.select.cache import (
     cached_features,
     examples_digest,
+    features_folder,
     features_key,
     model_files_stamp,
 )
@@ -47,9 +54,26 @@ class Ranking:
     score_seconds: float
     cache_hits: int
 
+    def tiers(self, estimator: str) -> list[list[str]]:
+        """Candidate names best first by `estimator`, equal scores grouped (by name within a
+        group, so the order the candidates were given in never decides a tie)."""
+        rows = sorted(self.rows, key=lambda r: (-r.scores[estimator], r.name))
+        tiers: list[list[RankRow]] = []
+        for row in rows:
+            if tiers and _tied(tiers[-1][0].scores[estimator], row.scores[estimator]):
+                tiers[-1].append(row)
+            else:
+                tiers.append([row])
+        return [sorted(row.name for row in tier) for tier in tiers]
+
     def order(self, estimator: str) -> list[str]:
-        """Candidate names best first by `estimator`."""
-        return [row.name for row in sorted(self.rows, key=lambda r: -r.scores[estimator])]
+        """Candidate names best first by `estimator` (tied ones by name)."""
+        return [name for tier in self.tiers(estimator) for name in tier]
+
+
+def _tied(a: float, b: float) -> bool:
+    """Scores equal up to floating-point noise."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,13 @@ class FeatureOptions:
     device: str = "cpu"
     progress: bool = True
 
+    def __post_init__(self) -> None:
+        if self.sample is not None:
+            checks.positive(self.sample, "--sample")
+        checks.seed(self.seed, "--seed")
+        checks.positive(self.batch_size, "--batch-size")
+        checks.at_least(self.max_length, 2, "--max-length")
+
 
 def rank(
     candidates: Sequence[Candidate],
@@ -77,7 +108,12 @@ def rank(
 ) -> Ranking:
     """Score each candidate with each estimator (layers aggregated by `how`)."""
     torch_device(options.device)  # before any long work
+    if options.use_cache:
+        check_writable(
+            features_folder(), "the feature cache", "set ADAPTLAB_CACHE to a folder you can write"
+        )
     examples = sample_examples(dataset, options.sample, options.seed)
+    check_sample(examples, dataset, estimators)
     rows, layer_rows = [], []
     extract_seconds = score_seconds = 0.0
     hits = 0
@@ -108,6 +144,32 @@ def rank(
         score_seconds=score_seconds,
         cache_hits=hits,
     )
+
+
+def check_sample(
+    examples: Sequence[Example], dataset: Dataset, estimators: Sequence[Estimator]
+) -> None:
+    """Refuse a sample too small for an estimator: one with fewer examples of some class than
+    the estimator needs to say anything (its score would be the same for every model)."""
+    if dataset.task != "single_label":
+        return
+    counts = Counter(int(cast(int, example.label)) for example in examples)
+    label, smallest = min(counts.items(), key=lambda item: (item[1], item[0]))
+    short: dict[int, list[str]] = {}
+    for estimator in estimators:
+        if smallest < estimator.needed_per_class():
+            short.setdefault(estimator.needed_per_class(), []).append(estimator.name)
+    if short:
+        needs = "; ".join(
+            f"{', '.join(names)} need{'s' if len(names) == 1 else ''} {n}"
+            for n, names in sorted(short.items())
+        )
+        raise DataError(
+            f"a sample of {len(examples)} examples has {smallest} of class "
+            f"{dataset.label_names[label]!r}, too few for a score that says anything ({needs} "
+            f"examples of every class); raise --sample (0 takes all "
+            f"{len(dataset.splits['train'])} training examples) or leave those out of --estimators"
+        )
 
 
 def candidate_features(

@@ -6,11 +6,12 @@ from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.runner import StudySummary, run_study
 from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import ResultStore, load_records, load_validations
+from adaptlab.study.store import ResultStore, StoredRun, load_records, load_validations
 
 __all__ = [
     "PlannedRun",
     "ResultStore",
+    "StoredRun",
     "StudySpec",
     "StudyStatus",
     "StudySummary",

@@ -10,14 +10,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
 from adaptlab.errors import AdaptlabError
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.planner import PlannedRun
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.train.result import RunResult
+from adaptlab.train.run import execute
+from adaptlab.train.spec import RunSpec
 
 Started = Callable[[PlannedRun], None]
 """Called as a run is handed to a worker, before it starts training."""
@@ -25,10 +27,10 @@ Started = Callable[[PlannedRun], None]
 
 @dataclass(frozen=True)
 class Outcome:
-    """A finished run: its record, or the one-line error it failed with; seconds it took."""
+    """A finished run: its result, or the one-line error it failed with; seconds it took."""
 
     run: PlannedRun
-    record: dict[str, Any] | None
+    result: RunResult | None
     error: str | None
     seconds: float
 
@@ -44,21 +46,27 @@ class Executor(Protocol):
 
 
 def run_one(
-    spec: RunSpec, progress: bool, analysis: AnalysisRequest | None = None
-) -> tuple[dict[str, Any] | None, str | None, float]:
-    """`execute(spec)` -> (record, None, seconds); a user error or out-of-memory is (None, line, s).
+    spec: RunSpec,
+    progress: bool,
+    analysis: AnalysisRequest | None = None,
+    out: str | None = None,
+) -> tuple[RunResult | None, str | None, float]:
+    """`execute(spec)` -> (result, None, seconds); a user error or out-of-memory is (None, line, s).
 
-    `analysis` names analyses to run on the trained model (their results join the record).
-    Any other exception is a bug and propagates.
+    `analysis` names analyses to run on the trained model (their results join the result).
+    `out`: the run folder to write (for runs other runs build on). Any other exception is a
+    bug and propagates.
     """
     started = time.perf_counter()
     hook = analysis.hook() if analysis is not None else None
     try:
-        record: dict[str, Any] | None = execute(spec, progress=progress, on_trained=hook)
+        result: RunResult | None = execute(
+            spec, out, progress=progress, overwrite=out is not None, on_trained=hook
+        )
         error = None
     except (AdaptlabError, torch.OutOfMemoryError) as failure:
-        record, error = None, one_line(failure)
-    return record, error, time.perf_counter() - started
+        result, error = None, one_line(failure)
+    return result, error, time.perf_counter() - started
 
 
 def one_line(error: BaseException) -> str:
@@ -78,5 +86,5 @@ class LocalExecutor:
     def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
         for run in runs:
             started(run)
-            record, error, seconds = run_one(run.spec, self.progress, run.analysis)
-            yield Outcome(run, record, error, seconds)
+            result, error, seconds = run_one(run.spec, self.progress, run.analysis, run.out)
+            yield Outcome(run, result, error, seconds)

@@ -9,32 +9,48 @@ run again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from adaptlab.data import builtin_datasets
+from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.spec import StudySpec
+from adaptlab.train.adapters import as_adapter_name
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec
+
+RUN_REFERENCE = "run:"
+"""How a spec names the folder of another run of the study: run:<run id>/<adapter name>."""
 
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One cell of the grid: its id, study, method label, the spec `execute` gets, and the
-    analyses to run on the trained model (not part of the id: asking for them later does not
-    re-train runs already done)."""
+    """One cell of the grid: its id, study, method label, the spec `execute` gets, the
+    analyses to run on the trained model and the hash of its data file's contents (neither is
+    part of the id: asking for analyses later does not re-train runs already done, and a data
+    file edited in place is found by comparing hashes, see `study.runner`).
+
+    `needs`: runs whose adapter folders this run builds on (its spec names them as
+    run:<id>); `keep`: other runs build on this one, so its folder is written. `out` is
+    where the folder goes, set by the runner.
+    """
 
     run_id: str
     study: str
     method_label: str
     spec: RunSpec
     analysis: AnalysisRequest = AnalysisRequest()
+    needs: tuple[str, ...] = ()
+    keep: bool = False
+    out: str | None = None
+    data_digest: str | None = None
 
     def describe(self) -> str:
         """A short human line: method · data · size · seed · learning rate · model."""
@@ -45,6 +61,22 @@ class PlannedRun:
             f"{Path(self.spec.model).name}"
         )
 
+    def placed(self, folders: Path) -> PlannedRun:
+        """This run with its references made folders under `folders` (and its own, if kept)."""
+
+        def folder(reference: str) -> str:
+            if reference.startswith(RUN_REFERENCE):
+                return str(folders / reference.removeprefix(RUN_REFERENCE))
+            return reference
+
+        spec = replace(
+            self.spec,
+            fuse=tuple(map(folder, self.spec.fuse)),
+            stack=tuple(map(folder, self.spec.stack)),
+        )
+        out = str(folders / self.run_id / as_adapter_name(self.method_label)) if self.keep else None
+        return replace(self, spec=spec, out=out)
+
 
 def run_id(spec: RunSpec) -> str:
     """12 hex digits of the SHA-256 of the resolved spec as canonical JSON."""
@@ -53,43 +85,127 @@ def run_id(spec: RunSpec) -> str:
 
 
 def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
-    """Every run of `spec`; relative model and data paths are read from `base` (spec folder)."""
+    """Every run of `spec`; relative model and data paths are read from `base` (spec folder).
+
+    Sources come first (once per model), then the grid; in each cell a method that fuses or
+    stacks on other methods' adapters comes after them.
+    """
     models = [_local(model, base, set(BUILTIN_MODELS)) for model in spec.models]
     data = [(_local(d.source, base, set(builtin_datasets())), d.options) for d in spec.data]
-    runs: list[PlannedRun] = []
-    seen: dict[str, PlannedRun] = {}
+    digest = functools.cache(content_digest)  # each data file hashed once
     analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens)
-    grid = itertools.product(spec.seeds, models, data, spec.train_sizes, spec.methods)
-    for seed, model, (source, options), size, entry in grid:
-        rates = entry.learning_rates or spec.learning_rates
-        for rate in [None] if isinstance(rates, str) else rates:
+    runs: list[PlannedRun] = []
+    sources: dict[tuple[str, str], PlannedRun] = {}
+    for model in models:
+        for source in spec.sources:
             train = TrainConfig(
-                epochs=entry.epochs or spec.epochs,
-                batch_size=entry.batch_size or spec.batch_size,
-                learning_rate=rate,
+                epochs=source.epochs or spec.epochs,
+                batch_size=source.batch_size or spec.batch_size,
+                learning_rate=source.learning_rate,
                 max_length=spec.max_length,
-                seed=seed,
+                seed=spec.seeds[0] if source.seed is None else source.seed,
             )
-            run_spec = RunSpec(
-                model=model,
-                data=source,
-                method=entry.run_method(),
-                train_size=size,
+            run_spec = RunSpec.build(
+                model,
+                _local(source.data.source, base, set(builtin_datasets())),
+                source.run_method(),
+                train_size=source.train_size,
                 train=train,
-                data_options=options.as_kwargs(),
+                data_options=source.data.options.as_kwargs(),
                 device=spec.device,
             )
             planned = PlannedRun(
-                run_id(run_spec), spec.name, entry.display_label, run_spec, analysis
+                run_id(run_spec),
+                spec.name,
+                source.label,
+                run_spec,
+                data_digest=digest(run_spec.data),
             )
-            twin = seen.setdefault(planned.run_id, planned)
-            if twin is not planned:
-                raise ConfigError(
-                    f"study {spec.name}: runs '{twin.describe()}' and '{planned.describe()}' "
-                    "have identical settings; remove one of the two methods (or models, data)"
-                )
+            sources[(model, source.label)] = planned
             runs.append(planned)
-    return runs
+    entries = sorted(spec.methods, key=lambda entry: bool(entry.references))
+    labels = {entry.display_label for entry in spec.methods}
+    grid = itertools.product(spec.seeds, models, data, spec.train_sizes)
+    for seed, model, (data_source, options), size in grid:
+        cell: dict[str, list[PlannedRun]] = {}
+        for entry in entries:
+            needs: list[str] = []
+            folders = []
+            for reference in entry.references:
+                if (model, reference) in sources:
+                    needed = [sources[(model, reference)]]
+                elif reference in labels:
+                    needed = cell.get(reference, [])
+                    if len(needed) != 1 or needed[0].needs:
+                        raise ConfigError(
+                            f"study {spec.name}: {entry.display_label} builds on {reference!r}, "
+                            "which must be a method with one learning rate and no adapters of "
+                            "its own"
+                        )
+                else:
+                    folders.append(_adapter_folder(reference, base, spec.name))
+                    continue
+                needs.append(needed[0].run_id)
+                name = as_adapter_name(needed[0].method_label)
+                folders.append(f"{RUN_REFERENCE}{needed[0].run_id}/{name}")
+            rates = entry.learning_rates or spec.learning_rates
+            for rate in [None] if isinstance(rates, str) else rates:
+                train = TrainConfig(
+                    epochs=entry.epochs or spec.epochs,
+                    batch_size=entry.batch_size or spec.batch_size,
+                    learning_rate=rate,
+                    max_length=spec.max_length,
+                    seed=seed,
+                )
+                run_spec = RunSpec.build(
+                    model,
+                    data_source,
+                    entry.run_method(),
+                    train_size=size,
+                    train=train,
+                    data_options=options.as_kwargs(),
+                    device=spec.device,
+                    fuse=tuple(folders) if entry.adapters else (),
+                    stack=tuple(folders) if entry.stack else (),
+                )
+                planned = PlannedRun(
+                    run_id(run_spec),
+                    spec.name,
+                    entry.display_label,
+                    run_spec,
+                    analysis,
+                    needs=tuple(needs),
+                    data_digest=digest(data_source),
+                )
+                cell.setdefault(entry.display_label, []).append(planned)
+        order = [e.display_label for e in spec.methods]
+        runs += [run for label in order for run in cell[label]]
+    return _checked(spec.name, runs)
+
+
+def _checked(study: str, runs: list[PlannedRun]) -> list[PlannedRun]:
+    """The runs, each kept if another builds on it; refuses two runs with identical settings."""
+    needed = {run_id for run in runs for run_id in run.needs}
+    seen: dict[str, PlannedRun] = {}
+    for run in runs:
+        twin = seen.setdefault(run.run_id, run)
+        if twin is not run:
+            raise ConfigError(
+                f"study {study}: runs '{twin.describe()}' and '{run.describe()}' "
+                "have identical settings; remove one of the two methods (or models, data)"
+            )
+    return [replace(run, keep=run.run_id in needed) for run in runs]
+
+
+def _adapter_folder(reference: str, base: Path, study: str) -> str:
+    """A reference that is not a label: a trained run or adapter folder beside the spec."""
+    path = (base / Path(reference).expanduser()).resolve()
+    if not path.is_dir():
+        raise ConfigError(
+            f"study {study}: {reference!r} is no source or method label of the study, nor a "
+            "run or adapter folder"
+        )
+    return str(path)
 
 
 def _local(value: str, base: Path, builtin: set[str]) -> str:

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from adaptlab.study.executors import Outcome
 from adaptlab.study.planner import PlannedRun
+from adaptlab.train.choice import choose_metric
 
 
 def format_duration(seconds: float) -> str:
@@ -30,10 +31,18 @@ def format_duration(seconds: float) -> str:
 
 
 class StudyProgress:
-    """Prints a study's progress to a rich console."""
+    """Prints a study's progress to a rich console; `metric` is the spec's `metric:`, if any."""
 
-    def __init__(self, console: Console, total: int, done_before: int, to_run: int) -> None:
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        done_before: int,
+        to_run: int,
+        metric: str | None = None,
+    ) -> None:
         self.console = console
+        self.metric = metric
         self.total = total
         self.to_run = to_run
         self.position = done_before
@@ -67,16 +76,16 @@ class StudyProgress:
     def finished_run(self, outcome: Outcome) -> None:
         self.finished += 1
         label = f"{escape(outcome.run.method_label)} [dim]{outcome.run.run_id}[/]"
-        if outcome.record is None:
+        result = outcome.result
+        if result is None:
             self.failed += 1
             self._say(f"  [red]failed[/] {label}: {escape(outcome.error or '')}")
             return
-        record = outcome.record
-        metric = record["metric"]
+        metric = choose_metric(result.data.task, result.data.train_counts, self.metric).metric
+        score = f"{result.test[metric]:.4f}" if metric in result.test else "not computed"
         self._say(
             f"  [green]done[/] {label} in {format_duration(outcome.seconds)}: test {metric} "
-            f"{record['test'][metric]:.4f} (best epoch {record['best_epoch']} "
-            f"of {len(record['epochs'])})"
+            f"{score} (best epoch {result.best_epoch} of {len(result.epochs)})"
         )
 
     def eta(self) -> float | None:

@@ -20,7 +20,8 @@ from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.executors import Outcome, Started, one_line, run_one
 from adaptlab.study.planner import PlannedRun
 from adaptlab.study.spec import Resources
-from adaptlab.train.run import RunSpec
+from adaptlab.train.result import RunResult
+from adaptlab.train.spec import RunSpec
 
 RAY_HINT = "the Ray executor needs `pip install ray==2.60.0`"
 
@@ -35,10 +36,14 @@ def import_ray() -> ModuleType:
 
 
 def execute_task(
-    spec: RunSpec, analysis: AnalysisRequest | None = None
-) -> tuple[dict[str, Any] | None, str | None, float]:
-    """The body of one Ray task: run the spec (and its analyses) without a progress bar."""
-    return run_one(spec, progress=False, analysis=analysis)
+    spec: RunSpec, analysis: AnalysisRequest | None = None, out: str | None = None
+) -> tuple[RunResult | None, str | None, float]:
+    """The body of one Ray task: run the spec (and its analyses) without a progress bar.
+
+    A run other runs build on writes its folder to `out`, which must be on a file system the
+    driver's machine shares (the study store's folder).
+    """
+    return run_one(spec, progress=False, analysis=analysis, out=out)
 
 
 class RayExecutor:
@@ -78,7 +83,7 @@ class RayExecutor:
                 while queue and len(pending) < width:
                     run = queue.popleft()
                     started(run)
-                    pending[task.remote(run.spec, run.analysis)] = run
+                    pending[task.remote(run.spec, run.analysis, run.out)] = run
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
                     yield self._outcome(ray, ref, pending.pop(ref))
@@ -105,10 +110,10 @@ class RayExecutor:
     @staticmethod
     def _outcome(ray: ModuleType, ref: Any, run: PlannedRun) -> Outcome:
         try:
-            record, error, seconds = ray.get(ref)
+            result, error, seconds = ray.get(ref)
         except ray.exceptions.RayError as failure:
             cause = getattr(failure, "cause", None) or failure
             return Outcome(
                 run, None, f"Ray task failed: {type(cause).__name__}: {one_line(cause)}", 0.0
             )
-        return Outcome(run, record, error, seconds)
+        return Outcome(run, result, error, seconds)

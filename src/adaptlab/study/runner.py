@@ -15,12 +15,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from adaptlab.errors import ConfigError
 from adaptlab.study.executors import Executor, LocalExecutor, Outcome
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.progress import StudyProgress
 from adaptlab.study.spec import StudySpec, load_spec
-from adaptlab.study.store import ResultStore
+from adaptlab.study.store import ResultStore, check_store_path
+from adaptlab.train.choice import require_metric
+from adaptlab.train.result import RunResult
+from adaptlab.train.run import METRICS_FILE
 
 
 @dataclass
@@ -38,7 +42,7 @@ class StudySummary:
 
     @property
     def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.record is None]
+        return [o for o in self.outcomes if o.result is None]
 
     @property
     def run_seconds(self) -> float:
@@ -56,6 +60,15 @@ def timed(spent: defaultdict[str, float], step: str) -> Iterator[None]:
         spent[step] += time.perf_counter() - began
 
 
+def adapter_folders(store: Path) -> Path:
+    """Where a study keeps the run folders other runs build on: `<store name>-adapters/`."""
+    return store.with_name(f"{store.stem}-adapters")
+
+
+def _folder_done(run: PlannedRun) -> bool:
+    return run.out is not None and (Path(run.out) / METRICS_FILE).is_file()
+
+
 def default_store(spec_path: Path, spec: StudySpec) -> Path:
     """`<name>.db` beside the spec."""
     return spec_path.parent / f"{spec.name}.db"
@@ -67,8 +80,12 @@ def run_study(
     store_path: str | Path | None = None,
     executor: Executor | None = None,
     console: Console | None = None,
+    rerun_changed: bool = False,
 ) -> StudySummary:
-    """Run every run of the spec not yet done in the store; returns what happened."""
+    """Run every run of the spec not yet done in the store; returns what happened.
+
+    A done run whose data file has changed since it ran is refused in one line, or, with
+    `rerun_changed`, run again on the new contents."""
     began = time.perf_counter()
     spec_path = Path(spec_path)
     spent: defaultdict[str, float] = defaultdict(float)
@@ -76,29 +93,71 @@ def run_study(
         spec = load_spec(spec_path)
         runs = plan_study(spec, spec_path.resolve().parent)
     store = Path(store_path) if store_path is not None else default_store(spec_path, spec)
+    check_store_path(store)  # a path that can be no store fails before the lock file is made
     with StoreLock(store):
         summary = StudySummary(spec.name, store, len(runs), 0, spent=spent)
         with timed(summary.spent, "store"):
             results = ResultStore(store)
         with results:
             with timed(summary.spent, "store"):
-                results.set_plan(spec.name, runs)
+                stored = results.data_digests()
+                stale = changed_data(runs, stored)
+                if stale and not rerun_changed:
+                    raise ConfigError(describe_changed(stale, stored))
+                for run in stale:
+                    results.reopen(run.run_id, "its data changed since")
+                results.set_plan(spec.name, runs, spec.metric)
+                runs = [run.placed(adapter_folders(store)) for run in runs]
                 states = results.statuses()
+                for run in runs:
+                    if run.keep and states.get(run.run_id) == "done" and not _folder_done(run):
+                        results.reopen(run.run_id, "its adapter folder is missing")
+                        states[run.run_id] = "failed"
             todo = [run for run in runs if states.get(run.run_id) != "done"]
             summary.done_before = len(runs) - len(todo)
-            _run(todo, results, executor or LocalExecutor(), summary, console or Console())
+            done = {run_id for run_id, state in states.items() if state == "done"}
+            progress = StudyProgress(
+                console or Console(), summary.planned, summary.done_before, len(todo), spec.metric
+            )
+            _run(todo, done, results, executor or LocalExecutor(), summary, progress)
     summary.wall_seconds = time.perf_counter() - began
     return summary
 
 
+def changed_data(runs: list[PlannedRun], stored: dict[str, str | None]) -> list[PlannedRun]:
+    """The done runs (with a data hash in `stored`) whose data contents now hash otherwise."""
+    return [
+        run
+        for run in runs
+        if run.data_digest is not None
+        and stored.get(run.run_id) is not None
+        and stored[run.run_id] != run.data_digest
+    ]
+
+
+def describe_changed(stale: list[PlannedRun], stored: dict[str, str | None]) -> str:
+    """One line: which data changed under how many done runs, and what to do."""
+    first = stale[0]
+    same = [run for run in stale if run.spec.data == first.spec.data]
+    others = len(stale) - len(same)
+    before, now = stored[first.run_id] or "", first.data_digest or ""
+    more = f" (and {others} more runs on other changed data)" if others else ""
+    return (
+        f"{first.spec.data} changed since {len(same)} done run{'s' if len(same) > 1 else ''} of "
+        f"study {first.study} trained on it (contents {before[:12]} then, {now[:12]} now){more}; "
+        "pass --rerun-changed to run them again on the new contents, or restore the file"
+    )
+
+
 def _run(
     todo: list[PlannedRun],
+    done: set[str],
     results: ResultStore,
     executor: Executor,
     summary: StudySummary,
-    console: Console,
+    progress: StudyProgress,
 ) -> None:
-    progress = StudyProgress(console, summary.planned, summary.done_before, len(todo))
+    """Run `todo` stage by stage: a run starts once the runs it builds on are `done`."""
     progress.header(summary.study, summary.store, executor.name)
     if not todo:
         return
@@ -108,17 +167,49 @@ def _run(
             results.start(run)
         progress.started(run)
 
+    def finished(outcome: Outcome) -> None:
+        with timed(summary.spent, "store"):
+            if outcome.result is not None:
+                results.finish(outcome.run.run_id, outcome.result)
+                done.add(outcome.run.run_id)
+            else:
+                results.fail(outcome.run.run_id, outcome.error or "failed")
+        summary.outcomes.append(outcome)
+        progress.finished_run(outcome)
+        _check_metric(progress.metric, outcome.result)
+
     try:
-        with closing(executor.run(todo, started)) as outcomes:
-            for outcome in outcomes:
-                with timed(summary.spent, "store"):
-                    if outcome.record is not None:
-                        results.finish(outcome.run.run_id, outcome.record)
-                    else:
-                        results.fail(outcome.run.run_id, outcome.error or "failed")
-                summary.outcomes.append(outcome)
-                progress.finished_run(outcome)
+        for stage in _stages(todo):
+            ready = []
+            for run in stage:
+                missing = [needed for needed in run.needs if needed not in done]
+                if missing:
+                    started(run)
+                    error = f"it builds on run {missing[0]}, which has not finished"
+                    finished(Outcome(run, None, error, 0.0))
+                else:
+                    ready.append(run)
+            with closing(executor.run(ready, started)) as outcomes:
+                for outcome in outcomes:
+                    finished(outcome)
     except KeyboardInterrupt:
         progress.interrupted()
         raise
     progress.summary()
+
+
+def _stages(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """`runs` in groups, each after the groups holding the runs it builds on (plan order kept)."""
+    depth: dict[str, int] = {}
+    for run in runs:  # the planner puts every run after those it builds on
+        depth[run.run_id] = 1 + max((depth.get(n, -1) for n in run.needs), default=-1)
+    stages: list[list[PlannedRun]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for run in runs:
+        stages[depth[run.run_id]].append(run)
+    return stages
+
+
+def _check_metric(metric: str | None, result: RunResult | None) -> None:
+    """Stop the study after its first run on data whose task does not compute `metric:`."""
+    if metric is not None and result is not None:
+        require_metric(metric, result.test, result.data.name, result.data.task)

@@ -9,6 +9,7 @@
     learning_rates: default         # each method's own default, or a list crossed with every method
     epochs: 10
     analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
+    metric: macro_f1                # optional: what judges methods (default: fits the data)
 
 docs/studies.md documents every key.
 """
@@ -26,7 +27,6 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeFloat,
-    NonNegativeInt,
     PlainValidator,
     PositiveFloat,
     PositiveInt,
@@ -36,16 +36,20 @@ from pydantic import (
 )
 
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.checks import MAX_SEED
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.study.analysis import AnalysisName
 from adaptlab.study.yamlfile import YamlDocument, read_yaml
+from adaptlab.train.metrics import METRICS
 
 MethodParts = tuple[tuple[str, dict[str, Any]], ...]
 """A method or combination as written: (name, options given in the spec) per part."""
 
 DEFAULT: Final = "default"
-_OVERRIDES = ("epochs", "batch_size", "learning_rates", "label")
+_OVERRIDES = ("epochs", "batch_size", "learning_rates", "label", "stack")
+_REFERENCES = ("adapters",)
+"""Keys of a method's options that name adapters rather than configure the method."""
 
 
 def _method_parts(value: object) -> MethodParts:
@@ -61,7 +65,10 @@ def _method_parts(value: object) -> MethodParts:
             )
         if not all(isinstance(o, dict | None) for o in value.values()):
             raise ValueError("method options must be a mapping, e.g. {houlsby: {hidden_size: 64}}")
-        parts = tuple((str(name), dict(options or {})) for name, options in value.items())
+        parts = tuple(
+            (str(name), {k: v for k, v in (options or {}).items() if k not in _REFERENCES})
+            for name, options in value.items()
+        )
     else:
         raise ValueError(
             "a method is a name (houlsby, lora+bitfit), {name: {option: value}}, "
@@ -95,6 +102,8 @@ def _refuse_repeats(values: Iterable[object]) -> None:
         seen.append(value)
 
 
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+"""A seed every random generator takes (adaptlab.checks)."""
 MethodSpecField = Annotated[MethodParts, PlainValidator(_method_parts)]
 LearningRates = Annotated[tuple[float, ...] | Literal["default"], PlainValidator(_learning_rates)]
 
@@ -103,22 +112,55 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+AdapterRefs = Annotated[list[Annotated[str, Field(min_length=1)]] | None, Field(min_length=1)]
+"""Adapters a run builds on: source labels, labels of other methods (the run of the same
+cell), or trained run / adapter folders."""
+
+
 class MethodEntry(_Strict):
-    """One method of the grid, with optional per-method epochs, batch size and learning rates."""
+    """One method of the grid, with optional per-method epochs, batch size and learning rates.
+
+    `adapters` (for `fusion`): the adapters to fuse; `stack`: frozen adapters the method's
+    adapter runs on top of (bottom first).
+    """
 
     method: MethodSpecField
     epochs: PositiveInt | None = None
     batch_size: PositiveInt | None = None
     learning_rates: LearningRates | None = None
     label: Annotated[str, Field(min_length=1)] | None = None
+    adapters: AdapterRefs = None
+    stack: AdapterRefs = None
 
     @model_validator(mode="before")
     @classmethod
     def _short_form(cls, value: object) -> object:
-        """`houlsby` and `{houlsby: {...}}` are short for `{method: ...}`."""
+        """`houlsby` and `{houlsby: {...}}` are short for `{method: ...}`; the adapters of
+        `{fusion: {adapters: [...], temperature: 2}}` move to `adapters`."""
         if isinstance(value, dict) and "method" in value:
             return value
-        return {"method": value}
+        entry: dict[str, object] = {"method": value}
+        if isinstance(value, dict):
+            for options in value.values():
+                if isinstance(options, dict) and "adapters" in options:
+                    entry["adapters"] = options["adapters"]
+        return entry
+
+    @model_validator(mode="after")
+    def _references(self) -> MethodEntry:
+        fusion = [name for name, _ in self.method] == ["fusion"]
+        if fusion and not self.adapters:
+            raise ValueError("fusion needs the adapters to fuse: {fusion: {adapters: [...]}}")
+        if self.adapters and not fusion:
+            raise ValueError("adapters: names what a fusion fuses; the method must be fusion")
+        if fusion and self.stack:
+            raise ValueError("a fusion runs over the adapters it fuses; drop stack:")
+        return self
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """The adapters this method builds on (fused or stacked on)."""
+        return tuple(self.adapters or self.stack or ())
 
     @property
     def display_label(self) -> str:
@@ -128,7 +170,7 @@ class MethodEntry(_Strict):
         return "+".join(name + _options_label(options) for name, options in self.method)
 
     def run_method(self) -> list[dict[str, dict[str, Any]]]:
-        """The method as `RunSpec.method` takes it."""
+        """The method as `RunSpec.build` takes it."""
         return [{name: dict(options)} for name, options in self.method]
 
 
@@ -183,6 +225,23 @@ class Resources(_Strict):
     gpus: NonNegativeFloat = 0.0
 
 
+class SourceEntry(_Strict):
+    """An adapter trained once per model, before the grid, for methods to fuse or stack on."""
+
+    label: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+    data: DataEntry
+    method: MethodSpecField
+    train_size: PositiveInt | None = None
+    epochs: PositiveInt | None = None
+    batch_size: PositiveInt | None = None
+    learning_rate: Annotated[float, Field(gt=0, lt=1)] | None = None
+    seed: Seed | None = None
+
+    def run_method(self) -> list[dict[str, dict[str, Any]]]:
+        """The method as `RunSpec.build` takes it."""
+        return [{name: dict(options)} for name, options in self.method]
+
+
 class StudySpec(_Strict):
     """A study: the grid models x data x train sizes x methods x learning rates x seeds."""
 
@@ -192,15 +251,28 @@ class StudySpec(_Strict):
     data: Annotated[list[DataEntry], Field(min_length=1)]
     methods: Annotated[list[MethodEntry], Field(min_length=1)]
     train_sizes: Annotated[list[PositiveInt | None], Field(min_length=1)] = [None]
-    seeds: Annotated[list[NonNegativeInt], Field(min_length=1)] = [0]
+    seeds: Annotated[list[Seed], Field(min_length=1)] = [0]
     learning_rates: LearningRates = DEFAULT
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 16
-    max_length: PositiveInt = 128
+    max_length: Annotated[int, Field(ge=2)] = 128
     device: str = "cpu"
     resources: Resources = Resources()
     analysis: list[AnalysisName] = []
     analysis_tokens: Annotated[int, Field(ge=3)] = DEFAULT_TOKENS
+    sources: list[SourceEntry] = []
+    metric: str | None = None
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, value: str | None) -> str | None:
+        known = list(dict.fromkeys(name for names in METRICS.values() for name in names))
+        if value is not None and value not in known:
+            raise ValueError(
+                f"metric must be one a task computes where higher is better: "
+                f"{', '.join(known)}; got {value!r}"
+            )
+        return value
 
     @field_validator("name")
     @classmethod
@@ -231,6 +303,16 @@ class StudySpec(_Strict):
         _refuse_repeats(entry.source for entry in values)
         return values
 
+    @model_validator(mode="after")
+    def _labels_name_one_thing(self) -> StudySpec:
+        sources = [source.label for source in self.sources]
+        _refuse_repeats(sources)
+        methods = {entry.display_label for entry in self.methods}
+        for label in sources:
+            if label in methods:
+                raise ValueError(f"{label!r} labels both a source and a method; rename one")
+        return self
+
     @field_validator("methods")
     @classmethod
     def _distinct_labels(cls, values: list[MethodEntry]) -> list[MethodEntry]:
@@ -246,6 +328,7 @@ class StudySpec(_Strict):
 
 _KNOWN_KEYS: dict[str, type[BaseModel]] = {
     "methods": MethodEntry,
+    "sources": SourceEntry,
     "data": DataOptions,
     "resources": Resources,
 }

@@ -7,11 +7,11 @@ Reads the store without its lock, so it works while `study run` writes. A row th
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adaptlab.data.identity import content_digest
+from adaptlab.processes import process_alive
 from adaptlab.study.store import PlanRow, ResultStore
 
 
@@ -39,6 +39,10 @@ class StudyStatus:
     methods: dict[str, MethodCount] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     """'label: error' of each failed run."""
+    changed: list[str] = field(default_factory=list)
+    """'label (run id)' of each done run whose data file changed since it ran."""
+    unplanned: list[str] = field(default_factory=list)
+    """'label (run id)' of each done run the study's spec no longer has (not counted above)."""
 
     @property
     def left(self) -> int:
@@ -59,12 +63,21 @@ class StudyStatus:
 
 def study_status(store: str | Path) -> list[StudyStatus]:
     """The status of every study planned in `store` (which must exist), by study name."""
-    with ResultStore(store, create=False) as results:
+    with ResultStore(store, create=False, read_only=True) as results:
         rows = results.plan_rows()
+        unplanned = results.unplanned()
     studies: dict[str, StudyStatus] = {}
+    digests: dict[str, str | None] = {}
     for row in rows:
         status = studies.setdefault(row.study, StudyStatus(row.study))
         _count(status, row)
+        if row.status == "done" and row.data is not None and row.data_digest is not None:
+            if row.data not in digests:
+                digests[row.data] = content_digest(row.data)
+            if digests[row.data] not in (None, row.data_digest):
+                status.changed.append(f"{row.method_label} ({row.run_id})")
+    for study, run_id, label in unplanned:
+        studies.setdefault(study, StudyStatus(study)).unplanned.append(f"{label} ({run_id})")
     return list(studies.values())
 
 
@@ -82,20 +95,7 @@ def _count(status: StudyStatus, row: PlanRow) -> None:
         method.failed += 1
         status.errors.append(f"{row.method_label}: {row.error}")
     elif row.status == "running":
-        if _alive(row.host, row.pid):
+        if process_alive(row.host, row.pid):
             status.running += 1
         else:
             status.interrupted += 1
-
-
-def _alive(host: str | None, pid: int | None) -> bool:
-    """Whether the process that marked a run running still exists (other hosts: assumed)."""
-    if host != socket.gethostname() or pid is None:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -1,10 +1,11 @@
 """The results store: one SQLite file holding one row per run, safe against crashes.
 
 Table `runs`: run_id (primary key), study, status ('running' | 'done' | 'failed'),
-method_label, spec (the planned RunSpec as JSON), record (the `execute` record as JSON, NULL
+method_label, spec (the planned RunSpec as JSON), record (the run's `RunResult` as JSON, NULL
 until done), error, started_at / finished_at (UTC, ISO 8601), host, pid. Table `planned`
 holds each study's grid (study, run_id, position, method_label, spec) so `status` can count
-the runs still to do. Table `validations` holds what `adaptlab rank --validate` found for this
+the runs still to do. Table `studies` holds each study's `metric:` (NULL: the default rule).
+Table `validations` holds what `adaptlab rank --validate` found for this
 store's runs (data, kind: 'models' | 'layers', result JSON, created_at), one row per data set
 and kind, for the report.
 
@@ -23,7 +24,7 @@ import os
 import socket
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,10 +32,12 @@ from types import TracebackType
 from typing import Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.paths import check_writable, has_prefix, write_denied
 from adaptlab.study.planner import PlannedRun
+from adaptlab.train.result import RunResult
 
-SCHEMA_VERSION = 2
-STATUSES = ("running", "done", "failed")
+SCHEMA_VERSION = 4
+SQLITE_HEADER = b"SQLite format 3\x00"
 VALIDATION_KINDS = ("models", "layers")
 
 _VALIDATIONS = """CREATE TABLE validations (
@@ -43,6 +46,11 @@ _VALIDATIONS = """CREATE TABLE validations (
         result TEXT NOT NULL,
         created_at TEXT NOT NULL,
         PRIMARY KEY (data, kind)
+    )"""
+
+_STUDIES = """CREATE TABLE studies (
+        study TEXT PRIMARY KEY,
+        metric TEXT
     )"""
 
 _SCHEMA = (
@@ -57,7 +65,8 @@ _SCHEMA = (
         started_at TEXT NOT NULL,
         finished_at TEXT,
         host TEXT NOT NULL,
-        pid INTEGER NOT NULL
+        pid INTEGER NOT NULL,
+        data_digest TEXT
     )""",
     """CREATE TABLE planned (
         study TEXT NOT NULL,
@@ -68,10 +77,15 @@ _SCHEMA = (
         PRIMARY KEY (study, run_id)
     )""",
     _VALIDATIONS,
+    _STUDIES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
-_UPGRADES = {1: (_VALIDATIONS, "PRAGMA user_version = 2")}
+_UPGRADES = {
+    1: (_VALIDATIONS, "PRAGMA user_version = 2"),
+    2: ("ALTER TABLE runs ADD COLUMN data_digest TEXT", "PRAGMA user_version = 3"),
+    3: (_STUDIES, "PRAGMA user_version = 4"),
+}
 """Statements that bring a store of schema version N to N + 1 (additive: old rows stay)."""
 
 
@@ -88,28 +102,72 @@ class PlanRow:
     host: str | None
     pid: int | None
     error: str | None
+    data: str | None = None
+    """The data source the plan names (a path for data files)."""
+    data_digest: str | None = None
+    """The hash of the data contents the run trained on, when it ran (None: not recorded)."""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A done run as the store holds it: its result, the study and method label it ran as,
+    and the metric its study's spec asked to judge by (None: the default rule)."""
+
+    run_id: str
+    study: str
+    method_label: str
+    result: RunResult
+    study_metric: str | None = None
+
+
+def check_store_path(path: Path) -> None:
+    """Fail, before anything is created or locked, unless `path` can be a results store: an
+    adaptlab store, or a new (or empty) file in a folder that can be written."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a results store (a .db file)")
+    if path.exists() and path.stat().st_size:
+        if not has_prefix(path, SQLITE_HEADER):
+            raise ConfigError(f"{path} is not an adaptlab results store (not an SQLite file)")
+        with closing(_connect(path, read_only=True)) as db:
+            problem = _foreign(db, path)
+        if problem:
+            raise ConfigError(problem)
+    check_writable(path.parent, "the results store")
 
 
 class ResultStore:
-    """A results store at `path`; created unless `create` is False (then it must exist)."""
+    """A results store at `path`; created unless `create` is False (then it must exist).
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+    `read_only` is for readers: where the store's folder cannot be written (so SQLite cannot
+    make the files a WAL store needs), the store is then opened for reading only."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = True, read_only: bool = False
+    ) -> None:
         self.path = Path(path)
-        if not create and not self.path.is_file():
+        if self.path.is_dir():
+            raise ConfigError(f"{self.path} is a folder, not a results store (a .db file)")
+        if not create and not self.path.exists():
             raise ConfigError(
                 f"no results store at {self.path}; `adaptlab study run SPEC` creates it"
             )
         if create:
+            check_store_path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        reading = read_only and not create and write_denied(self.path.parent) is not None
+        try:
+            self._db = _connect(self.path, reading)
+        except sqlite3.DatabaseError as error:
+            raise ConfigError(_cannot_open(self.path, error)) from None
         try:
             if create:
                 self._create()
-            self._upgrade()
+            if not reading:
+                self._upgrade()
             self._check_version()
         except sqlite3.DatabaseError as error:
             self._db.close()
-            raise ConfigError(f"{self.path} is not an adaptlab results store ({error})") from None
+            raise ConfigError(_cannot_open(self.path, error)) from None
         except BaseException:
             self._db.close()
             raise
@@ -129,9 +187,10 @@ class ResultStore:
         """Close the connection (a no-op when already closed)."""
         self._db.close()
 
-    def set_plan(self, study: str, runs: Sequence[PlannedRun]) -> None:
-        """Replace `study`'s planned grid with `runs`, in their order."""
+    def set_plan(self, study: str, runs: Sequence[PlannedRun], metric: str | None = None) -> None:
+        """Replace `study`'s planned grid with `runs`, in their order, and its `metric:`."""
         with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO studies VALUES (?, ?)", (study, metric))
             db.execute("DELETE FROM planned WHERE study = ?", (study,))
             db.executemany(
                 "INSERT INTO planned VALUES (?, ?, ?, ?, ?)",
@@ -150,13 +209,14 @@ class ResultStore:
         with self._transaction() as db:
             db.execute(
                 """INSERT INTO runs (run_id, study, status, method_label, spec, started_at,
-                                     host, pid)
-                   VALUES (?, ?, 'running', ?, ?, ?, ?, ?)
+                                     host, pid, data_digest)
+                   VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (run_id) DO UPDATE SET
                        study = excluded.study, status = 'running',
                        method_label = excluded.method_label, spec = excluded.spec,
                        record = NULL, error = NULL, started_at = excluded.started_at,
-                       finished_at = NULL, host = excluded.host, pid = excluded.pid
+                       finished_at = NULL, host = excluded.host, pid = excluded.pid,
+                       data_digest = excluded.data_digest
                    WHERE runs.status != 'done'""",
                 (
                     run.run_id,
@@ -166,55 +226,95 @@ class ResultStore:
                     _now(),
                     socket.gethostname(),
                     os.getpid(),
+                    run.data_digest,
                 ),
             )
 
-    def finish(self, run_id: str, record: dict[str, Any]) -> None:
-        """Store a finished run's record and mark it done."""
-        self._end(run_id, "done", _json(record), None)
+    def data_digests(self) -> dict[str, str | None]:
+        """run_id -> the hash of the data contents each done run trained on (None: unknown)."""
+        rows = self._db.execute("SELECT run_id, data_digest FROM runs WHERE status = 'done'")
+        return dict(rows.fetchall())
+
+    def reopen(self, run_id: str, why: str) -> None:
+        """Mark a done run failed (`why`), so the next start runs it again."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE runs SET status = 'failed', error = ? WHERE run_id = ?", (why, run_id)
+            )
+
+    def finish(self, run_id: str, result: RunResult) -> None:
+        """Store a finished run's result and mark it done."""
+        self._end(run_id, "done", _json(result.to_dict()), None)
 
     def fail(self, run_id: str, error: str) -> None:
         """Mark a run failed with its one-line error; the next `study run` retries it."""
         self._end(run_id, "failed", None, error)
 
-    def records(self, status: str = "done") -> list[dict[str, Any]]:
-        """Rows of one status in plan order: the `execute` record plus run_id, study, method_label.
+    def records(self, *, planned_only: bool = False) -> list[StoredRun]:
+        """The done runs in plan order; runs no longer in any plan come last, oldest first, or
+        with `planned_only` are left out (as `study status` and `study report` do; `unplanned`
+        names them).
 
-        Runs no longer in any plan come last, oldest first.
-
-        Rows not done have no record; they give the planned `spec` and the `error` instead.
+        A row whose result does not read (a field missing or of the wrong type) is a
+        ConfigError naming the store, the run and the field.
         """
-        if status not in STATUSES:
-            raise ConfigError(f"unknown run status {status!r}; use one of {', '.join(STATUSES)}")
         rows = self._db.execute(
-            """SELECT r.run_id, r.study, r.method_label, r.spec, r.record, r.error FROM runs r
+            f"""SELECT r.run_id, r.study, r.method_label, r.record, s.metric FROM runs r
                LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
-               WHERE r.status = ?
-               ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id""",
-            (status,),
+               LEFT JOIN studies s ON s.study = r.study
+               WHERE r.status = 'done' {"AND p.run_id IS NOT NULL" if planned_only else ""}
+               ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id"""
         ).fetchall()
         return [
-            {
-                **(json.loads(record) if record else {"spec": json.loads(spec), "error": error}),
-                "run_id": run_id,
-                "study": study,
-                "method_label": label,
-            }
-            for run_id, study, label, spec, record, error in rows
+            StoredRun(run_id, study, label, self._result(run_id, record), metric)
+            for run_id, study, label, record, metric in rows
         ]
+
+    def _result(self, run_id: str, record: str) -> RunResult:
+        where = f"{self.path}: run {run_id}"
+        try:
+            data = json.loads(record)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{where}: its result is not JSON ({error})") from None
+        return RunResult.from_dict(data, where)
 
     def plan_rows(self) -> list[PlanRow]:
         """Every planned run of every study in the store, in plan order, with its status."""
         rows = self._db.execute(
             """SELECT p.study, p.run_id, p.method_label, r.status, r.started_at,
-                      r.finished_at, r.host, r.pid, r.error
+                      r.finished_at, r.host, r.pid, r.error, p.spec, r.data_digest
                FROM planned AS p LEFT JOIN runs AS r USING (run_id)
                ORDER BY p.study, p.position"""
         ).fetchall()
         return [
-            PlanRow(study, run_id, label, status, _time(started), _time(finished), host, pid, error)
-            for study, run_id, label, status, started, finished, host, pid, error in rows
+            PlanRow(
+                study,
+                run_id,
+                label,
+                status,
+                _time(started),
+                _time(finished),
+                host,
+                pid,
+                error,
+                json.loads(spec).get("data"),
+                digest,
+            )
+            for study, run_id, label, status, started, finished, host, pid, error, spec, digest in (
+                rows
+            )
         ]
+
+    def unplanned(self) -> list[tuple[str, str, str]]:
+        """(study, run_id, method_label) of each done run its study's spec no longer has (an
+        arm removed, a seed dropped): kept in the store, left out of status and reports."""
+        rows = self._db.execute(
+            """SELECT r.study, r.run_id, r.method_label FROM runs r
+               LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
+               WHERE r.status = 'done' AND p.run_id IS NULL
+               ORDER BY r.study, r.finished_at, r.run_id"""
+        ).fetchall()
+        return [(study, run_id, label) for study, run_id, label in rows]
 
     def save_validation(self, data: str, kind: str, result: dict[str, Any]) -> None:
         """Keep what `rank --validate` found on `data` (replacing an earlier one of that kind)."""
@@ -259,6 +359,9 @@ class ResultStore:
         self._db.execute("COMMIT")
 
     def _create(self) -> None:
+        problem = _foreign(self._db, self.path)
+        if problem:
+            raise ConfigError(problem)
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         with self._transaction() as db:
@@ -284,16 +387,60 @@ class ResultStore:
             )
 
 
-def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The done runs' records of the store at `path` (which must exist), as `records()`."""
-    with ResultStore(path, create=False) as store:
-        return store.records()
+def load_records(path: str | os.PathLike[str], *, planned_only: bool = False) -> list[StoredRun]:
+    """The done runs of the store at `path` (which must exist), as `records()`."""
+    with ResultStore(path, create=False, read_only=True) as store:
+        return store.records(planned_only=planned_only)
+
+
+def load_unplanned(path: str | os.PathLike[str]) -> list[tuple[str, str, str]]:
+    """The done runs no longer in their study's spec, of the store at `path`, as `unplanned()`."""
+    with ResultStore(path, create=False, read_only=True) as store:
+        return store.unplanned()
 
 
 def load_validations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The validations saved in the store at `path` (which must exist), as `validations()`."""
-    with ResultStore(path, create=False) as store:
+    with ResultStore(path, create=False, read_only=True) as store:
         return store.validations()
+
+
+def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection in autocommit mode. A read-only one also opens a WAL store in a folder that
+    cannot be written (where SQLite cannot make its -shm file): the file is then read as it
+    stands, as nothing can be writing to it there."""
+    if not read_only:
+        return sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    uri = path.absolute().as_uri()
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        db.execute("PRAGMA user_version")  # connecting is lazy: open the file now
+        return db
+    except sqlite3.OperationalError:
+        if write_denied(path.parent) is None:
+            raise
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+
+
+def _foreign(db: sqlite3.Connection, path: Path) -> str | None:
+    """Why the SQLite file behind `db` is no store this version may use, or None."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    if version == 0 and tables:
+        return f"{path} is an SQLite database of another program, not an adaptlab results store"
+    if version > SCHEMA_VERSION:
+        return (
+            f"{path} is a results store of a newer adaptlab (schema {version}, this one reads "
+            f"{SCHEMA_VERSION}); upgrade adaptlab"
+        )
+    return None
+
+
+def _cannot_open(path: Path, error: sqlite3.DatabaseError) -> str:
+    """One line for an SQLite error on opening `path`."""
+    if isinstance(error, sqlite3.OperationalError):
+        return f"cannot open results store {path} ({error}); check that you may read it"
+    return f"{path} is not an adaptlab results store ({error})"
 
 
 def _json(value: Any) -> str:

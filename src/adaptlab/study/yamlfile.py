@@ -65,6 +65,8 @@ def read_yaml(path: Path) -> YamlDocument:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"study spec {path} not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"study spec {path} is a folder; give the spec's YAML file") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read study spec {path}: {error}") from None
     loader = _Loader(text)

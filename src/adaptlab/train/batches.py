@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from adaptlab import checks
 from adaptlab.data import TextEncoder
 
 
@@ -18,6 +19,7 @@ def batches(
     generator: torch.Generator | None = None,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """Padded batches in order, or shuffled by `generator` when one is given."""
+    checks.positive(batch_size, "batch size")
     order = (
         torch.randperm(len(features), generator=generator).tolist()
         if generator is not None

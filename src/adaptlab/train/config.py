@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from adaptlab import checks
 from adaptlab.errors import ConfigError
 
 
@@ -27,19 +29,17 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "max_length", "eval_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(
-                    f"{name.replace('_', '-')} must be a positive integer, got {value!r}"
-                )
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            checks.positive(getattr(self, name), name.replace("_", "-"))
+        checks.at_least(self.max_length, 2, "max-length")
+        checks.seed(self.seed)
         if self.learning_rate is not None and not 0 < self.learning_rate < 1:
             raise ConfigError(f"learning-rate must be in (0, 1), got {self.learning_rate!r}")
         if not 0 <= self.warmup_ratio < 1:
             raise ConfigError(f"warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if self.weight_decay < 0:
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise ConfigError(f"weight-decay must be >= 0, got {self.weight_decay!r}")
-        if self.max_grad_norm <= 0:
+        if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
             raise ConfigError(f"max-grad-norm must be > 0, got {self.max_grad_norm!r}")
 
     def to_dict(self) -> dict[str, Any]:

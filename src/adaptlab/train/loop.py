@@ -15,33 +15,23 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from adaptlab.data import TextEncoder
 from adaptlab.errors import AdaptlabError
+from adaptlab.methods import regularization_loss
+from adaptlab.progress import Progress
 from adaptlab.tasks import TaskKind
 from adaptlab.train.batches import batch_count, batches
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.metrics import PRIMARY_METRIC
+from adaptlab.train.result import EpochRecord
 
 log = logging.getLogger("adaptlab.train")
 
 
 class TrainingError(AdaptlabError):
     """Training cannot go on (a NaN loss, say)."""
-
-
-@dataclass
-class EpochRecord:
-    """One epoch: where it ended, its mean training loss and its dev scores."""
-
-    epoch: int
-    step: int
-    train_loss: float
-    dev_loss: float
-    dev_metrics: dict[str, float]
-    seconds: float
 
 
 @dataclass
@@ -92,13 +82,16 @@ def train(
     history = TrainHistory(metric=PRIMARY_METRIC[task])
     best_score, best_state = -math.inf, None
     step = 0
-    bar = tqdm(total=total_steps, disable=not progress, unit="step", dynamic_ncols=True)
+    bar = Progress(total_steps, unit="step", enabled=progress, lines=0)  # a line per epoch
     for epoch in range(1, config.epochs + 1):
         model.train()
         started, losses = time.perf_counter(), []
-        bar.set_description(f"epoch {epoch}/{config.epochs}")
+        bar.describe(f"epoch {epoch}/{config.epochs}")
         for batch in batches(encoder, train_features, config.batch_size, device, generator):
             loss = model(**batch).loss
+            penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
+            if penalty is not None:
+                loss = loss + penalty
             if not torch.isfinite(loss):
                 bar.close()
                 raise TrainingError(
@@ -113,7 +106,7 @@ def train(
             step += 1
             losses.append(loss.item())
             bar.update()
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+            bar.show(loss=f"{losses[-1]:.4f}")
         dev = evaluate(model, encoder, dev_features, task, label_names, config.eval_batch_size)
         record = EpochRecord(
             epoch=epoch,
@@ -137,9 +130,8 @@ def train(
         if score > best_score:
             best_score, history.best_epoch = score, epoch
             best_state = {n: p.detach().clone() for n, p in trainable}
-        bar.set_postfix(
-            loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{score:.4f}"}
-        )
+        bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{score:.4f}"})
+        bar.line()
     bar.close()
     assert best_state is not None
     with torch.no_grad():

@@ -23,6 +23,29 @@ PRIMARY_METRIC: dict[str, str] = {
 }
 """The metric that picks the best epoch, per task kind."""
 
+METRICS: dict[str, tuple[str, ...]] = {
+    "single_label": ("accuracy", "macro_f1", "micro_f1", "mcc"),
+    "multi_label": ("mean_rprecision", "micro_f1"),
+    "token": ("span_f1", "span_precision", "span_recall", "token_accuracy"),
+    "regression": ("spearman", "pearson"),
+}
+"""The metrics of each task kind where higher is better (regression's mse is left out): the
+ones a study may judge methods by."""
+
+PAIRED_METRIC: dict[str, tuple[str, str]] = {
+    "single_label": ("accuracy", "macro_f1"),
+    "multi_label": ("mean_rprecision", "micro_f1"),
+    "token": ("span_f1", "token_accuracy"),
+    "regression": ("spearman", "pearson"),
+}
+"""The two metrics shown side by side for each task kind."""
+
+
+def second_metric(task: str, metric: str) -> str:
+    """The metric shown beside `metric`: the other of the task's pair, or the pair's first."""
+    first, second = PAIRED_METRIC[task]
+    return second if metric == first else first
+
 
 def compute_metrics(
     task: TaskKind, outputs: np.ndarray, labels: np.ndarray, label_names: Sequence[str] = ()
@@ -104,15 +127,10 @@ def token_metrics(
     predicted: np.ndarray, gold: np.ndarray, label_names: Sequence[str]
 ) -> dict[str, float]:
     """Span precision / recall / F1 over BIO entities, and token accuracy; -100 is ignored."""
-    gold_spans: set[tuple[int, int, int, str]] = set()
-    predicted_spans: set[tuple[int, int, int, str]] = set()
+    gold_spans, predicted_spans = entity_spans(predicted, gold, label_names)
     correct_tokens = counted_tokens = 0
-    for row, (pred_row, gold_row) in enumerate(zip(predicted, gold, strict=True)):
+    for pred_row, gold_row in zip(predicted, gold, strict=True):
         keep = gold_row != -100
-        gold_tags = [label_names[i] for i in gold_row[keep]]
-        pred_tags = [label_names[i] for i in pred_row[keep]]
-        gold_spans |= {(row, *span) for span in bio_spans(gold_tags)}
-        predicted_spans |= {(row, *span) for span in bio_spans(pred_tags)}
         correct_tokens += int((pred_row[keep] == gold_row[keep]).sum())
         counted_tokens += int(keep.sum())
     hits = len(gold_spans & predicted_spans)
@@ -125,6 +143,25 @@ def token_metrics(
         "span_recall": recall,
         "token_accuracy": correct_tokens / counted_tokens if counted_tokens else 0.0,
     }
+
+
+Span = tuple[int, int, int, str]
+"""(row, start, end exclusive, entity type) of one entity in a batch of tag rows."""
+
+
+def entity_spans(
+    predicted: np.ndarray, gold: np.ndarray, label_names: Sequence[str]
+) -> tuple[set[Span], set[Span]]:
+    """Gold and predicted entities of tag-id rows (positions labelled -100 are skipped)."""
+    gold_spans: set[Span] = set()
+    predicted_spans: set[Span] = set()
+    for row, (pred_row, gold_row) in enumerate(zip(predicted, gold, strict=True)):
+        keep = gold_row != -100
+        gold_spans |= {(row, *span) for span in bio_spans([label_names[i] for i in gold_row[keep]])}
+        predicted_spans |= {
+            (row, *span) for span in bio_spans([label_names[i] for i in pred_row[keep]])
+        }
+    return gold_spans, predicted_spans
 
 
 def bio_spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:

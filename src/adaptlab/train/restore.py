@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,13 @@ from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
 from adaptlab.methods import load_adapter, read_manifest
 from adaptlab.methods.persistence import MANIFEST
+from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
+from adaptlab.models.resolve import looks_like_path
 
 RUN_ADAPTER_FOLDER = "adapter"
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def adapter_folder(path: str | os.PathLike[str]) -> Path:
@@ -30,28 +34,47 @@ def adapter_folder(path: str | os.PathLike[str]) -> Path:
 
 
 def load_trained(
-    path: str | os.PathLike[str], device: str = "cpu"
+    path: str | os.PathLike[str], device: str = "cpu", *, model: str | None = None
 ) -> tuple[LoadedModel, dict[str, Any]]:
-    """The base model named in the manifest, with the adapter loaded, and the manifest.
+    """The base model, with the folder's adapter (and those it was saved with) loaded.
 
-    The base loads under the run's seed, so its new head starts where training started (the
-    analyses read those initial values as theta0)."""
+    The base is `model` when given, else the one the manifest names, if that is a built-in
+    or a hub name: a manifest that names a local folder (which could be anything on this
+    machine) is only followed when the user passes it as `model`. The base loads under the
+    run's seed, so its new head starts where training started (the analyses read those
+    initial values as theta0).
+    """
     target = torch_device(device)
     folder = adapter_folder(path)
     manifest = read_manifest(folder)
-    base_id = manifest["base_model"]["id"]
     task = manifest.get("task")
-    if not base_id or not task:
+    if not task:
         raise AdapterFileError(
-            f"{folder}: the manifest names no base model or task; load the base model yourself "
+            f"{folder}: the manifest names no task; load the base model yourself "
             "and call adaptlab.load_adapter"
         )
+    base_id = model or trusted_base(folder, manifest["base_model"]["id"])
     labels = manifest.get("label_names") or None
-    loaded = load_model(base_id, task, label_names=labels, seed=manifest.get("seed"))
-    model: nn.Module = loaded.model
-    load_adapter(model, folder)
-    model.to(target).eval()
+    loaded = load_model(base_id, task, label_names=labels, seed=manifest["seed"])
+    adapted: nn.Module = loaded.model
+    load_adapter(adapted, folder)
+    adapted.to(target).eval()
     return loaded, manifest
+
+
+def trusted_base(folder: Path, base_id: str | None) -> str:
+    """The manifest's base model id when it is a built-in or hub name, else a one-line refusal."""
+    if not base_id:
+        raise AdapterFileError(f"{folder}: the manifest names no base model; pass --model")
+    if base_id in BUILTIN_MODELS:
+        return base_id
+    local = looks_like_path(base_id) or Path(base_id).expanduser().exists()
+    if local or not _HUB_NAME.fullmatch(base_id):
+        raise AdapterFileError(
+            f"{folder}: the adapter names the local base model {base_id!r}; pass "
+            f"--model {base_id} to load it (a manifest's paths are not followed on their own)"
+        )
+    return base_id
 
 
 def check_split(split: str) -> None:

@@ -10,73 +10,33 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-import transformers
 from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
-from adaptlab.errors import ConfigError
-from adaptlab.fileio import staging_folder
-from adaptlab.methods import adapt, save_adapter
-from adaptlab.methods.compose import resolve
-from adaptlab.methods.config import MethodConfig
+from adaptlab.fileio import publish_folder, staging_folder
+from adaptlab.methods import save_adapter
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
-from adaptlab.train.config import TrainConfig
+from adaptlab.models.resolve import resolve_model
+from adaptlab.train.adapters import attach_adapters
+from adaptlab.train.classes import evaluated_counts, training_counts
 from adaptlab.train.evaluate import evaluate
+from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
-from adaptlab.version import __version__
+from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, check_run_folder
+from adaptlab.train.result import DataInfo, RunResult, Versions
+from adaptlab.train.spec import RunSpec
 
 log = logging.getLogger("adaptlab.train")
-
-METRICS_FILE = "metrics.json"
-LOG_FILE = "train.log"
-ADAPTER_FOLDER = "adapter"
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything that defines a run; `method` is a name, {name: options} or a list of these."""
-
-    model: str
-    data: str
-    method: Any = "houlsby"
-    train_size: int | None = None
-    train: TrainConfig = field(default_factory=TrainConfig)
-    data_options: Mapping[str, Any] = field(default_factory=dict)
-    device: str = "cpu"
-
-    def methods(self) -> tuple[MethodConfig, ...]:
-        """The validated method configs of this run."""
-        return resolve(self.method, {})
-
-    def learning_rate(self) -> float:
-        """The given learning rate, or the lowest default of the run's methods (App. A.2)."""
-        if self.train.learning_rate is not None:
-            return self.train.learning_rate
-        return min(c.default_learning_rate for c in self.methods())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fully resolved spec, JSON-ready."""
-        return {
-            "model": self.model,
-            "data": self.data,
-            "methods": [{"name": c.name, "config": c.to_dict()} for c in self.methods()],
-            "train_size": self.train_size,
-            "train": {**self.train.to_dict(), "learning_rate": self.learning_rate()},
-            "data_options": dict(self.data_options),
-            "device": self.device,
-        }
 
 
 @dataclass(frozen=True)
@@ -92,7 +52,7 @@ class TrainedRun:
 
 
 OnTrained = Callable[[TrainedRun], Mapping[str, Any]]
-"""A callback whose JSON-ready result is stored as the record's "analysis"."""
+"""A callback whose JSON-ready result is stored as the result's `analysis`."""
 
 
 def prepare_data(spec: RunSpec) -> Dataset:
@@ -110,26 +70,24 @@ def execute(
     progress: bool = True,
     overwrite: bool = False,
     on_trained: OnTrained | None = None,
-) -> dict[str, Any]:
-    """Train, pick the best epoch on dev, test it; write `out` if given; return the record.
+) -> RunResult:
+    """Train, pick the best epoch on dev, test it; write `out` if given; return the result.
 
-    `on_trained`, if given, sees the trained model and data; its result joins the record.
+    `on_trained`, if given, sees the trained model and data; its result joins the result.
     """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
-    if out_path is not None and out_path.exists() and any(out_path.iterdir()) and not overwrite:
-        raise ConfigError(
-            f"output folder {out_path} exists and is not empty; pass --overwrite or another --out"
-        )
+    if out_path is not None:
+        check_run_folder(out_path, overwrite)
     device = torch_device(spec.device)
-    methods = spec.methods()  # fail on a bad method before loading anything
+    resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     dataset = prepare_data(spec)
     loaded = load_model(
         spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
     )
     model: nn.Module = loaded.model
     model.to(device)
-    handle = adapt(model, methods, seed=spec.train.seed)
+    handle = attach_adapters(model, spec)
     encoder = TextEncoder(
         loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length
     )
@@ -162,40 +120,45 @@ def execute(
         )
         log.info("test %s", json.dumps(test.metrics))
         counts = handle.parameter_counts()
-        record: dict[str, Any] = {
-            "spec": spec.to_dict(),
-            "data": {
-                "name": dataset.name,
-                "task": dataset.task,
-                "labels": list(dataset.label_names),
-                "sizes": {k: len(v) for k, v in dataset.splits.items()},
-            },
-            "metric": history.metric,
-            "epochs": [asdict(e) for e in history.epochs],
-            "best_epoch": history.best_epoch,
-            "dev": history.best.dev_metrics,
-            "test": test.metrics,
-            "test_loss": test.loss,
-            "trainable_parameters": counts["trainable"],
-            "total_parameters": counts["total"],
-            "parameter_groups": {
-                k: v for k, v in counts.items() if k not in ("trainable", "total")
-            },
-            "adapter_bytes": None,
-            "adapter_tensor_bytes": handle.tensor_bytes(),
-            "wall_seconds": None,
-            "peak_memory_bytes": peak_memory_bytes(device),
-            "versions": {
-                "adaptlab": __version__,
-                "torch": torch.__version__,
-                "transformers": transformers.__version__,
-                "python": platform.python_version(),
-            },
-            "host": socket.gethostname(),
-        }
+        result = RunResult(
+            spec=spec,
+            data=DataInfo(
+                name=dataset.name,
+                task=dataset.task,
+                labels=tuple(dataset.label_names),
+                sizes={k: len(v) for k, v in dataset.splits.items()},
+                train_counts=training_counts(
+                    dataset.task, dataset.splits["train"], dataset.label_names
+                ),
+            ),
+            metric=history.metric,
+            epochs=tuple(history.epochs),
+            best_epoch=history.best_epoch,
+            dev=history.best.dev_metrics,
+            test=test.metrics,
+            test_classes=evaluated_counts(
+                dataset.task, test.outputs, test.labels, dataset.label_names
+            ),
+            test_loss=test.loss,
+            trainable_parameters=counts["trainable"],
+            total_parameters=counts["total"],
+            parameter_groups={k: v for k, v in counts.items() if k not in ("trainable", "total")},
+            adapter_tensor_bytes=handle.tensor_bytes(),
+            peak_memory_bytes=peak_memory_bytes(device),
+            versions=Versions.current(),
+            host=socket.gethostname(),
+            fusion_weights=(
+                mean_fusion_weights(
+                    model, handle, encoder, features["dev"], spec.train.eval_batch_size
+                )
+                if handle.is_fusion
+                else None
+            ),
+        )
         if on_trained is not None:
             began = time.perf_counter()
-            record["analysis"] = dict(on_trained(TrainedRun(model, encoder, dataset, features)))
+            analysis = dict(on_trained(TrainedRun(model, encoder, dataset, features)))
+            result = replace(result, analysis=analysis)
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
         if staging is not None and out_path is not None:
             adapter = save_adapter(
@@ -204,19 +167,19 @@ def execute(
                 base_model_id=spec.model,
                 task=dataset.task,
                 label_names=dataset.label_names,
-                metrics={"dev": record["dev"], "test": record["test"]},
+                metrics={"dev": dict(result.dev), "test": dict(result.test)},
             )
-            record["adapter_bytes"] = sum(f.stat().st_size for f in adapter.iterdir())
-            record["wall_seconds"] = time.perf_counter() - started
-            (staging / METRICS_FILE).write_text(json.dumps(record, indent=2))
+            result = replace(
+                result,
+                adapter_bytes=sum(f.stat().st_size for f in adapter.iterdir()),
+                wall_seconds=time.perf_counter() - started,
+            )
+            (staging / METRICS_FILE).write_text(json.dumps(result.to_dict(), indent=2))
             if handler:
                 _close(handler)
                 handler = None
-            if out_path.exists():
-                shutil.rmtree(out_path)
-            staging.rename(out_path)
-        record["wall_seconds"] = time.perf_counter() - started
-        return record
+            publish_folder(staging, out_path)
+        return replace(result, wall_seconds=time.perf_counter() - started)
     finally:
         if handler:
             _close(handler)

@@ -1,0 +1,283 @@
+"""An adapter folder's manifest.json, read as untrusted input: every field checked before use.
+
+An adapter folder may come from anyone. Nothing it names is trusted: the tensor file must be
+the folder's own `adapter.safetensors`, member adapters live in its own `adapters/<name>/`
+subfolders (names checked), method options are validated by the methods' configs (types and
+ranges) before any module is built, and the base model id is only a name (whether to load
+it is the caller's decision, see `adaptlab.train.restore`). Any problem is one line naming
+the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adaptlab.errors import AdapterFileError, AdaptlabError
+from adaptlab.methods.blocks import Composition, composition_names, parse_composition
+from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.registry import make_config
+from adaptlab.tasks import TASK_KINDS
+from adaptlab.version import __version__
+
+MANIFEST = "manifest.json"
+TENSORS = "adapter.safetensors"
+MEMBERS = "adapters"
+"""Subfolder holding the adapters a fusion or stack was trained with, one folder each."""
+FORMAT = "adaptlab-adapter"
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+KINDS = ("adapter", "fusion")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_MAX_SEED = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What the manifest says of the tensor file (its checksum is checked on load)."""
+
+    count: int
+    parameters: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class BaseModelInfo:
+    """The base model the adapter was trained on."""
+
+    id: str | None
+    model_class: str
+    model_type: str | None
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A checked manifest. `members`: adapter name -> the checksum of its tensor file."""
+
+    name: str
+    kind: str
+    configs: tuple[MethodConfig, ...]
+    fuses: tuple[str, ...]
+    backbone_overrides: dict[str, Any]
+    train_head: bool
+    seed: int
+    base_model: BaseModelInfo
+    task: str | None
+    label_names: tuple[str, ...] | None
+    metrics: dict[str, Any] | None
+    composition: Composition | None
+    members: dict[str, str]
+    tensors: TensorInfo
+    raw: dict[str, Any]
+
+
+def read_manifest_file(folder: Path) -> dict[str, Any]:
+    """The JSON object in `folder`'s manifest, checked for format and version only."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise AdapterFileError(f"{folder}: no {MANIFEST}; not an adaptlab adapter folder")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise AdapterFileError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise AdapterFileError(f"{path}: not an adaptlab adapter manifest")
+    version = data.get("format_version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        raise AdapterFileError(
+            f"{path}: adapter format version {version!r} is not supported by adaptlab "
+            f"{__version__} (reads {', '.join(map(str, READABLE_VERSIONS))})"
+        )
+    return data
+
+
+def parse_manifest(folder: Path) -> Manifest:
+    """`folder`'s manifest, every field checked; one line naming the first bad field."""
+    data = read_manifest_file(folder)
+    path = folder / MANIFEST
+    fields = _Fields(data, path)
+    version = data["format_version"]
+    name = fields.text("name", pattern=NAME) if version >= 2 else "default"
+    kind = fields.choice("kind", KINDS) if version >= 2 else "adapter"
+    configs = fields.configs(kind)
+    fuses = fields.names("fuses") if kind == "fusion" else ()
+    if kind == "fusion" and not fuses:
+        raise AdapterFileError(f"{path}: a fusion must name the adapters it fuses (fuses)")
+    composition = fields.composition() if version >= 2 else None
+    members = fields.members() if version >= 2 else {}
+    needed = set(fuses) | set(composition_names(composition)) - {name}
+    missing = sorted(needed - set(members))
+    if missing:
+        raise AdapterFileError(f"{path}: adapter {missing[0]!r} is used but not among members")
+    base = fields.mapping("base_model")
+    base_fields = _Fields(base, path, prefix="base_model.")
+    return Manifest(
+        name=name,
+        kind=kind,
+        configs=configs,
+        fuses=fuses,
+        backbone_overrides=fields.mapping("backbone_overrides"),
+        train_head=fields.boolean("train_head"),
+        seed=fields.integer("seed", 0, _MAX_SEED),
+        base_model=BaseModelInfo(
+            id=base_fields.text("id", optional=True),
+            model_class=base_fields.text("class"),
+            model_type=base_fields.text("model_type", optional=True),
+            fingerprint=base_fields.text("fingerprint", pattern=_FINGERPRINT),
+        ),
+        task=fields.choice("task", (*TASK_KINDS, None)),
+        label_names=fields.labels(),
+        metrics=fields.mapping("metrics", optional=True),
+        composition=composition,
+        members=members,
+        tensors=fields.tensors(),
+        raw=data,
+    )
+
+
+class _Fields:
+    """Typed reads of a manifest's fields, each failing with the field's name."""
+
+    def __init__(self, data: Mapping[str, Any], path: Path, prefix: str = "") -> None:
+        self.data, self.path, self.prefix = data, path, prefix
+
+    def fail(self, key: str, expected: str) -> AdapterFileError:
+        value = self.data.get(key, "<missing>")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        return AdapterFileError(f"{self.path}: {self.prefix}{key} must be {expected}, got {shown}")
+
+    def get(self, key: str, optional: bool) -> Any:
+        if key not in self.data and not optional:
+            raise AdapterFileError(f"{self.path}: {self.prefix}{key} is missing")
+        return self.data.get(key)
+
+    def text(self, key: str, optional: bool = False, pattern: re.Pattern[str] | None = None) -> Any:
+        value = self.get(key, optional)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value or len(value) > 1000:
+            raise self.fail(key, "a non-empty string")
+        if pattern is not None and not pattern.fullmatch(value):
+            raise self.fail(key, f"a string matching {pattern.pattern}")
+        return value
+
+    def choice(self, key: str, options: tuple[str | None, ...]) -> Any:
+        value = self.get(key, None in options)
+        if value not in options or isinstance(value, bool):
+            raise self.fail(key, f"one of {', '.join(str(o).lower() for o in options)}")
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self.get(key, False)
+        if not isinstance(value, bool):
+            raise self.fail(key, "true or false")
+        return value
+
+    def integer(self, key: str, low: int, high: int) -> int:
+        value = self.get(key, False)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self.fail(key, f"an integer in [{low}, {high}]")
+        return value
+
+    def mapping(self, key: str, optional: bool = False) -> Any:
+        value = self.get(key, optional)
+        if value is None and optional:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(key, "an object")
+        return value
+
+    def names(self, key: str) -> tuple[str, ...]:
+        value = self.get(key, False)
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and NAME.fullmatch(v) for v in value
+        ):
+            raise self.fail(key, "a list of adapter names")
+        return tuple(value)
+
+    def labels(self) -> tuple[str, ...] | None:
+        value = self.get("label_names", True)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail("label_names", "a list of strings")
+        if len(set(value)) != len(value):
+            raise self.fail("label_names", "a list of distinct labels")
+        return tuple(value)
+
+    def configs(self, kind: str) -> tuple[MethodConfig, ...]:
+        value = self.get("methods", False)
+        if not isinstance(value, list) or not value:
+            raise self.fail("methods", "a non-empty list of {name, config}")
+        configs: list[MethodConfig] = []
+        for index, item in enumerate(value):
+            where = f"methods[{index}]"
+            if not isinstance(item, dict) or set(item) != {"name", "config"}:
+                raise self.fail("methods", f"a list of {{name, config}} ({where} is not)")
+            if not isinstance(item["name"], str) or not isinstance(item["config"], dict):
+                raise self.fail("methods", f"a list of {{name: str, config: object}} ({where})")
+            _refuse_non_finite(item["config"], self.path, where)
+            try:
+                if kind == "fusion":
+                    if item["name"] != "fusion":
+                        raise AdapterFileError(f"{where} of a fusion must be 'fusion'")
+                    configs.append(make_config("fusion", item["config"]))
+                else:
+                    configs.append(make_config(item["name"], item["config"]))
+            except AdaptlabError as error:
+                raise AdapterFileError(f"{self.path}: {where}: {error}") from None
+        return tuple(configs)
+
+    def composition(self) -> Composition | None:
+        value = self.get("composition", True)
+        if value is None:
+            return None
+        try:
+            composition = parse_composition(value)
+        except AdaptlabError as error:
+            raise AdapterFileError(f"{self.path}: composition: {error}") from None
+        for name in composition_names(composition):
+            if not NAME.fullmatch(name):
+                raise self.fail("composition", "made of adapter names")
+        return composition
+
+    def members(self) -> dict[str, str]:
+        value = self.mapping("members")
+        for name, digest in value.items():
+            if not NAME.fullmatch(name) or not isinstance(digest, str):
+                raise self.fail("members", "an object of adapter name -> tensor checksum")
+            if not _SHA256.fullmatch(digest):
+                raise self.fail("members", "an object of adapter name -> SHA-256 hex digest")
+        return dict(value)
+
+    def tensors(self) -> TensorInfo:
+        info = self.mapping("tensors")
+        fields = _Fields(info, self.path, prefix="tensors.")
+        if info.get("file") != TENSORS:
+            raise fields.fail("file", f"{TENSORS!r} (tensors are read from the folder only)")
+        return TensorInfo(
+            count=fields.integer("count", 0, 10**9),
+            parameters=fields.integer("parameters", 0, 10**15),
+            bytes=fields.integer("bytes", 0, 10**15),
+            sha256=fields.text("sha256", pattern=_SHA256),
+        )
+
+
+def _refuse_non_finite(value: Any, path: Path, where: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise AdapterFileError(f"{path}: {where} holds a non-finite number ({value})")
+    if isinstance(value, dict):
+        for item in value.values():
+            _refuse_non_finite(item, path, where)
+    if isinstance(value, list):
+        for item in value:
+            _refuse_non_finite(item, path, where)

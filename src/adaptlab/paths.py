@@ -1,0 +1,121 @@
+"""Paths a user gives, checked before any work: inputs must be files (not folders), and outputs
+must be writable, be files or folders as the command needs, and never replace anything that
+adaptlab did not write there itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from adaptlab.errors import ConfigError, DataError
+
+JSON_OUTPUT_LIMIT = 64 << 20
+"""A JSON file larger than this is no output of adaptlab's (and is not read to find out)."""
+
+
+def input_file(path: Path, what: str) -> Path:
+    """`path` if it exists and is not a folder (pipes and devices are fine)."""
+    if path.is_dir():
+        raise DataError(f"{what} {path} is a folder, not a file; give the file itself")
+    if not path.exists():
+        raise DataError(f"{what} {path} not found; check the path")
+    return path
+
+
+def nearest_existing(path: Path) -> Path:
+    """`path` or its closest ancestor that exists (where a missing folder would be made)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def write_denied(folder: Path) -> str | None:
+    """Why no file can be created in `folder` (or the ancestor where it would be made); None
+    when one can. Tried for real (a temporary file, gone at once), so permissions, read-only
+    mounts and immutable folders all answer alike, for every user, root included."""
+    existing = nearest_existing(folder)
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        return f"{existing}: {(error.strerror or type(error).__name__).lower()}"
+    return None
+
+
+def check_writable(folder: Path, what: str, fix: str = "choose a folder you can write to") -> None:
+    """Fail unless files can be created in `folder` (see `write_denied`); `fix` ends the line."""
+    reason = write_denied(folder)
+    if reason is not None:
+        raise ConfigError(f"cannot write {what} ({reason}); {fix}")
+
+
+def check_output_file(
+    path: Path,
+    what: str,
+    *,
+    replaceable: Callable[[Path], bool],
+    inputs: Sequence[tuple[Path, str]] = (),
+) -> None:
+    """Fail, before any work, unless `path` can take the output `what`: not a folder, not one of
+    the command's `inputs` (path, name), writable, and either new or an earlier output of the
+    same kind (`replaceable`), so that nothing else is ever overwritten."""
+    if path.is_dir():
+        raise ConfigError(f"{what} {path} is a folder; give a file name (inside it, say)")
+    for source, name in inputs:
+        if path.exists() and source.exists() and os.path.samefile(path, source):
+            raise ConfigError(f"{what} {path} is the {name} itself; give another file name")
+    if path.exists() and not replaceable(path):
+        raise ConfigError(
+            f"{path} exists and is not an earlier {what}; adaptlab replaces only its own "
+            "outputs: remove it or give another file name"
+        )
+    check_writable(path.parent, what)
+
+
+def check_output_folder(path: Path, what: str) -> None:
+    """Fail, before any work, unless `path` is a folder (or can be made) that can be written."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path} is a file; give a folder")
+    check_writable(path, what)
+
+
+def check_new_folder(path: Path, what: str) -> None:
+    """Fail, before any work, unless `path` is a folder to be made or an empty one (commands
+    that write a folder without an overwrite rule never mix files into an existing one)."""
+    check_output_folder(path, what)
+    if path.is_dir() and any(path.iterdir()):
+        raise ConfigError(
+            f"{what} {path} exists and is not empty; give a new folder (or remove that one)"
+        )
+
+
+def has_prefix(path: Path, prefix: bytes) -> bool:
+    """Whether the file at `path` starts with `prefix` (False when it cannot be read)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(len(prefix)) == prefix
+    except OSError:
+        return False
+
+
+def json_with_key(path: Path, key: str) -> bool:
+    """Whether `path` holds a JSON object with `key` (how earlier JSON outputs are known)."""
+    try:
+        if path.stat().st_size > JSON_OUTPUT_LIMIT:
+            return False
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(found, dict) and key in found
+
+
+def listed(names: Sequence[str], most: int = 3) -> str:
+    """A few names for a message: `a, b, c and 4 more`."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more

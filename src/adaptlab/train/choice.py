@@ -1,0 +1,111 @@
+"""Which metric judges a method on a data set, and why, in one line.
+
+Default: the task's primary metric, except single-label data whose largest class in the
+training sample is more than `IMBALANCE_RATIO` times its smallest: there accuracy rewards a
+model that ignores the small classes, so macro-F1 (every class counts the same) judges
+instead. A metric asked for by name (a study's `metric:`) always wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from adaptlab.errors import ConfigError
+from adaptlab.tasks import TaskKind
+from adaptlab.train.metrics import PRIMARY_METRIC
+
+IMBALANCE_RATIO = 3.0
+"""Largest / smallest training class above which single-label data is judged by macro-F1."""
+
+BALANCED_METRIC = "macro_f1"
+
+
+@dataclass(frozen=True)
+class MetricChoice:
+    """The metric that judges, and the reason, as a clause: `set by ...`, `the largest ...`."""
+
+    metric: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClassSpread:
+    """The largest and smallest class of a training sample, by number of examples."""
+
+    largest: str
+    largest_count: int
+    smallest: str
+    smallest_count: int
+
+    @property
+    def ratio(self) -> float:
+        """Largest / smallest count; infinite when a class has no example."""
+        if self.smallest_count == 0:
+            return math.inf
+        return self.largest_count / self.smallest_count
+
+    def describe(self) -> str:
+        """`the largest class of the training sample (earn, 397 examples) is 33.1x its
+        smallest (grain, 12)`."""
+        if self.smallest_count == 0:
+            return (
+                f"class {self.smallest} has no example in the training sample while "
+                f"{self.largest} has {self.largest_count:,}"
+            )
+        return (
+            f"the largest class of the training sample ({self.largest}, "
+            f"{self.largest_count:,} examples) is {self.ratio:.1f}x its smallest "
+            f"({self.smallest}, {self.smallest_count:,})"
+        )
+
+
+def class_spread(counts: Mapping[str, int]) -> ClassSpread | None:
+    """Largest and smallest class of `counts` (ties: the first listed); None below 2 classes."""
+    if len(counts) < 2:
+        return None
+    names = list(counts)
+    largest = max(names, key=lambda name: counts[name])
+    smallest = min(names, key=lambda name: counts[name])
+    return ClassSpread(largest, counts[largest], smallest, counts[smallest])
+
+
+def choose_metric(
+    task: TaskKind,
+    train_counts: Mapping[str, int] | None,
+    requested: str | None = None,
+    requested_by: str = "`metric:` in the study spec",
+) -> MetricChoice:
+    """The metric judging runs of `task` trained on a sample with `train_counts` per class;
+    `requested` (asked for by `requested_by`) wins over the default rule."""
+    if requested is not None:
+        return MetricChoice(requested, f"asked for by {requested_by}")
+    primary = PRIMARY_METRIC[task]
+    if task != "single_label":
+        return MetricChoice(primary, "the task's primary metric")
+    if train_counts is None:
+        return MetricChoice(primary, "the task's primary metric; no class counts were recorded")
+    spread = class_spread(train_counts)
+    if spread is None:
+        return MetricChoice(primary, "the task's primary metric")
+    if spread.ratio > IMBALANCE_RATIO:
+        return MetricChoice(
+            BALANCED_METRIC,
+            f"{spread.describe()}, and accuracy would reward ignoring the small classes",
+        )
+    return MetricChoice(
+        primary,
+        f"the task's primary metric; its classes are balanced (largest within "
+        f"{IMBALANCE_RATIO:g}x the smallest in the training sample)",
+    )
+
+
+def require_metric(metric: str, computed: Iterable[str], data: str, task: str) -> None:
+    """A metric the runs of `data` did not compute is a one-line error naming those they did."""
+    names = list(computed)
+    if metric not in names:
+        raise ConfigError(
+            f"metric {metric!r} is not computed on {data} ({task} data gives "
+            f"{', '.join(names)}); set `metric:` to one of them"
+        )

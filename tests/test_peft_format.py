@@ -1,0 +1,126 @@
+"""LoRA to and from PEFT: an exported adapter loads in PEFT with the same logits, and back."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import tiny_inputs, tiny_model, train_steps
+
+import adaptlab
+from adaptlab.errors import AdapterFileError
+from adaptlab.methods.peft_format import export_peft, import_peft
+
+peft = pytest.importorskip("peft", reason="peft comes with the bench extra")
+
+
+def logits(model: torch.nn.Module) -> torch.Tensor:
+    with torch.no_grad():
+        return model(**tiny_inputs()).logits
+
+
+def peft_model(base: torch.nn.Module, folder: Path) -> torch.nn.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return peft.PeftModel.from_pretrained(base, str(folder)).eval()
+
+
+@pytest.mark.parametrize("arch", ("bert", "roberta", "distilbert", "llama"))
+def test_an_exported_adapter_gives_peft_the_same_logits(arch: str, tmp_path: Path) -> None:
+    model = tiny_model(arch)
+    adaptlab.adapt(model, "lora", targets=("query", "value", "ffn_out"), alpha=16.0)
+    train_steps(model)
+    expected = logits(model)
+    export_peft(model, tmp_path)
+    config = json.loads((tmp_path / "adapter_config.json").read_text())
+    assert config["r"] == 8 and config["lora_alpha"] == 16.0 and config["task_type"] == "SEQ_CLS"
+    loaded = peft_model(tiny_model(arch, head_seed=4), tmp_path)
+    assert (logits(loaded) - expected).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("arch", ("bert", "llama"))
+def test_a_peft_adapter_imports_with_the_same_logits(arch: str, tmp_path: Path) -> None:
+    base = tiny_model(arch)
+    config = peft.LoraConfig(
+        r=4,
+        lora_alpha=8,
+        target_modules=["query", "value", "q_proj", "v_proj"],
+        task_type="SEQ_CLS",
+    )
+    trained = peft.get_peft_model(base, config)
+    with torch.no_grad():  # B starts at zero: give the pairs values
+        for name, param in trained.named_parameters():
+            if "lora_B" in name or "modules_to_save" in name:
+                param.normal_(0, 0.1)
+    trained.eval()
+    expected = logits(trained)
+    trained.save_pretrained(str(tmp_path))
+    model = tiny_model(arch, head_seed=4)
+    handle = import_peft(model, tmp_path)
+    adaptlab.set_active(model, handle.name)
+    assert handle.configs[0].to_dict()["targets"] == ["query", "value"]
+    assert (logits(model) - expected).abs().max().item() <= 1e-5
+
+
+def test_export_then_import_is_the_same_adapter(tmp_path: Path) -> None:
+    model = tiny_model("bert")
+    adaptlab.adapt(model, "lora")
+    train_steps(model)
+    expected = logits(model)
+    export_peft(model, tmp_path)
+    fresh = tiny_model("bert", head_seed=2)
+    import_peft(fresh, tmp_path, name="imported")
+    adaptlab.set_active(fresh, "imported")
+    assert torch.equal(logits(fresh), expected)
+
+
+def test_only_lora_adapters_are_exported(tmp_path: Path) -> None:
+    model = tiny_model("bert")
+    adaptlab.adapt(model, "lora+bitfit")
+    with pytest.raises(AdapterFileError, match="takes a LoRA adapter; 'default' is lora\\+bitfit"):
+        export_peft(model, tmp_path)
+    assert not (tmp_path / "adapter_config.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"use_dora": True}, "use_dora=True has no equivalent"),
+        ({"rank_pattern": {"query": 2}}, "rank_pattern"),
+        ({"peft_type": "IA3"}, "not a PEFT LoRA adapter"),
+        ({"r": "8"}, "r must be a number"),
+    ],
+)
+def test_peft_options_without_an_equivalent_are_refused(
+    edit: dict, message: str, tmp_path: Path
+) -> None:
+    model = tiny_model("bert")
+    adaptlab.adapt(model, "lora")
+    export_peft(model, tmp_path)
+    path = tmp_path / "adapter_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    fresh = tiny_model("bert")
+    with pytest.raises(AdapterFileError, match=message) as error:
+        import_peft(fresh, tmp_path)
+    assert "\n" not in str(error.value) and adaptlab.list_adapters(fresh) == []
+
+
+def test_pickle_weights_and_partial_layers_are_refused(tmp_path: Path) -> None:
+    model = tiny_model("bert")
+    adaptlab.adapt(model, "lora")
+    export_peft(model, tmp_path)
+    tensors = tmp_path / "adapter_model.safetensors"
+    data = tensors.read_bytes()
+    tensors.rename(tmp_path / "adapter_model.bin")
+    with pytest.raises(AdapterFileError, match="pickle, which adaptlab does not load"):
+        import_peft(tiny_model("bert"), tmp_path)
+    (tmp_path / "adapter_model.bin").unlink()
+    import safetensors.torch
+
+    kept = {k: v for k, v in safetensors.torch.load(data).items() if "layer.1." not in k}
+    tensors.write_bytes(safetensors.torch.save(kept))
+    with pytest.raises(AdapterFileError, match="in some blocks only"):
+        import_peft(tiny_model("bert"), tmp_path)
