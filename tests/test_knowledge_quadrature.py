@@ -47,10 +47,26 @@ def test_riemann_is_the_slides_right_sum() -> None:
     assert len(path_integral("riemann").pending()) == 20
 
 
+def _cubic(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    values = torch.stack([a**3, 1 - a], dim=1)
+    return values, a**4 / 4 + a - a**2 / 2
+
+
+def test_adaptive_rule_takes_simpsons_three_nodes_where_they_pass() -> None:
+    exact = torch.tensor([1 / 4, 1 / 2], dtype=torch.float64)
+    value, evaluations = _integrate(AdaptiveLobatto(), _cubic, 0.3)
+    assert evaluations == 3  # α = 0, 1/2, 1: Simpson's rule is exact for cubics
+    torch.testing.assert_close(value, exact)
+    # its estimate (against the trapezoid) is cautious: a tighter tolerance adds Lobatto's nodes
+    value, evaluations = _integrate(AdaptiveLobatto(), _cubic, 0.1)
+    assert evaluations == 5
+    torch.testing.assert_close(value, exact)
+
+
 def test_adaptive_rule_is_exact_for_degree_seven_on_its_first_five_nodes() -> None:
     exact = torch.tensor([1 / 8, 0.5, 1.0], dtype=torch.float64)
     value, evaluations = _integrate(AdaptiveLobatto(), _polynomial, 0.1)
-    assert evaluations == 5
+    assert evaluations == 5  # Simpson's 3 fail on α^7, Lobatto's 5 (3 of them reused) pass
     torch.testing.assert_close(value, exact)
     # its error estimate (against Simpson's rule) is cautious: a tight tolerance halves
     value, evaluations = _integrate(AdaptiveLobatto(), _polynomial, 1e-3)

@@ -5,12 +5,13 @@ approximated from h at a few nodes α_k. Each rule here is a `PathIntegral`: it 
 it needs, receives h (and P) there, and may ask for more.
 
 - `riemann`: the slides' right Riemann sum (eq. 5), α_k = k/m, weights 1/m; error of order 1/m.
-- `adaptive`: 5-point Gauss-Lobatto rules (exact for polynomials of degree 7) on
-  sub-intervals, halved where an error estimate exceeds the tolerance. Smooth layers pass on
-  their first 5 nodes (4 rows: α = 1 is the unmodified row); a layer whose P(α) changes
-  abruptly (SmolLM2's layer 0 switches the answer on over a short stretch of α) is refined
-  where it does. A fixed rule of few nodes (Gauss-Legendre, say) is exact on smooth layers
-  too, but misses such a switch.
+- `adaptive`: on each interval, Simpson's rule (3 nodes, exact for cubics) and, where its
+  error estimate exceeds the tolerance, the 5-point Gauss-Lobatto rule on the same interval
+  (2 more nodes, exact for degree 7); where that fails too, the interval is halved and each
+  half starts again from Simpson's rule. Smooth layers pass on their first 3 nodes (2 rows:
+  α = 1 is the unmodified row); a layer whose P(α) changes abruptly (SmolLM2's layer 0
+  switches the answer on over a short stretch of α) is refined where it does. A fixed rule of
+  few nodes (Gauss-Legendre, say) is exact on smooth layers too, but misses such a switch.
 """
 
 from __future__ import annotations
@@ -45,12 +46,16 @@ class _Rule:
     lower: tuple[float, ...]
 
 
+_SIMPSON = _Rule((0.0, 0.5, 1.0), (1 / 6, 4 / 6, 1 / 6), (1 / 2, 0.0, 1 / 2))
+"""3-point Lobatto, Simpson's rule (exact to degree 3); below it the trapezoid rule."""
 _LOBATTO = _Rule(
     (0.0, 0.5 - math.sqrt(21) / 14, 0.5, 0.5 + math.sqrt(21) / 14, 1.0),
     (1 / 20, 49 / 180, 16 / 45, 49 / 180, 1 / 20),
     (1 / 6, 0.0, 4 / 6, 0.0, 1 / 6),
 )
 """5-point Lobatto (exact to degree 7); below it Simpson's rule on three of its nodes."""
+_LEVELS = (_SIMPSON, _LOBATTO)
+"""The rules an interval tries in turn before it is halved; each one's nodes hold the last's."""
 
 
 class PathIntegral(Protocol):
@@ -106,14 +111,22 @@ class _Interval:
     start: float
     end: float
     depth: int
+    level: int = 0  # index into _LEVELS
     integral: torch.Tensor | None = None
     error: float = math.inf
 
+    @property
+    def rule(self) -> _Rule:
+        return _LEVELS[self.level]
+
     def nodes(self) -> list[float]:
         width = self.end - self.start
-        return [self.start + width * x for x in _LOBATTO.nodes[:-1]] + [self.end]
+        return [self.start + width * x for x in self.rule.nodes[:-1]] + [self.end]
 
-    def halves(self) -> list[_Interval]:
+    def next(self) -> list[_Interval]:
+        """The same interval under the next rule, or its two halves after the last rule."""
+        if self.level + 1 < len(_LEVELS):
+            return [_Interval(self.start, self.end, self.depth, self.level + 1)]
         middle = (self.start + self.end) / 2
         return [
             _Interval(self.start, middle, self.depth + 1),
@@ -123,14 +136,15 @@ class _Interval:
 
 @dataclass
 class AdaptiveLobatto:
-    """5-point Gauss-Lobatto on sub-intervals of [0, 1], halved where needed.
+    """3- then 5-point Gauss-Lobatto on sub-intervals of [0, 1], halved where needed.
 
-    An interval's error estimate is the larger of two: the norm of the difference between
-    its Lobatto and Simpson sums on the same nodes (cautious: Simpson's rule is the less
-    accurate), and how far the sum over neurons is from P(end) - P(start), which it must equal
-    (completeness, Sundararajan et al. 2017, §3): a switch narrow enough to slip between the
-    nodes still shows there. The two ends and the middle of every interval are nodes, so a
-    halved interval reuses three of its five values.
+    An interval's error estimate is the larger of two: the norm of the difference between its
+    rule's sum and the sum of the rule below it on the same nodes (Simpson against the
+    trapezoid, Lobatto against Simpson; cautious: the lower rule is the less accurate), and
+    how far the sum over neurons is from P(end) - P(start), which it must equal (completeness,
+    Sundararajan et al. 2017, §3): a switch narrow enough to slip between the nodes still
+    shows there. Each rule's nodes hold the previous one's, and the two ends and the middle of
+    every interval are nodes, so no value is computed twice.
     """
 
     max_depth: int = MAX_DEPTH
@@ -150,8 +164,8 @@ class AdaptiveLobatto:
             if interval.integral is None and all(a in self._samples for a in interval.nodes()):
                 samples = torch.stack([self._samples[a] for a in interval.nodes()])
                 width = interval.end - interval.start
-                integral = width * (_tensor(_LOBATTO.weights, samples) @ samples)
-                lower = width * (_tensor(_LOBATTO.lower, samples) @ samples)
+                integral = width * (_tensor(interval.rule.weights, samples) @ samples)
+                lower = width * (_tensor(interval.rule.lower, samples) @ samples)
                 change = self._probabilities[interval.end] - self._probabilities[interval.start]
                 interval.integral = integral
                 interval.error = max(
@@ -164,10 +178,12 @@ class AdaptiveLobatto:
             width = interval.end - interval.start
             if interval.integral is None:
                 still_open.append(interval)
-            elif interval.error <= tolerance * width or interval.depth >= self.max_depth:
+            elif interval.error <= tolerance * width or (
+                interval.depth >= self.max_depth and interval.level == len(_LEVELS) - 1
+            ):
                 self._accepted.append(interval)
             else:
-                still_open.extend(interval.halves())
+                still_open.extend(interval.next())
         self._open = still_open
 
     def value(self) -> torch.Tensor:

@@ -215,8 +215,7 @@ def run_update(
     )
     if not rows:
         raise DataError(
-            f"{neurons_file}: none of the first {limit} facts has knowledge neurons; "
-            "raise --limit"
+            f"{neurons_file}: none of the first {limit} facts has knowledge neurons; raise --limit"
         )
     table = summarise_updates(rows)
     data: dict[str, Any] = {"lambda1": lambda1, "lambda2": lambda2, "seed": seed, "limit": limit}
