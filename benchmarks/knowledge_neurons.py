@@ -18,10 +18,11 @@ template (9 tokens with BERT's [CLS] and [SEP], 5 for a causal model) and a long
 17). Both sides compute integrated gradients of P(answer) over every FFN intermediate neuron of
 every layer, with one torch thread each, on the CPU or (`--device cuda`) a GPU:
 
-- adaptlab: `adaptlab.knowledge.attribute` with its default, the adaptive Gauss-Lobatto
-  quadrature (tolerance 3e-2; all layers in one growing batch from one unmodified row, the LM
-  head on the answer position only, a causal LM's prompt read once); and, as a second
-  column, the same with the slides' right Riemann sum, m = 20 (`rule="riemann"`);
+- adaptlab: `adaptlab.knowledge.attribute` with its default, the adaptive quadrature
+  (Simpson's rule, then 5-point Gauss-Lobatto, then halves; tolerance 3e-2; all layers in
+  one growing batch from one unmodified row, the LM head on the answer position only, a
+  causal LM's prompt read once); and, as a second column, the same with the slides' right
+  Riemann sum, m = 20 (`rule="riemann"`);
 - knowledge-neurons==0.0.2: `KnowledgeNeurons.get_scores(prompt, answer, steps=20,
   batch_size=20)` (one batch per layer, its fastest setting; alpha = linspace(0, 1, 20), each
   weighted 1/20). It runs in an overlay venv, benchmarks/.venv-kn (benchmarks/overlay_venv.py:
@@ -535,7 +536,7 @@ def main() -> None:
         "torch": torch.__version__,
         "size": args.size,
         "steps": STEPS,
-        "adaptlab_rule": f"adaptive (Gauss-Lobatto, tolerance {DEFAULT_TOLERANCE:g})",
+        "adaptlab_rule": f"adaptive (Simpson, Lobatto-5, halves; tolerance {DEFAULT_TOLERANCE:g})",
         "reference": (
             "8-node Gauss-Legendre on halves of [0, 1], each halved until two levels agree to "
             f"{REFERENCE_TOLERANCE:g} of the layer's norm per unit width (at most "

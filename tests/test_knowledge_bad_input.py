@@ -93,8 +93,8 @@ def _find(model: str, facts: Path, out: Path, *extra: str) -> list[str]:
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        (["--limit", "-1"], "--limit must be a whole number of at least 1, got -1"),
-        (["--limit", "0"], "--limit must be a whole number of at least 1, got 0"),
+        (["--limit", "-1"], "--limit must be a positive integer, got -1"),
+        (["--limit", "0"], "--limit must be a positive integer, got 0"),
         (["--min-correct", "2"], "--min-correct must be a number from 0 to 1, got 2.0"),
         (["--min-correct", "-0.5"], "--min-correct must be a number from 0 to 1"),
         (["--min-correct", "nan"], "--min-correct must be a number from 0 to 1, got nan"),
@@ -152,7 +152,7 @@ def test_find_refuses_a_read_only_folder(
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        refused(_find(NO_MODEL, facts, locked / "out"), capsys, tmp_path, "cannot write into")
+        refused(_find(NO_MODEL, facts, locked / "out"), capsys, tmp_path, "cannot write --out")
     finally:
         locked.chmod(0o700)
 
@@ -184,7 +184,7 @@ def test_find_input_files(tmp_path: Path, facts: Path, capsys: pytest.CaptureFix
     refused(_find(NO_MODEL, empty, out), capsys, tmp_path, "no facts of relation")
     bare = tmp_path / "bare-model"  # a folder with no model in it: checked before loading
     bare.mkdir()
-    refused(_find(str(bare), facts, out), capsys, tmp_path, "has no config.json")
+    refused(_find(str(bare), facts, out), capsys, tmp_path, "the folder is empty")
     assert not out.exists()
 
 
@@ -326,12 +326,26 @@ def test_foreign_files_beside_the_neuron_file_are_kept(
             "named 'amplify.png'")  # fmt: skip
 
 
+@pytest.mark.parametrize("command", ["suppress", "amplify", "edit", "erase"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999999999999"])
+def test_seeds_out_of_range_are_refused(
+    tmp_path: Path,
+    found: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    seed: str,
+) -> None:
+    path = _write(tmp_path / "kn", found)
+    refused(["neurons", command, "--neurons", str(path), "--seed", seed], capsys, tmp_path,
+            f"--seed must be an integer from 0 to 4294967295, got {seed}")  # fmt: skip
+
+
 def test_edit_options(
     tmp_path: Path, found: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _write(tmp_path / "kn", found)
     edit = ["neurons", "edit", "--neurons", str(path)]
-    refused([*edit, "--limit", "0"], capsys, tmp_path, "--limit must be a whole number")
+    refused([*edit, "--limit", "0"], capsys, tmp_path, "--limit must be a positive integer")
     refused([*edit, "--lambda1", "nan"], capsys, tmp_path, "--lambda1 must be a finite number")
     refused([*edit, "--lambda2", "inf"], capsys, tmp_path, "--lambda2 must be a finite number")
     first_bare = _edit(found, lambda d: d["results"][0].update(neurons=[], scores=[]))
@@ -351,9 +365,9 @@ def test_good_files_and_odd_but_valid_options_work(
     code, _, err = run(["neurons", "suppress", "--neurons", str(path)], capsys)
     assert code == 1 and "no such folder" in err  # the file's model moved away ...
     args = ["neurons", "suppress", "--neurons", str(path), "--model", str(model),
-            "--seed", "99999999999999999999"]  # fmt: skip
+            "--seed", "4294967295"]  # fmt: skip
     code, printed, err = run(args, capsys)  # ... and --model says where it is now
     assert code == 0, err
     assert "suppress over 3 facts" in printed and "nan" not in printed
     saved = json.loads((tmp_path / "kn" / "suppress.json").read_text())
-    assert saved["seed"] == 99999999999999999999 and saved["model"] == str(model)
+    assert saved["seed"] == 4294967295 and saved["model"] == str(model)

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 
+from adaptlab import paths
+from adaptlab.checks import at_least
 from adaptlab.errors import ConfigError
 
 
-def check_count(option: str, value: object, low: int = 1) -> None:
-    """`value` is a whole number of at least `low` (None passes: no limit)."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{option} must be a whole number of at least {low}, got {value!r}")
+def check_count(option: str, value: int | None, low: int = 1) -> None:
+    """`value` is an integer of at least `low` (None passes: no limit)."""
+    if value is not None:
+        at_least(value, low, option)
 
 
 def check_fraction(option: str, value: object) -> None:
@@ -44,11 +42,10 @@ def check_kind(kind: str | None) -> None:
 def check_output_folder(
     folder: Path, outputs: dict[str, tuple[str, ...]], option: str = "--out"
 ) -> None:
-    """`folder` can take the files named in `outputs`: it is a folder or can be made one, the
-    first existing folder up the path is writable, and each file is free or one adaptlab wrote
-    before (a PNG; a JSON object with the keys `outputs` lists), which it then replaces."""
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{option} {str(folder)!r} is a file; give a folder to write into")
+    """`folder` can take the files named in `outputs`: it is a folder or can be made one that
+    can be written, and each file is free or one adaptlab wrote before (a PNG; a JSON object
+    with the keys `outputs` lists), which it then replaces."""
+    paths.check_output_folder(folder, option)
     for name, keys in outputs.items():
         path = folder / name
         if path.exists() and not _written_by_us(path, keys):
@@ -57,13 +54,6 @@ def check_output_folder(
                 f"{option} {str(folder)!r} holds {what} named {name!r}; move it or choose "
                 "another folder"
             )
-    existing = folder
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"{option} {str(folder)!r}: {str(existing)!r} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{option} {str(folder)!r}: cannot write into {str(existing)!r}")
 
 
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -73,11 +63,6 @@ def _written_by_us(path: Path, keys: tuple[str, ...]) -> bool:
     """A file of ours: a PNG, or a JSON object holding `keys`."""
     if not path.is_file():
         return False
-    try:
-        with path.open("rb") as file:
-            if path.suffix == ".png":
-                return file.read(len(_PNG)) == _PNG
-            data = json.loads(file.read())
-    except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(data, dict) and all(key in data for key in keys)
+    if path.suffix == ".png":
+        return paths.has_prefix(path, _PNG)
+    return bool(keys) and all(paths.json_with_key(path, key) for key in keys)

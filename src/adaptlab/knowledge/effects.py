@@ -11,14 +11,13 @@ import math
 import random
 from dataclasses import dataclass
 
-from tqdm.auto import tqdm
-
 from adaptlab.errors import ConfigError
 from adaptlab.knowledge.facts import FactSet
 from adaptlab.knowledge.hooks import Neuron, scaled_neurons
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.neurons import FactNeurons
 from adaptlab.knowledge.scoring import mean_probability
+from adaptlab.progress import track
 
 SUPPRESS, AMPLIFY = 0.0, 2.0
 
@@ -76,7 +75,7 @@ def neuron_effects(
     """Scale each fact's knowledge neurons by `factor` and, separately, a random control set."""
     rng = random.Random(seed)
     rows = []
-    for result in tqdm(results, desc=f"scaling x{factor:g}", disable=not progress, unit="fact"):
+    for result in track(results, desc=f"scaling x{factor:g}", unit="fact", enabled=progress):
         if not result.neurons:
             continue
         control = random_control(result.neurons, lm.num_neurons, rng)

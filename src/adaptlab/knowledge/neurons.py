@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tqdm.auto import tqdm
-
 from adaptlab.knowledge.attribution import attribute
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.knowledge.hooks import Neuron
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.quadrature import DEFAULT_RULE
 from adaptlab.knowledge.refine import SHARE, THRESHOLD, refine
+from adaptlab.progress import track
 
 
 @dataclass
@@ -65,7 +64,7 @@ def find_neurons(
     """Knowledge neurons of every fact; `steps`, `rule`, `tolerance` as in `attribute`."""
     return [
         find_fact_neurons(lm, facts, fact, steps, threshold, share, rule, tolerance)
-        for fact in tqdm(facts.facts, desc="attributing", disable=not progress, unit="fact")
+        for fact in track(facts.facts, desc="attributing", unit="fact", enabled=progress)
     ]
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from adaptlab import checks
 from adaptlab.errors import DataError
 from adaptlab.fileio import atomic_write
 from adaptlab.knowledge.checks import (
@@ -167,6 +168,7 @@ def run_scaling(
 
     `model` replaces the neuron file's model (the same model, moved or renamed).
     """
+    checks.seed(seed, "--seed")
     found = _read(neurons_file, {f"{name}.json": SCALING_KEYS, f"{name}.png": ()}, device)
     lm, facts, meta = _load(neurons_file, found, model, device)
     own = facts.of_relation(found.relation)
@@ -202,6 +204,7 @@ def run_update(
     check_finite("--lambda1", lambda1)
     check_finite("--lambda2", lambda2)
     check_count("--limit", limit)
+    checks.seed(seed, "--seed")
     found = _read(neurons_file, {"edit.json": ("lambda1", "lambda2", "summary")}, device)
     if len({result.fact.object for result in found.results}) < 2:
         raise DataError(
@@ -227,6 +230,7 @@ def run_erase(
     neurons_file: Path, seed: int = 0, device: str = "cpu", model: str | None = None
 ) -> tuple[list[dict[str, Any]], list[Path]]:
     """Erase the relation (zero its neurons' value slots) and a random control; write JSON."""
+    checks.seed(seed, "--seed")
     found = _read(neurons_file, {"erase.json": ("seed", "relation", "rows")}, device)
     lm, facts, meta = _load(neurons_file, found, model, device)
     own, others = facts.of_relation(found.relation), _others(facts, found.relation)
