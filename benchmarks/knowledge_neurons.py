@@ -509,8 +509,28 @@ def main() -> None:
         python = args.peer_python
     from adaptlab.knowledge.quadrature import DEFAULT_TOLERANCE
 
-    rows = []
+    result: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.processor() or platform.machine()}, torch threads 1",
+        "device": torch.cuda.get_device_name(args.device) if on_gpu else "cpu",
+        "torch": torch.__version__,
+        "size": args.size,
+        "steps": STEPS,
+        "adaptlab_rule": f"adaptive (Simpson, Lobatto-5, halves; tolerance {DEFAULT_TOLERANCE:g})",
+        "reference": (
+            "8-node Gauss-Legendre on halves of [0, 1], each halved until two levels agree to "
+            f"{REFERENCE_TOLERANCE:g} of the layer's norm per unit width (at most "
+            f"{REFERENCE_DEPTH} times)"
+        ),
+        "prompts": args.prompts,
+        "rounds": args.rounds,
+        "complete": False,
+        "wall_s": 0.0,
+        "rows": [],
+    }
+    rows: list[dict[str, Any]] = result["rows"]
     started = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         sources = {"llama": REAL_MODEL} if real else {"bert": f"{tmp}/bert", "gpt": f"{tmp}/gpt"}
         shapes = {
@@ -529,25 +549,9 @@ def main() -> None:
                      "shape": shapes[kind], **row}
                 )  # fmt: skip
                 print_row(rows[-1])
-    result: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.processor() or platform.machine()}, torch threads 1",
-        "device": torch.cuda.get_device_name(args.device) if on_gpu else "cpu",
-        "torch": torch.__version__,
-        "size": args.size,
-        "steps": STEPS,
-        "adaptlab_rule": f"adaptive (Simpson, Lobatto-5, halves; tolerance {DEFAULT_TOLERANCE:g})",
-        "reference": (
-            "8-node Gauss-Legendre on halves of [0, 1], each halved until two levels agree to "
-            f"{REFERENCE_TOLERANCE:g} of the layer's norm per unit width (at most "
-            f"{REFERENCE_DEPTH} times)"
-        ),
-        "prompts": args.prompts,
-        "rounds": args.rounds,
-        "wall_s": time.perf_counter() - started,
-        "rows": rows,
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
+                result["wall_s"] = time.perf_counter() - started
+                out.write_text(json.dumps(result, indent=2))  # a stopped run keeps its cases
+    result["complete"] = True
     out.write_text(json.dumps(result, indent=2))
     print_table(result, out)
 
