@@ -33,8 +33,8 @@ PROMPT = ("The capital of [X] is [Y].", "France", "Paris")
 def test_attribution_on_cuda_matches_the_cpu(arch: str) -> None:
     cpu, gpu = tiny_lm(arch), tiny_lm(arch)
     gpu.model.to("cuda")
-    expected = token_attribution(cpu, token_queries(cpu, *PROMPT)[0], 8)
-    found = token_attribution(gpu, token_queries(gpu, *PROMPT)[0], 8)
+    expected = token_attribution(cpu, token_queries(cpu, *PROMPT)[0], 8, rule="riemann")
+    found = token_attribution(gpu, token_queries(gpu, *PROMPT)[0], 8, rule="riemann")
     assert found.scores.device.type == "cpu"
     scale = expected.scores.abs().max().item()  # tiny random models give tiny scores
     assert scale > 0

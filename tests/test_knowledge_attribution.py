@@ -60,11 +60,13 @@ def test_completeness_error_shrinks_with_steps(arch: str) -> None:
     for layer in range(lm.num_layers):
         delta = (_probability(lm, query, layer, 1.0) - _probability(lm, query, layer, 0.0)).item()
         errors = [
-            abs(token_attribution(lm, query, steps).scores[layer].sum().item() - delta)
+            abs(token_attribution(lm, query, steps, rule="riemann").scores[layer].sum() - delta)
             for steps in (2, 8, 64)
         ]
         assert errors[2] < errors[1] < errors[0]
         assert errors[2] < 0.02 * abs(delta) + 1e-9
+        adaptive = token_attribution(lm, query).scores[layer].sum().item()
+        assert abs(adaptive - delta) < 1e-3 * abs(delta) + 1e-12
 
 
 def _naive(lm: KnowledgeLM, query: TokenQuery, steps: int) -> torch.Tensor:
@@ -92,21 +94,39 @@ def _naive(lm: KnowledgeLM, query: TokenQuery, steps: int) -> torch.Tensor:
     return torch.stack(scores)
 
 
+def _close(found: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-5) -> None:
+    """Equal up to `rtol` of the largest score (scores near 0 carry only rounding noise)."""
+    assert expected.abs().max() > 0
+    torch.testing.assert_close(found, expected, rtol=0, atol=rtol * expected.abs().max().item())
+
+
 @pytest.mark.parametrize("arch", [*MASKED_LMS, "llama"])
 def test_batched_equals_a_per_step_loop(arch: str) -> None:
     lm = tiny_lm(arch)
     query = _query(lm)
-    batched = token_attribution(lm, query, 6).scores
-    assert batched.abs().max() > 0
-    torch.testing.assert_close(batched, _naive(lm, query, 6), rtol=1e-4, atol=1e-10)
-    one_layer_per_batch = token_attribution(lm, query, 6, layers_per_batch=1).scores
-    torch.testing.assert_close(batched, one_layer_per_batch, rtol=1e-4, atol=1e-10)
+    batched = token_attribution(lm, query, 6, rule="riemann").scores
+    _close(batched, _naive(lm, query, 6))
+    one_layer_per_batch = token_attribution(lm, query, 6, rule="riemann", max_rows=1).scores
+    _close(batched, one_layer_per_batch)
+    at_one = token_attribution(lm, query, 1, rule="riemann").scores  # only the unmodified row
+    _close(at_one, _naive(lm, query, 1))
+
+
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_adaptive_rule_reaches_the_converged_integral(arch: str) -> None:
+    lm = tiny_lm(arch)
+    query = _query(lm)
+    converged = token_attribution(lm, query, 1024, rule="riemann").scores
+    midpoint_error = 0.5 / 1024  # the right sum's leading error, of order 1/(2m)
+    for tolerance in (1e-2, 1e-4):
+        found = token_attribution(lm, query, tolerance=tolerance).scores
+        _close(found, converged, rtol=max(tolerance, midpoint_error) * 2)
 
 
 def test_activation_baseline_and_probability() -> None:
     lm = tiny_lm("llama")
     query = _query(lm)
-    result = token_attribution(lm, query, 3)
+    result = token_attribution(lm, query)
     captured = {}
 
     def keep(_: object, args: tuple[torch.Tensor, ...]) -> None:
@@ -124,8 +144,8 @@ def test_multi_token_answers_average_their_tokens() -> None:
     lm = tiny_lm("llama")
     template, subject = "The capital of [X] is [Y]", "Argentina"
     queries = token_queries(lm, template, subject, "Buenos Aires")
-    parts = [token_attribution(lm, q, 4) for q in queries]
-    whole = attribute(lm, template, subject, "Buenos Aires", 4)
+    parts = [token_attribution(lm, q, 4, rule="riemann") for q in queries]
+    whole = attribute(lm, template, subject, "Buenos Aires", 4, rule="riemann")
     torch.testing.assert_close(whole.scores, (parts[0].scores + parts[1].scores) / 2)
     assert whole.probability == pytest.approx(parts[0].probability * parts[1].probability)
 
@@ -134,20 +154,20 @@ def test_multi_token_answers_average_their_tokens() -> None:
 def test_chosen_layers_match_the_full_run_in_any_order(arch: str) -> None:
     lm = tiny_lm(arch)
     query = _query(lm)
-    full = token_attribution(lm, query, 5)
-    top = token_attribution(lm, query, 5, layers=[1, 1])
+    full = token_attribution(lm, query, 5, rule="riemann")
+    top = token_attribution(lm, query, 5, layers=[1, 1], rule="riemann")
     assert top.scores[0].abs().max() == 0
     torch.testing.assert_close(top.scores[1], full.scores[1], rtol=1e-5, atol=1e-10)
     assert top.probability == pytest.approx(full.probability, rel=1e-6)
     with pytest.raises(ConfigError, match=r"among 0\.\.1"):
-        token_attribution(lm, query, 5, layers=[2])
+        token_attribution(lm, query, 5, layers=[2], rule="riemann")
 
 
 @pytest.mark.parametrize(("arch", "phases"), [("bert", 3), ("llama", 4)])
 def test_the_profiler_sees_each_phase(arch: str, phases: int) -> None:
     lm = tiny_lm(arch)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
-        token_attribution(lm, _query(lm), 3)
+        token_attribution(lm, _query(lm), 3, rule="riemann")
     seen = {event.key for event in profiler.key_averages() if event.key.startswith(PHASE)}
     expected = ["forward", "head", "backward", "prompt"][:phases]
     assert seen == {PHASE + name for name in expected}

@@ -43,13 +43,18 @@ def test_find_then_scale_edit_erase(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = tmp_path / "kn"
     code, printed, err = run(
         ["neurons", "find", "--model", str(model), "--facts", str(facts), "--relation",
-         "capital", "--steps", "3", "--min-correct", "0", "--out", str(out)],
+         "capital", "--quadrature", "riemann", "--steps", "3", "--min-correct", "0",
+         "--out", str(out)],
         capsys,
     )  # fmt: skip
     assert code == 0, err
     assert "3 of 3 checked capital facts" in printed and "<Peru, capital, Lima>" in printed
+    # not a terminal: plain progress lines, no carriage-return updates of a live bar
+    assert "attributing: 3/3 facts (100%)" in err
+    assert not any(f"\r{step}" in err for step in ("checking facts", "attributing"))
     saved = json.loads((out / "neurons.json").read_text())
     assert saved["kind"] == "masked" and len(saved["results"]) == 3
+    assert (saved["quadrature"], saved["steps"], saved["tolerance"]) == ("riemann", 3, None)
     assert sum(saved["histogram"]) == sum(len(r["neurons"]) for r in saved["results"]) > 0
     assert (out / "layers.png").stat().st_size > 0
     neurons = ["--neurons", str(out / "neurons.json")]
@@ -86,4 +91,4 @@ def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     meta = {"kind": "causal", "facts": "f", "relation": "r", "results": []}
     no_model.write_text(json.dumps(meta))
     code, _, err = run(["neurons", "erase", "--neurons", str(no_model)], capsys)
-    assert code == 1 and "no model in this neuron file" in err and "Traceback" not in err
+    assert code == 1 and "no field 'model'" in err and "Traceback" not in err

@@ -43,6 +43,9 @@ def test_json_and_csv_fact_files(tmp_path: Path) -> None:
         ({"templates": {"capital": ["The capital of [X]"]}}, "one \\[X\\] and one \\[Y\\]"),
         ({"templates": {"region": ["[X] is in [Y]"]}}, "no templates for relation"),
         ({"facts": [{"subject": "France", "relation": "capital"}]}, "subject, relation and"),
+        ({"facts": "France"}, "an object with 'facts' and 'templates'"),
+        ({"facts": [["France", "capital", ["Paris"]]]}, "subject, relation and object"),
+        ({"templates": ["The capital of [X] is [Y]."]}, "templates must map each relation"),
     ],
 )
 def test_bad_fact_files_fail_in_one_line(tmp_path: Path, change: dict, message: str) -> None:
@@ -50,6 +53,22 @@ def test_bad_fact_files_fail_in_one_line(tmp_path: Path, change: dict, message: 
     path.write_text(json.dumps({**FACTS, **change}))
     with pytest.raises((DataError, ConfigError), match=message):
         load_facts(str(path))
+
+
+def test_fact_csv_files_fail_in_one_line(tmp_path: Path) -> None:
+    templates = tmp_path / "templates.json"
+    templates.write_text(json.dumps(FACTS["templates"]))
+    path = tmp_path / "facts.csv"
+    path.write_text("subject,relation,object,object\nFrance,capital,Paris,Lyon\n")
+    with pytest.raises(DataError, match="column 'object' appears more than once"):
+        load_facts(str(path), str(templates))
+    path.write_bytes("subject,relation,object\nP\u00e9rou,capital,Lima\n".encode("latin-1"))
+    with pytest.raises(DataError, match="not UTF-8 text"):
+        load_facts(str(path), str(templates))
+    path.write_text('subject,relation,object\n"Peru\nof old",capital,Lima\n')
+    assert load_facts(str(path), str(templates)).facts[0].subject == "Peru\nof old"
+    with pytest.raises(DataError, match="is a folder, not a file"):
+        load_facts(str(path), str(tmp_path))
 
 
 def test_unknown_relation_names_the_known_ones(tmp_path: Path) -> None:

@@ -10,10 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from adaptlab.cli.options import Device
-from adaptlab.knowledge.attribution import DEFAULT_STEPS
 from adaptlab.knowledge.editing import LAMBDA1, LAMBDA2
 from adaptlab.knowledge.effects import AMPLIFY, SUPPRESS
-from adaptlab.knowledge.runs import NEURONS_FILE, run_erase, run_find, run_scaling, run_update
+from adaptlab.knowledge.neuron_file import NEURONS_FILE
+from adaptlab.knowledge.quadrature import DEFAULT_RULE, DEFAULT_STEPS, DEFAULT_TOLERANCE
+from adaptlab.knowledge.runs import run_erase, run_find, run_scaling, run_update
 
 app = typer.Typer(
     help="Knowledge neurons: find, suppress, amplify, edit, erase.", no_args_is_help=True
@@ -24,10 +25,23 @@ NeuronsFile = Annotated[
     typer.Option("--neurons", help=f"The {NEURONS_FILE} written by `adaptlab neurons find`."),
 ]
 Seed = Annotated[int, typer.Option(help="Seed of the random control neurons.")]
+ModelOverride = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help=f"The model `find` ran on, where it is now (default: the one {NEURONS_FILE} names).",
+    ),
+]
+
+
+def _console() -> Console:
+    """Standard output that prints text as given: names from files and options are never
+    read as markup or emoji codes."""
+    return Console(markup=False, emoji=False, highlight=False)
 
 
 def _files(console: Console, files: list[Path]) -> None:
-    console.print("wrote " + ", ".join(str(f) for f in files), highlight=False)
+    console.print("wrote " + ", ".join(str(f) for f in files))
 
 
 @app.command("find")
@@ -40,7 +54,26 @@ def find(
     limit: Annotated[
         int | None, typer.Option(help="Stop after this many facts the model answers correctly.")
     ] = None,
-    steps: Annotated[int, typer.Option(help="Integrated-gradient steps m.")] = DEFAULT_STEPS,
+    quadrature: Annotated[
+        str,
+        typer.Option(
+            help="adaptive (Gauss-Lobatto, refined where needed) or riemann (the paper's "
+            "right Riemann sum, to reproduce its numbers)."
+        ),
+    ] = DEFAULT_RULE,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help=f"Integrated-gradient steps m of --quadrature riemann ({DEFAULT_STEPS})."
+        ),
+    ] = None,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            help="Estimated error over the scores' norm that --quadrature adaptive aims at "
+            f"({DEFAULT_TOLERANCE:g})."
+        ),
+    ] = None,
     templates: Annotated[
         str | None, typer.Option(help="JSON of {relation: [templates]} (needed for CSV facts).")
     ] = None,
@@ -64,13 +97,11 @@ def find(
             --limit 20
     """
     report = run_find(
-        model, facts, relation, out, limit, steps, templates, kind, min_correct, device=device
-    )
-    console = Console()
-    console.print(
-        f"{report.known} of {report.checked} checked {relation} facts answered correctly",
-        highlight=False,
-    )
+        model, facts, relation, out, limit, steps, templates, kind, min_correct,
+        device=device, rule=quadrature, tolerance=tolerance,
+    )  # fmt: skip
+    console = _console()
+    console.print(f"{report.known} of {report.checked} checked {relation} facts answered correctly")
     for result in report.results:
         fact = result.fact
         neurons = ", ".join(
@@ -79,8 +110,7 @@ def find(
         )
         console.print(
             f"<{fact.subject}, {fact.relation}, {fact.object}> p={result.probability:.3f} "
-            f"share={result.share:.2f}: {neurons or 'none'}",
-            highlight=False,
+            f"share={result.share:.2f}: {neurons or 'none'}"
         )
     table = Table(title="knowledge neurons per layer")
     table.add_column("layer", justify="right")
@@ -92,38 +122,43 @@ def find(
     _files(console, report.files)
 
 
-def _scaling(neurons: Path, factor: float, name: str, seed: int, device: str) -> None:
-    summary, files = run_scaling(neurons, factor, name, seed, device=device)
-    console = Console()
+def _scaling(
+    neurons: Path, factor: float, name: str, seed: int, device: str, model: str | None
+) -> None:
+    summary, files = run_scaling(neurons, factor, name, seed, device=device, model=model)
+    console = _console()
     console.print(
         f"{name} over {summary['facts']} facts: mean change of P(correct answer) "
         f"{100 * summary['knowledge_change']:+.1f}% with knowledge neurons, "
-        f"{100 * summary['random_change']:+.1f}% with as many random neurons",
-        highlight=False,
+        f"{100 * summary['random_change']:+.1f}% with as many random neurons"
     )
     _files(console, files)
 
 
 @app.command("suppress")
-def suppress(neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu") -> None:
+def suppress(
+    neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu", model: ModelOverride = None
+) -> None:
     """Set each fact's knowledge neurons to 0 (and, separately, as many random ones).
 
     Example:
 
         adaptlab neurons suppress --neurons runs/neurons/neurons.json
     """
-    _scaling(neurons, SUPPRESS, "suppress", seed, device)
+    _scaling(neurons, SUPPRESS, "suppress", seed, device, model)
 
 
 @app.command("amplify")
-def amplify(neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu") -> None:
+def amplify(
+    neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu", model: ModelOverride = None
+) -> None:
     """Double each fact's knowledge neurons (and, separately, as many random ones).
 
     Example:
 
         adaptlab neurons amplify --neurons runs/neurons/neurons.json
     """
-    _scaling(neurons, AMPLIFY, "amplify", seed, device)
+    _scaling(neurons, AMPLIFY, "amplify", seed, device, model)
 
 
 @app.command("edit")
@@ -134,6 +169,7 @@ def edit(
     limit: Annotated[int | None, typer.Option(help="Update only the first N facts.")] = None,
     seed: Seed = 0,
     device: Device = "cpu",
+    model: ModelOverride = None,
 ) -> None:
     """Update each fact <h, r, t> to <h, r, t'> through its neurons' value slots.
 
@@ -141,31 +177,32 @@ def edit(
 
         adaptlab neurons edit --neurons runs/neurons/neurons.json
     """
-    table, files = run_update(neurons, lambda1, lambda2, seed, limit, device=device)
-    _print_rows(
-        "fact updates",
-        [{"neurons": name, **values} for name, values in table.items()],
-    )
-    _files(Console(), files)
+    table, files = run_update(neurons, lambda1, lambda2, seed, limit, device=device, model=model)
+    console = _console()
+    _print_rows(console, "fact updates", [{"neurons": n, **values} for n, values in table.items()])
+    _files(console, files)
 
 
 @app.command("erase")
-def erase(neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu") -> None:
+def erase(
+    neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu", model: ModelOverride = None
+) -> None:
     """Erase the relation: zero the value slots of all its facts' neurons.
 
     Example:
 
         adaptlab neurons erase --neurons runs/neurons/neurons.json
     """
-    rows, files = run_erase(neurons, seed, device)
-    _print_rows("relation erasure (perplexity)", rows)
-    _files(Console(), files)
+    rows, files = run_erase(neurons, seed, device, model)
+    console = _console()
+    _print_rows(console, "relation erasure (perplexity)", rows)
+    _files(console, files)
 
 
-def _print_rows(title: str, rows: list[dict[str, Any]]) -> None:
+def _print_rows(console: Console, title: str, rows: list[dict[str, Any]]) -> None:
     table = Table(title=title)
     for column in rows[0] if rows else []:
         table.add_column(column.replace("_", " "), justify="right")  # headers wrap at spaces
     for row in rows:
         table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()))
-    Console().print(table)
+    console.print(table)

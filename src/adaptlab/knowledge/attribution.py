@@ -2,15 +2,19 @@
 
 Dai et al., "Knowledge Neurons in Pretrained Transformers" (slides, eq. 4-5): with
 P_x(w) = p(y* | x, w_i^(l) = w) the probability of the correct answer when neuron i of layer l
-is set to w, Attr(w_i^(l)) = w̄ ∫_0^1 dP_x(α w̄)/dw dα, computed as the Riemann sum
-(w̄ / m) Σ_{k=1..m} dP_x((k/m) w̄)/dw with baseline 0. The activation-value baseline is
+is set to w, Attr(w_i^(l)) = w̄ ∫_0^1 dP_x(α w̄)/dw dα with baseline 0, computed by a
+quadrature Σ_k ω_k w̄ dP_x(α_k w̄)/dw (`adaptlab.knowledge.quadrature`: adaptive Gauss-Lobatto
+by default, the slides' Riemann sum of eq. 5 on request). The activation-value baseline is
 Attr_base(w_i^(l)) = w̄_i^(l).
 
-For one layer the m scaled copies run as one batch (a pre-hook replaces that layer's
-activation at the answer position by α_k w̄ in row k); several layers share a batch, each in
-its own rows. The batch starts as one unmodified row and grows where it must: block l appends
-layer l's m rows, copies of the unmodified row, which is why the hook can read w̄ there; no
-block below l computes them. The unmodified row also gives the answer's probability.
+For one layer the scaled copies run as one batch (a pre-hook replaces that layer's activation
+at the answer position by α_k w̄ in row k); several layers share a batch, each in its own
+rows. The batch starts as one unmodified row and grows where it must: block l appends layer
+l's rows, copies of the unmodified row, which is why the hook can read w̄ there; no block
+below l computes them. The unmodified row gives the answer's probability and, since every
+layer's activation there is a leaf that records gradients, every layer's α = 1 node. An
+adaptive rule asks for more nodes after a pass; the next pass holds only the layers that need
+them.
 Parameters record no gradients; the LM head runs on the answer position only and the softmax's
 derivative is taken in closed form there; a causal LM reads the prompt once, without logits,
 and then only the answer position (each block's key/value cache repeated over that block's
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import copy
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -38,9 +42,15 @@ from adaptlab.knowledge.hooks import (
 )
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import TokenQuery, token_queries
+from adaptlab.knowledge.quadrature import (
+    DEFAULT_RULE,
+    DEFAULT_TOLERANCE,
+    check_rule,
+    path_integral,
+)
 
-DEFAULT_STEPS = 20
-LAYERS_PER_BATCH = 8
+MAX_ROWS = 192
+"""Rows one batch holds at most, unless one layer alone needs more."""
 PHASE = "adaptlab.attribution."
 """Prefix of attribution's profiler labels: prompt (a causal LM's prompt cache), forward, head
 (the closed-form derivative) and backward."""
@@ -69,10 +79,14 @@ class _Prompt:
 
 
 @dataclass
-class _Batch:
-    activations: list[torch.Tensor]  # per layer (neurons,): w̄ at the answer position
-    gradients: tuple[torch.Tensor, ...]  # per layer (steps, neurons): dP/dw at α_k w̄
-    probability: float  # the answer's probability in the unmodified model
+class _Layer:
+    """One layer's part of a batch: its rows' scales (α = 1 is the unmodified row 0)."""
+
+    layer: int
+    alphas: list[float]
+    activation: torch.Tensor | None = None  # (neurons,) w̄
+    gradients: torch.Tensor | None = None  # (1 + rows, neurons) dP/dw at 1, then at alphas
+    probabilities: list[float] = field(default_factory=list)  # P at 1, then at alphas
 
 
 def _prompt(lm: KnowledgeLM, query: TokenQuery) -> _Prompt:
@@ -90,56 +104,86 @@ def _prompt(lm: KnowledgeLM, query: TokenQuery) -> _Prompt:
 def token_attribution(
     lm: KnowledgeLM,
     query: TokenQuery,
-    steps: int = DEFAULT_STEPS,
+    steps: int | None = None,
     layers: list[int] | None = None,
-    layers_per_batch: int | None = LAYERS_PER_BATCH,
+    rule: str = DEFAULT_RULE,
+    tolerance: float | None = None,
+    max_rows: int = MAX_ROWS,
 ) -> Attribution:
     """Integrated gradients of one answer token's probability for every neuron of `layers`.
 
-    Rows of layers not in `layers` are zero; the result is on the CPU, wherever the model is.
-    `layers_per_batch` bounds the batch at `1 + layers_per_batch * steps` rows (None: all
-    layers in one batch).
+    `rule` is the quadrature (`adaptlab.knowledge.quadrature.RULES`); `steps` the Riemann sum's
+    m (20), `tolerance` the adaptive rule's target (the estimated error of all scores over
+    their norm, `DEFAULT_TOLERANCE`). Rows of layers not in `layers` are zero; the result is
+    on the CPU, wherever the model is. A batch holds at most `max_rows` rows unless one layer
+    needs more.
     """
-    if steps < 1:
-        raise ConfigError(f"integrated gradients need at least 1 step, got {steps}")
+    check_rule(rule, steps, tolerance)
     chosen = sorted(set(range(lm.num_layers) if layers is None else layers))
     if not chosen or not 0 <= chosen[0] <= chosen[-1] < lm.num_layers:
         raise ConfigError(f"layers to attribute must be among 0..{lm.num_layers - 1}: {layers}")
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise ConfigError(f"max_rows must be a whole number of at least 1, got {max_rows!r}")
+    goal = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    integrals = {layer: path_integral(rule, steps) for layer in chosen}
     prompt = _prompt(lm, query)
-    group = layers_per_batch or len(chosen)
-    weight = lm.ffn_out[0].weight
-    scores = weight.new_zeros(lm.num_layers, lm.num_neurons)
-    activations = torch.zeros_like(scores)
-    alphas = torch.arange(1, steps + 1, dtype=weight.dtype, device=weight.device) / steps  # eq. 5
+    activations = lm.ffn_out[0].weight.new_zeros(lm.num_layers, lm.num_neurons)
     probability = 0.0
-    for start in range(0, len(chosen), group):
-        part = chosen[start : start + group]
-        batch = _batch(lm, prompt, part, alphas)
-        probability = batch.probability
-        for layer, activation, grad in zip(part, batch.activations, batch.gradients, strict=True):
-            activations[layer] = activation
-            scores[layer] = activation * grad.sum(0) / steps  # eq. 5
+    while needed := {layer: nodes for layer, i in integrals.items() if (nodes := i.pending())}:
+        for group in _groups(needed, max_rows):
+            _batch(lm, prompt, group)
+            for part in group:
+                assert part.activation is not None and part.gradients is not None
+                activations[part.layer] = part.activation
+                probability = part.probabilities[0]
+                values = part.activation * part.gradients  # h(α) = w̄ dP(α w̄)/dw
+                wanted = needed[part.layer]
+                rows = [[1.0, *part.alphas].index(a) for a in wanted]
+                chances = [part.probabilities[r] for r in rows]
+                integrals[part.layer].add(wanted, values[rows], chances)
+        scale = torch.stack([i.value() for i in integrals.values()]).norm().item()
+        for integral in integrals.values():
+            integral.refine(goal * scale / len(integrals) ** 0.5)
+    scores = torch.zeros_like(activations)
+    for layer, integral in integrals.items():
+        scores[layer] = integral.value()
     return Attribution(scores.cpu(), activations.cpu(), probability)
 
 
-def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[int], alphas: torch.Tensor) -> _Batch:
-    """dP/dw at each α_k w̄ for each of `layers` (ascending): one batch, one backward pass.
+def _groups(needed: dict[int, list[float]], max_rows: int) -> list[list[_Layer]]:
+    """Consecutive layers packed into batches of at most `max_rows` rows (1 + their alphas)."""
+    groups: list[list[_Layer]] = []
+    rows = 0
+    for layer, nodes in sorted(needed.items()):
+        alphas = [a for a in nodes if a != 1.0]
+        if not groups or rows + len(alphas) > max_rows:
+            groups.append([])
+            rows = 1
+        groups[-1].append(_Layer(layer, alphas))
+        rows += len(alphas)
+    return groups
 
-    Row 0 is the unmodified model; block `layers[g]` appends rows 1 + g m .. (g + 1) m.
-    """
-    steps = len(alphas)
+
+def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[_Layer]) -> None:
+    """P and dP/dw at α = 1 and at each layer's alphas, into `layers`: one batch, one backward
+    pass. Row 0 is the unmodified model; block `layers[g].layer` appends that layer's rows."""
+    starts = [1 + sum(len(part.alphas) for part in layers[:g]) for g in range(len(layers))]
     past = prompt.past
     if past is not None:
         with record_function(f"{PHASE}prompt"):
             past = copy.deepcopy(past)
             for block, cache in enumerate(past.layers):
-                cache.batch_repeat_interleave(1 + steps * sum(layer <= block for layer in layers))
+                below = sum(len(part.alphas) for part in layers if part.layer <= block)
+                cache.batch_repeat_interleave(1 + below)
+    weight = lm.ffn_out[0].weight
     with torch.enable_grad(), frozen_parameters(lm.model), ExitStack() as stack:
         found = []
-        for g, layer in enumerate(layers):
-            rows = slice(1 + g * steps, 1 + (g + 1) * steps)
-            stack.enter_context(appended_rows(lm.blocks[layer], steps))
-            module = lm.ffn_out[layer]
+        for part, start in zip(layers, starts, strict=True):
+            alphas = torch.tensor([1.0, *part.alphas], dtype=weight.dtype, device=weight.device)
+            rows = [0, *range(start, start + len(part.alphas))]
+            if part.alphas:
+                stack.enter_context(appended_rows(lm.blocks[part.layer], len(part.alphas)))
+            module = lm.ffn_out[part.layer]
             found.append(
                 stack.enter_context(scaled_activations(module, prompt.position, rows, alphas))
             )
@@ -156,10 +200,14 @@ def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[int], alphas: torch.Te
             expected = (exp @ head.weight).div_(total)
             p_target = exp[:, prompt.target, None] / total
             grad_hidden = p_target * (head.weight[prompt.target] - expected)
-        activations, scaled = zip(*(f.tensors() for f in found), strict=True)
+        tensors = [f.tensors() for f in found]
         with record_function(f"{PHASE}backward"):
-            gradients = torch.autograd.grad(hidden, scaled, grad_hidden)
-    return _Batch(list(activations), gradients, p_target[0].item())
+            gradients = torch.autograd.grad(hidden, [s for _, s in tensors], grad_hidden)
+    probabilities = p_target[:, 0].tolist()
+    for part, start, (activation, _), grad in zip(layers, starts, tensors, gradients, strict=True):
+        part.activation, part.gradients = activation, grad
+        rows = [0, *range(start, start + len(part.alphas))]
+        part.probabilities = [probabilities[r] for r in rows]
 
 
 def attribute(
@@ -167,12 +215,16 @@ def attribute(
     template: str,
     subject: str,
     answer: str,
-    steps: int = DEFAULT_STEPS,
-    layers_per_batch: int | None = LAYERS_PER_BATCH,
+    steps: int | None = None,
+    rule: str = DEFAULT_RULE,
+    tolerance: float | None = None,
 ) -> Attribution:
-    """Attribution of a filled template's answer; multi-token answers average their tokens."""
+    """Attribution of a filled template's answer; multi-token answers average their tokens.
+
+    `steps`, `rule` and `tolerance` as in `token_attribution`.
+    """
     parts = [
-        token_attribution(lm, query, steps, layers_per_batch=layers_per_batch)
+        token_attribution(lm, query, steps, rule=rule, tolerance=tolerance)
         for query in token_queries(lm, template, subject, answer)
     ]
     probability = 1.0

@@ -14,8 +14,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tqdm.auto import tqdm
-
 from adaptlab.knowledge.editing import LAMBDA1, LAMBDA2, erase, update_fact, value_slot_edit
 from adaptlab.knowledge.effects import random_control
 from adaptlab.knowledge.facts import Fact, FactSet
@@ -24,6 +22,7 @@ from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.neurons import FactNeurons
 from adaptlab.knowledge.prompts import answer_ids
 from adaptlab.knowledge.scoring import perplexity, score_answer
+from adaptlab.progress import track
 
 SAMPLE = 8
 
@@ -85,7 +84,7 @@ def update_experiment(
     objects = sorted({fact.object for fact in pool})
     inter = rng.sample(others.facts, min(SAMPLE, len(others.facts)))
     inter_before = perplexity(lm, others, inter)  # the unedited model: the same for every fact
-    for result in tqdm(results, desc="updating", disable=not progress, unit="fact"):
+    for result in track(results, desc="updating", unit="fact", enabled=progress):
         fact = result.fact
         choices = [o for o in objects if o != fact.object]
         if not result.neurons or not choices:

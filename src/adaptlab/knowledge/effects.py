@@ -7,16 +7,17 @@ The control scales the same number of random neurons drawn from the same layers.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
-from tqdm.auto import tqdm
-
+from adaptlab.errors import ConfigError
 from adaptlab.knowledge.facts import FactSet
 from adaptlab.knowledge.hooks import Neuron, scaled_neurons
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.neurons import FactNeurons
 from adaptlab.knowledge.scoring import mean_probability
+from adaptlab.progress import track
 
 SUPPRESS, AMPLIFY = 0.0, 2.0
 
@@ -34,16 +35,24 @@ class EffectRow:
 
     @property
     def knowledge_change(self) -> float:
-        return (self.knowledge - self.before) / self.before
+        """Relative change; NaN when the answer had probability 0 before."""
+        return (self.knowledge - self.before) / self.before if self.before else math.nan
 
     @property
     def random_change(self) -> float:
-        return (self.random - self.before) / self.before
+        return (self.random - self.before) / self.before if self.before else math.nan
 
 
 def random_control(neurons: list[Neuron], num_neurons: int, rng: random.Random) -> list[Neuron]:
     """One random neuron per given neuron, in the same layer, never one of `neurons`."""
     taken = set(neurons)
+    for layer in {layer for layer, _ in neurons}:
+        needed = 2 * sum(1 for other, _ in neurons if other == layer)
+        if needed > num_neurons:
+            raise ConfigError(
+                f"layer {layer} has {num_neurons} neurons, too few to draw "
+                f"{needed // 2} random ones beside as many knowledge neurons"
+            )
     chosen: list[Neuron] = []
     for layer, _ in neurons:
         while True:
@@ -66,7 +75,7 @@ def neuron_effects(
     """Scale each fact's knowledge neurons by `factor` and, separately, a random control set."""
     rng = random.Random(seed)
     rows = []
-    for result in tqdm(results, desc=f"scaling x{factor:g}", disable=not progress, unit="fact"):
+    for result in track(results, desc=f"scaling x{factor:g}", unit="fact", enabled=progress):
         if not result.neurons:
             continue
         control = random_control(result.neurons, lm.num_neurons, rng)
@@ -83,9 +92,11 @@ def neuron_effects(
 
 
 def summarise(rows: list[EffectRow]) -> dict[str, float]:
-    """Mean relative change of the correct answer's probability, knowledge vs random neurons."""
+    """Mean relative change of the correct answer's probability, knowledge vs random neurons,
+    over the facts whose answer had a probability above 0 before."""
+    rows = [row for row in rows if row.before > 0]
     if not rows:
-        return {"facts": 0, "knowledge_change": float("nan"), "random_change": float("nan")}
+        return {"facts": 0, "knowledge_change": math.nan, "random_change": math.nan}
     return {
         "facts": len(rows),
         "knowledge_change": sum(r.knowledge_change for r in rows) / len(rows),

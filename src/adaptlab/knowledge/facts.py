@@ -10,6 +10,7 @@ of the same ``{"relation": [templates]}`` shape. ``builtin:countries`` is the co
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from adaptlab.errors import DataError
 from adaptlab.knowledge.prompts import check_template
 
 BUILTIN_PREFIX = "builtin:"
+FACT_COLUMNS = ("subject", "relation", "object")
 MIN_TEMPLATES = 1
 
 
@@ -64,17 +66,20 @@ def load_facts(source: str, templates: str | None = None) -> FactSet:
 
         return builtin_facts(source.removeprefix(BUILTIN_PREFIX))
     path = Path(source)
-    if not path.is_file():
-        raise DataError(f"fact file {source!r} does not exist (or use builtin:countries)")
+    _check_file(path, "fact file", " (or use builtin:countries)")
     if path.suffix.lower() == ".json":
         data = _read_json(path)
-        if not isinstance(data, dict) or "facts" not in data:
+        if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
             raise DataError(f"{path}: a fact JSON file is an object with 'facts' and 'templates'")
         facts = [_fact(path, row) for row in data["facts"]]
         relation_templates = data.get("templates", {})
     elif path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            facts = [_fact(path, row) for row in csv.DictReader(handle)]
+        reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
+        header = reader.fieldnames or []
+        repeated = sorted({n for n in header if header.count(n) > 1} & set(FACT_COLUMNS))
+        if repeated:
+            raise DataError(f"{path}: column {repeated[0]!r} appears more than once")
+        facts = [_fact(path, row) for row in reader]
         if templates is None:
             raise DataError(f"{path}: a CSV fact file needs a templates JSON file (--templates)")
         relation_templates = _read_json(Path(templates))
@@ -104,20 +109,37 @@ def make_fact_set(name: str, facts: list[Fact], templates: Mapping[str, Any]) ->
     return FactSet(name, facts, checked)
 
 
-def _read_json(path: Path) -> Any:
+def _check_file(path: Path, what: str = "file", hint: str = "") -> None:
+    if not path.exists():
+        raise DataError(f"{what} {str(path)!r} does not exist{hint}")
     if not path.is_file():
-        raise DataError(f"file {str(path)!r} does not exist")
+        raise DataError(f"{what} {str(path)!r} is a folder, not a file")
+
+
+def _read_text(path: Path) -> str:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot be read ({error.strerror})") from None
+
+
+def _read_json(path: Path) -> Any:
+    _check_file(path)
+    try:
+        return json.loads(_read_text(path))
     except json.JSONDecodeError as error:
-        raise DataError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from error
+        raise DataError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
+    except (ValueError, RecursionError) as error:  # a number too long, nesting too deep
+        raise DataError(f"{path}: not valid JSON ({type(error).__name__})") from None
 
 
 def _fact(path: Path, row: Any) -> Fact:
     if isinstance(row, list | tuple) and len(row) == 3:
-        row = dict(zip(("subject", "relation", "object"), row, strict=True))
+        row = dict(zip(FACT_COLUMNS, row, strict=True))
     if not isinstance(row, Mapping) or not all(
-        row.get(k) for k in ("subject", "relation", "object")
+        row.get(k) and isinstance(row[k], str | int | float) for k in FACT_COLUMNS
     ):
         raise DataError(f"{path}: every fact needs a subject, relation and object, got {row!r}")
     return Fact(

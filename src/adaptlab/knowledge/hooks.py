@@ -40,11 +40,12 @@ def appended_rows(block: nn.Module, count: int) -> Iterator[None]:
     """`block` receives its hidden states with `count` copies of batch row 0 appended.
 
     Masks and position embeddings that the model built for a one-row input broadcast over the
-    new rows, so attribution starts every batch from one row.
+    new rows, so attribution starts every batch from one row. The copies are detached: no
+    gradient flows from them into row 0 below the block.
     """
 
     def grow(hidden: torch.Tensor) -> torch.Tensor:
-        return torch.cat([hidden, hidden[:1].expand(count, *hidden.shape[1:])])
+        return torch.cat([hidden, hidden[:1].detach().expand(count, *hidden.shape[1:])])
 
     def append(
         _: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -78,21 +79,28 @@ class ScaledRows:
 
 @contextmanager
 def scaled_activations(
-    module: nn.Module, position: int, rows: slice, alphas: torch.Tensor
+    module: nn.Module, position: int, rows: list[int], alphas: torch.Tensor
 ) -> Iterator[ScaledRows]:
-    """Batch rows `rows` get alphas[k] times row 0's activation at `position`.
+    """Batch row rows[k] gets alphas[k] times row 0's activation at `position`.
 
     Row 0 is the batch's unmodified row. The scaled values are a new leaf tensor that records
-    gradients, so autograd differentiates with respect to it.
+    gradients, so autograd differentiates with respect to it. When rows[0] is row 0 itself
+    (alphas[0] = 1), row 0 keeps its value and its dependence on the layers below (the leaf
+    is added as a zero), so its gradient there is the unmodified model's, through every path.
     """
     found = ScaledRows()
+    index = torch.tensor(rows, device=alphas.device)
 
     def scale(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
         activation = args[0][0, position].detach()
         found.activation = activation
         found.scaled = (alphas[:, None] * activation).requires_grad_(True)
+        values = found.scaled
+        if rows[0] == 0:
+            row = args[0][:1, position] + values[:1] - values[:1].detach()
+            values = torch.cat([row, values[1:]])
         x = args[0].clone()
-        x[rows, position] = found.scaled
+        x[index, position] = values
         return (x, *args[1:])
 
     with pre_hook(module, scale):

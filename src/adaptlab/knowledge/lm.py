@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from torch import nn
@@ -15,8 +16,8 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 
 from adaptlab.backbone import find_backbone
 from adaptlab.backbone.parts import get_module
-from adaptlab.errors import ConfigError
-from adaptlab.models import load_model
+from adaptlab.errors import ConfigError, ModelNotFoundError
+from adaptlab.models import BUILTIN_MODELS, load_model
 from adaptlab.models.device import torch_device
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
@@ -84,6 +85,16 @@ def load_lm(name_or_path: str, kind: str | None = None, device: str = "cpu") -> 
         raise ConfigError(f"unknown language-model kind {kind!r}; choose masked or causal")
     target = torch_device(device)
     source = resolve_model(name_or_path)
+    folder = Path(source.location)
+    if (
+        name_or_path not in BUILTIN_MODELS
+        and folder.is_dir()
+        and not (folder / "config.json").is_file()
+    ):
+        raise ModelNotFoundError(
+            f"model folder {name_or_path!r} has no config.json; give a folder written by "
+            "transformers' save_pretrained, a built-in name or a hub name"
+        )
     if kind is None:
         with quiet_transformers(), load_errors(name_or_path, source):
             config = AutoConfig.from_pretrained(

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
 
-from tqdm.auto import tqdm
-
-from adaptlab.errors import DataError
-from adaptlab.fileio import atomic_write
-from adaptlab.knowledge.attribution import DEFAULT_STEPS, attribute
+from adaptlab.knowledge.attribution import attribute
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.knowledge.hooks import Neuron
 from adaptlab.knowledge.lm import KnowledgeLM
+from adaptlab.knowledge.quadrature import DEFAULT_RULE
 from adaptlab.knowledge.refine import SHARE, THRESHOLD, refine
+from adaptlab.progress import track
 
 
 @dataclass
@@ -34,13 +29,18 @@ def find_fact_neurons(
     lm: KnowledgeLM,
     facts: FactSet,
     fact: Fact,
-    steps: int = DEFAULT_STEPS,
+    steps: int | None = None,
     threshold: float = THRESHOLD,
     share: float = SHARE,
+    rule: str = DEFAULT_RULE,
+    tolerance: float | None = None,
 ) -> FactNeurons:
-    """Attribute the fact under each template of its relation and refine across them."""
+    """Attribute the fact under each template of its relation and refine across them.
+
+    `steps`, `rule` and `tolerance` choose the quadrature (`attribute`).
+    """
     parts = [
-        attribute(lm, template, fact.subject, fact.object, steps)
+        attribute(lm, template, fact.subject, fact.object, steps, rule, tolerance)
         for template in facts.templates[fact.relation]
     ]
     found = refine([p.scores for p in parts], threshold, share)
@@ -54,15 +54,17 @@ def find_fact_neurons(
 def find_neurons(
     lm: KnowledgeLM,
     facts: FactSet,
-    steps: int = DEFAULT_STEPS,
+    steps: int | None = None,
     threshold: float = THRESHOLD,
     share: float = SHARE,
     progress: bool = True,
+    rule: str = DEFAULT_RULE,
+    tolerance: float | None = None,
 ) -> list[FactNeurons]:
-    """Knowledge neurons of every fact in `facts`."""
+    """Knowledge neurons of every fact; `steps`, `rule`, `tolerance` as in `attribute`."""
     return [
-        find_fact_neurons(lm, facts, fact, steps, threshold, share)
-        for fact in tqdm(facts.facts, desc="attributing", disable=not progress, unit="fact")
+        find_fact_neurons(lm, facts, fact, steps, threshold, share, rule, tolerance)
+        for fact in track(facts.facts, desc="attributing", unit="fact", enabled=progress)
     ]
 
 
@@ -73,39 +75,3 @@ def layer_histogram(results: list[FactNeurons], num_layers: int) -> list[int]:
         for layer, _ in result.neurons:
             counts[layer] += 1
     return counts
-
-
-REQUIRED_META = ("model", "kind", "facts", "relation")
-"""What the suppress / amplify / edit / erase jobs read back from a neuron file."""
-
-
-def save_neurons(path: Path, results: list[FactNeurons], meta: dict[str, Any]) -> None:
-    """Write the found neurons with what produced them (model, facts, relation, steps) as JSON."""
-    rows = [asdict(result) for result in results]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps({**meta, "results": rows}, indent=2).encode("utf-8"))
-
-
-def load_neurons(path: Path) -> tuple[dict[str, Any], list[FactNeurons]]:
-    """Read a file written by `save_neurons`: its metadata and the per-fact neurons."""
-    if not path.is_file():
-        raise DataError(f"neuron file {str(path)!r} does not exist; run `adaptlab neurons find`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        results = [
-            FactNeurons(
-                Fact(**row["fact"]),
-                [(int(a), int(b)) for a, b in row["neurons"]],
-                [float(s) for s in row["scores"]],
-                float(row["share"]),
-                float(row["probability"]),
-                [(int(a), int(b)) for a, b in row["baseline_neurons"]],
-            )
-            for row in data.pop("results")
-        ]
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-        raise DataError(f"{path}: not a neuron file written by `adaptlab neurons find`") from error
-    missing = [key for key in REQUIRED_META if key not in data]
-    if missing:
-        raise DataError(f"{path}: no {', '.join(missing)} in this neuron file; run `find` again")
-    return data, results

@@ -16,9 +16,14 @@ def layer_histogram_plot(counts: list[int], title: str, path: Path) -> None:
     axes.bar(range(len(counts)), counts, color="#4c72b0")
     axes.set_xlabel("layer")
     axes.set_ylabel("knowledge neurons")
-    axes.set_title(title)
+    axes.set_title(_plain(title))
     figure.tight_layout()
     save_png(figure, path)
+
+
+def _plain(text: str) -> str:
+    """`text` shown as written: a $ would start matplotlib's math mode."""
+    return text.replace("$", r"\$")
 
 
 def effect_plot(knowledge: float, random: float, title: str, path: Path) -> None:

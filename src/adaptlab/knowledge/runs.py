@@ -1,4 +1,8 @@
-"""The `adaptlab neurons` jobs: find neurons, then scale or edit them, writing JSON and plots."""
+"""The `adaptlab neurons` jobs: find neurons, then scale or edit them, writing JSON and plots.
+
+Each job checks all its options, its input files and its output folder before it loads a
+model, so a mistake ends in one line before any work.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from adaptlab import checks
+from adaptlab.errors import DataError
 from adaptlab.fileio import atomic_write
-from adaptlab.knowledge.attribution import DEFAULT_STEPS
+from adaptlab.knowledge.checks import (
+    check_count,
+    check_finite,
+    check_fraction,
+    check_kind,
+    check_output_folder,
+)
 from adaptlab.knowledge.edit_experiments import (
     erase_experiment,
     summarise_updates,
@@ -17,17 +29,23 @@ from adaptlab.knowledge.edit_experiments import (
 from adaptlab.knowledge.effects import neuron_effects, summarise
 from adaptlab.knowledge.facts import FactSet, load_facts
 from adaptlab.knowledge.lm import KnowledgeLM, load_lm
-from adaptlab.knowledge.neurons import (
-    FactNeurons,
-    find_neurons,
-    layer_histogram,
+from adaptlab.knowledge.neuron_file import (
+    NEURON_KEYS,
+    NEURONS_FILE,
+    NeuronFile,
+    check_fits,
     load_neurons,
     save_neurons,
 )
+from adaptlab.knowledge.neurons import FactNeurons, find_neurons, layer_histogram
 from adaptlab.knowledge.plots import effect_plot, layer_histogram_plot
+from adaptlab.knowledge.quadrature import DEFAULT_RULE, check_rule
 from adaptlab.knowledge.scoring import known_facts
+from adaptlab.models.device import torch_device
 
-NEURONS_FILE = "neurons.json"
+LAYERS_PLOT = "layers.png"
+SCALING_KEYS = ("factor", "summary", "rows")
+"""What marks a suppress.json or amplify.json as written here (and so replaceable)."""
 
 
 @dataclass
@@ -47,47 +65,85 @@ def run_find(
     relation: str,
     out: Path,
     limit: int | None = None,
-    steps: int = DEFAULT_STEPS,
+    steps: int | None = None,
     templates: str | None = None,
     kind: str | None = None,
     min_correct: float = 0.5,
     progress: bool = True,
     device: str = "cpu",
+    rule: str = DEFAULT_RULE,
+    tolerance: float | None = None,
 ) -> FindReport:
-    """Filter the relation's facts to those the model knows, find their neurons, write files."""
+    """Filter the relation's facts to those the model knows, find their neurons, write files.
+
+    `steps`, `rule` and `tolerance` choose the quadrature (`adaptlab.knowledge.attribute`).
+    """
+    check_rule(rule, steps, tolerance)
+    check_count("--limit", limit)
+    check_fraction("--min-correct", min_correct)
+    check_kind(kind)
+    torch_device(device)
+    check_output_folder(out, {NEURONS_FILE: NEURON_KEYS, LAYERS_PLOT: ()})
     facts = load_facts(facts_source, templates).of_relation(relation)
+    if not facts.facts:
+        raise DataError(f"{facts.name}: no facts of relation {relation!r}")
     lm = load_lm(model, kind, device)
     known, checked = known_facts(lm, facts, min_correct, limit, progress)
-    results = find_neurons(lm, known, steps, progress=progress)
+    if not known.facts:
+        raise DataError(
+            f"{model} answers none of the {checked} checked {relation!r} facts correctly under "
+            f"at least {min_correct:g} of their {len(facts.templates[relation])} templates; "
+            "give templates it completes with the object (--templates) or a lower --min-correct"
+        )
+    results = find_neurons(lm, known, steps, progress=progress, rule=rule, tolerance=tolerance)
     histogram = layer_histogram(results, lm.num_layers)
-    meta = {
-        "model": model,
-        "kind": lm.kind,
-        "facts": facts_source,
-        "templates": templates,
-        "relation": relation,
-        "steps": steps,
-        "min_correct": min_correct,
-        "num_layers": lm.num_layers,
-        "checked": checked,
-        "known": len(known.facts),
-        "histogram": histogram,
-    }
+    found = NeuronFile(
+        model=model,
+        kind=lm.kind,
+        facts=facts_source,
+        relation=relation,
+        results=results,
+        templates=templates,
+        quadrature=rule,
+        steps=steps,
+        tolerance=tolerance,
+        min_correct=min_correct,
+        num_layers=lm.num_layers,
+        checked=checked,
+        known=len(known.facts),
+        histogram=histogram,
+    )
     out.mkdir(parents=True, exist_ok=True)
-    save_neurons(out / NEURONS_FILE, results, meta)
-    plot = out / "layers.png"
+    save_neurons(out / NEURONS_FILE, found)
+    plot = out / LAYERS_PLOT
     layer_histogram_plot(histogram, f"{relation}: knowledge neurons per layer ({model})", plot)
     return FindReport(results, histogram, checked, len(known.facts), [out / NEURONS_FILE, plot])
 
 
-def _reload(
-    neurons_file: Path, device: str
-) -> tuple[dict[str, Any], KnowledgeLM, FactSet, list[FactNeurons]]:
-    """The model (on `device`), facts and found neurons that a neuron file names."""
-    meta, results = load_neurons(neurons_file)
-    lm = load_lm(meta["model"], meta["kind"], device)
-    facts = load_facts(meta["facts"], meta.get("templates"))
-    return meta, lm, facts, results
+def _read(neurons_file: Path, outputs: dict[str, tuple[str, ...]], device: str) -> NeuronFile:
+    """The checked neuron file, once the device and the output files beside it are checked."""
+    torch_device(device)
+    found = load_neurons(neurons_file)
+    check_output_folder(neurons_file.parent, outputs, option="--neurons folder")
+    if not any(result.neurons for result in found.results):
+        facts = f"{len(found.results)} facts" if found.results else "no facts"
+        raise DataError(
+            f"{neurons_file}: {facts} with knowledge neurons; run `adaptlab neurons find` on "
+            "facts the model knows"
+        )
+    return found
+
+
+def _load(
+    neurons_file: Path, found: NeuronFile, model: str | None, device: str
+) -> tuple[KnowledgeLM, FactSet, dict[str, Any]]:
+    """The neuron file's fact set and its model (or `model`) on `device`, checked against the
+    file; and the file's fields to record with the results (the model as loaded)."""
+    facts = load_facts(found.facts, found.templates)
+    facts.of_relation(found.relation)  # the relation is known
+    lm = load_lm(model or found.model, found.kind, device)
+    check_fits(neurons_file, found, lm)
+    return lm, facts, {**found.meta(), "model": lm.model_id}
 
 
 def _others(facts: FactSet, relation: str) -> FactSet:
@@ -106,11 +162,23 @@ def run_scaling(
     seed: int = 0,
     progress: bool = True,
     device: str = "cpu",
+    model: str | None = None,
 ) -> tuple[dict[str, float], list[Path]]:
-    """Suppress (factor 0) or amplify (2) each fact's neurons and random controls; write files."""
-    meta, lm, facts, results = _reload(neurons_file, device)
-    rows = neuron_effects(lm, facts.of_relation(meta["relation"]), results, factor, seed, progress)
+    """Suppress (factor 0) or amplify (2) each fact's neurons and random controls; write files.
+
+    `model` replaces the neuron file's model (the same model, moved or renamed).
+    """
+    checks.seed(seed, "--seed")
+    found = _read(neurons_file, {f"{name}.json": SCALING_KEYS, f"{name}.png": ()}, device)
+    lm, facts, meta = _load(neurons_file, found, model, device)
+    own = facts.of_relation(found.relation)
+    rows = neuron_effects(lm, own, found.results, factor, seed, progress)
     summary = summarise(rows)
+    if not summary["facts"]:
+        raise DataError(
+            f"{neurons_file}: the model gives every fact's answer probability 0, so no relative "
+            "change can be measured; is it the model `find` ran on?"
+        )
     out = neurons_file.parent
     data = {"factor": factor, "seed": seed, **meta, "summary": summary}
     data["rows"] = [
@@ -130,31 +198,42 @@ def run_update(
     limit: int | None = None,
     progress: bool = True,
     device: str = "cpu",
+    model: str | None = None,
 ) -> tuple[dict[str, dict[str, float]], list[Path]]:
     """Update each fact (the first `limit`) to another object of its relation; write the table."""
-    meta, lm, facts, results = _reload(neurons_file, device)
-    results = results[:limit]
-    relation = meta["relation"]
+    check_finite("--lambda1", lambda1)
+    check_finite("--lambda2", lambda2)
+    check_count("--limit", limit)
+    checks.seed(seed, "--seed")
+    found = _read(neurons_file, {"edit.json": ("lambda1", "lambda2", "summary")}, device)
+    if len({result.fact.object for result in found.results}) < 2:
+        raise DataError(
+            f"{neurons_file}: updating a fact needs another object of its relation, and every "
+            "fact here has the same one; find neurons for more facts"
+        )
+    lm, facts, meta = _load(neurons_file, found, model, device)
+    own, others = facts.of_relation(found.relation), _others(facts, found.relation)
     rows = update_experiment(
-        lm, facts.of_relation(relation), _others(facts, relation), results,
-        lambda1, lambda2, seed, progress,
-    )  # fmt: skip
+        lm, own, others, found.results[:limit], lambda1, lambda2, seed, progress
+    )
+    if not rows:
+        raise DataError(
+            f"{neurons_file}: none of the first {limit} facts has knowledge neurons; raise --limit"
+        )
     table = summarise_updates(rows)
-    data = {"lambda1": lambda1, "lambda2": lambda2, "seed": seed, "limit": limit, **meta}
-    data["summary"] = table
-    data["rows"] = [asdict(r) for r in rows]
+    data: dict[str, Any] = {"lambda1": lambda1, "lambda2": lambda2, "seed": seed, "limit": limit}
+    data.update({**meta, "summary": table, "rows": [asdict(r) for r in rows]})
     return table, [_write(neurons_file.parent / "edit.json", data)]
 
 
 def run_erase(
-    neurons_file: Path, seed: int = 0, device: str = "cpu"
+    neurons_file: Path, seed: int = 0, device: str = "cpu", model: str | None = None
 ) -> tuple[list[dict[str, Any]], list[Path]]:
     """Erase the relation (zero its neurons' value slots) and a random control; write JSON."""
-    meta, lm, facts, results = _reload(neurons_file, device)
-    relation = meta["relation"]
-    found = erase_experiment(
-        lm, facts.of_relation(relation), _others(facts, relation), results, seed
-    )
-    rows = [asdict(r) for r in found]
+    checks.seed(seed, "--seed")
+    found = _read(neurons_file, {"erase.json": ("seed", "relation", "rows")}, device)
+    lm, facts, meta = _load(neurons_file, found, model, device)
+    own, others = facts.of_relation(found.relation), _others(facts, found.relation)
+    rows = [asdict(r) for r in erase_experiment(lm, own, others, found.results, seed)]
     data = {"seed": seed, **meta, "rows": rows}
     return rows, [_write(neurons_file.parent / "erase.json", data)]

@@ -6,11 +6,11 @@ import math
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import token_queries
+from adaptlab.progress import track
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def known_facts(
     """
     kept: list[Fact] = []
     checked = 0
-    for fact in tqdm(facts.facts, desc="checking facts", disable=not progress, unit="fact"):
+    for fact in track(facts.facts, desc="checking facts", unit="fact", enabled=progress):
         if limit is not None and len(kept) >= limit:
             break
         checked += 1
