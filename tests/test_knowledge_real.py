@@ -17,7 +17,7 @@ def test_suppressing_the_capital_neurons_of_france_lowers_paris() -> None:
     france = capitals.with_facts([Fact("France", "capital", "Paris")])
     known, checked = known_facts(lm, france, progress=False)
     assert checked == 1 and known.facts == france.facts
-    (found,) = find_neurons(lm, known, steps=8, progress=False)
+    (found,) = find_neurons(lm, known, steps=8, rule="riemann", progress=False)
     assert 2 <= len(found.neurons) <= 5
     before = mean_probability(lm, france, france.facts[0])
     with scaled_neurons(lm, found.neurons, 0.0):
