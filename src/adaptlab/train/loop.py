@@ -131,13 +131,8 @@ def _train(
                     f"loss became {loss.item()} at epoch {epoch}, step {step + 1}; "
                     f"lower the learning rate (now {learning_rate:g})"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in trainable], config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
+            losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
             step += 1
-            losses.append(loss.item())
             bar.update()
             bar.show(loss=f"{losses[-1]:.4f}")
         dev = evaluate(model, encoder, dev_features, task, label_names, config.eval_batch_size)
@@ -194,6 +189,23 @@ def optimizer_and_schedule(
         optimizer, _linear_warmup(math.ceil(config.warmup_ratio * total_steps), total_steps)
     )
     return optimizer, scheduler
+
+
+def apply_step(
+    loss: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    trainable: Sequence[tuple[str, nn.Parameter]],
+    max_grad_norm: float,
+) -> float:
+    """Back-propagate `loss`, clip the gradients' norm, step the optimizer and the schedule;
+    the loss as a number."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for _, p in trainable], max_grad_norm)
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
 
 
 def _linear_warmup(warmup: int, total: int) -> Callable[[int], float]:

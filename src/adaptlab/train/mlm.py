@@ -43,7 +43,12 @@ from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.batches import batch_count
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.loop import TrainHistory, TrainingError, optimizer_and_schedule
+from adaptlab.train.loop import (
+    TrainHistory,
+    TrainingError,
+    apply_step,
+    optimizer_and_schedule,
+)
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import DataInfo, EpochRecord, RunResult, Versions
@@ -181,13 +186,8 @@ def train_mlm(
                     f"loss became {loss.item()} at epoch {epoch}, step {step + 1}; "
                     f"lower the learning rate (now {learning_rate:g})"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in trainable], config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
+            losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
             step += 1
-            losses.append(loss.item())
             bar.update()
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
         dev = evaluate_mlm(model, encoder, dev_features, config.eval_batch_size)

@@ -17,7 +17,7 @@ from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.stages import Row, StageRun
 from adaptlab.train.continual.strategy import Strategy
 from adaptlab.train.evaluate import evaluate
-from adaptlab.train.loop import TrainHistory, TrainingError, _linear_warmup
+from adaptlab.train.loop import TrainHistory, TrainingError, _linear_warmup, apply_step
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import EpochRecord
 
@@ -69,13 +69,8 @@ def train_stage(
                     f"loss became {loss.item()} in stage {stage.name}, epoch {epoch}, step "
                     f"{step + 1}; lower the learning rate (now {learning_rate:g})"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in trainable], config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
+            losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
             step += 1
-            losses.append(loss.item())
             bar.update()
             bar.show(loss=f"{losses[-1]:.4f}")
         heads.select(run.index)
