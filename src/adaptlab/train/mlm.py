@@ -30,7 +30,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.masking import MaskedLmEncoder
@@ -39,6 +38,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
+from adaptlab.progress import Progress
 from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.batches import batch_count
@@ -170,11 +170,11 @@ def train_mlm(
     history = TrainHistory(metric=MLM_METRIC)
     best_score, best_state = -math.inf, None
     step = 0
-    bar = tqdm(total=total_steps, disable=not progress, unit="step", dynamic_ncols=True)
+    bar = Progress(total_steps, unit="step", enabled=progress, lines=0)  # a line per epoch
     for epoch in range(1, config.epochs + 1):
         model.train()
         started, losses = time.perf_counter(), []
-        bar.set_description(f"epoch {epoch}/{config.epochs}")
+        bar.describe(f"epoch {epoch}/{config.epochs}")
         batches = masked_batches(
             encoder, train_features, config.batch_size, device, generator, True
         )
@@ -189,7 +189,7 @@ def train_mlm(
             losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
             step += 1
             bar.update()
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+            bar.show(loss=f"{losses[-1]:.4f}")
         dev = evaluate_mlm(model, encoder, dev_features, config.eval_batch_size)
         record = EpochRecord(
             epoch=epoch,
@@ -208,6 +208,8 @@ def train_mlm(
         if score > best_score:
             best_score, history.best_epoch = score, epoch
             best_state = {n: p.detach().clone() for n, p in trainable}
+        bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{MLM_METRIC}": f"{score:.4f}"})
+        bar.line()
     bar.close()
     assert best_state is not None
     with torch.no_grad():
