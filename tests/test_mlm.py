@@ -20,6 +20,7 @@ from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts, sample_texts
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods import list_adapters
+from adaptlab.methods.compose import MethodSpec
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.mlm import hidden_states_at, masked_lm_loss
 from adaptlab.train.restore import load_trained
@@ -59,11 +60,17 @@ def tokenizer(tiny_bert: str) -> T.PreTrainedTokenizerBase:
     return T.AutoTokenizer.from_pretrained(tiny_bert)
 
 
-def mlm_spec(model: str, data: Path, **settings: object) -> RunSpec:
+def mlm_spec(
+    model: str, data: Path, method: MethodSpec = "pfeiffer", **settings: object
+) -> RunSpec:
     train = TrainConfig(epochs=2, batch_size=16, learning_rate=1e-2, seed=0)
     return RunSpec.build(
-        model, str(data), "pfeiffer", train=train, data_options={"task": "mlm"}, **settings
+        model, str(data), method, train=train, data_options={"task": "mlm"}, **settings
     )
+
+
+MADX_LANGUAGE = {"pfeiffer": {"invertible": True}}
+"""MAD-X's language adapter: a Pfeiffer adapter with an invertible adapter on the embeddings."""
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +81,8 @@ def madx(tiny_bert: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     (root / "sl.txt").write_text("\n".join(documents(OTHER, 120, 1)))
     reviews = write_reviews(root / "reviews.csv", 80, "a")
     write_reviews(root / "reviews-sl.csv", 60, "en")
-    execute(mlm_spec(tiny_bert, root / "en.txt"), root / "lang-en", progress=False)
-    execute(mlm_spec(tiny_bert, root / "sl.txt"), root / "lang-sl", progress=False)
+    execute(mlm_spec(tiny_bert, root / "en.txt", MADX_LANGUAGE), root / "lang-en", progress=False)
+    execute(mlm_spec(tiny_bert, root / "sl.txt", MADX_LANGUAGE), root / "lang-sl", progress=False)
     train = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-2, seed=0)
     task = RunSpec.build(
         tiny_bert, str(reviews), "pfeiffer", train=train, stack=(str(root / "lang-en"),)
@@ -204,6 +211,7 @@ def test_a_masked_lm_run_writes_a_language_adapter(madx):
     assert result.parameter_groups["head"] < result.total_parameters / 10  # no embeddings
     manifest = json.loads((madx["lang-en"] / "adapter" / "manifest.json").read_text())
     assert manifest["task"] == "mlm" and manifest["base_model"]["class"] == "BertForMaskedLM"
+    assert manifest["methods"][0]["config"]["invertible"] is True
 
 
 def test_the_task_adapter_runs_stacked_and_the_language_adapter_swaps(madx, tiny_bert):
