@@ -83,7 +83,9 @@ def sequence(
     forgetting.
 
     Strategies: sequential (keep training one adapter), replay (-s rate=0.01: earlier
-    examples per new one), kd-logit (-s weight=1.0 -s temperature=2.0), adapter-per-stage.
+    examples per new one), kd-logit (-s weight=1.0 -s temperature=2.0), kd-representation
+    (-s weight=1.0 -s layers=last|all), kd-contrastive (-s weight=1.0 -s temperature=0.1),
+    ewc (-s ewc_lambda=1000 -s fisher_samples=1000), adapter-per-stage.
 
     Example:
 

@@ -1,7 +1,13 @@
 """Continual learning: one model through a sequence of stages, with a strategy against
 forgetting, tested on every stage after each (the matrix R and its scores)."""
 
-from adaptlab.train.continual import distillation, per_stage, replay
+from adaptlab.train.continual import (
+    distillation,
+    ewc,
+    per_stage,
+    replay,
+    representation_distillation,
+)
 from adaptlab.train.continual.heads import StageHeads
 from adaptlab.train.continual.metrics import (
     ContinualScores,
@@ -35,6 +41,7 @@ __all__ = [
     "average_score",
     "backward_transfer",
     "distillation",
+    "ewc",
     "forgetting",
     "forward_transfer",
     "gem_forward_transfer",
@@ -42,6 +49,7 @@ __all__ = [
     "make_strategy",
     "per_stage",
     "replay",
+    "representation_distillation",
     "run_sequence",
     "strategy_config",
     "summarize",

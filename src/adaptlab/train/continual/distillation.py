@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from adaptlab.errors import ConfigError
 from adaptlab.train.batches import batches
-from adaptlab.train.continual.stages import Row, StageRun
+from adaptlab.train.continual.stages import HiddenStates, Row, StageRun, own_rows
 from adaptlab.train.continual.strategy import (
     Strategy,
     StrategyConfig,
@@ -59,14 +59,18 @@ class LogitDistillation(Strategy):
         self.teacher = teacher_scores(run) if run.index else []
 
     def penalty(
-        self, run: StageRun, rows: Sequence[Row], outputs: Sequence[torch.Tensor]
+        self,
+        run: StageRun,
+        rows: Sequence[Row],
+        outputs: Sequence[torch.Tensor],
+        hidden: HiddenStates | None = None,
     ) -> torch.Tensor | None:
         if not self.teacher:
             return None
-        mine = [position for position, (stage, _) in enumerate(rows) if stage == run.index]
+        mine, indices = own_rows(run, rows)
         if not mine:
             return None
-        at = torch.tensor([rows[p][1] for p in mine])
+        at = torch.tensor(indices)
         chosen = torch.tensor(mine, device=outputs[0].device)
         temperature = self.config.temperature
         terms = []

@@ -1,6 +1,7 @@
 """Training of one stage of a sequence: the protocol of `adaptlab.train.loop` (AdamW, linear
 warm-up and decay, best epoch on the stage's dev set), with the strategy's replayed examples
-in each batch, each example scored by its own stage's head, and the strategy's penalty added."""
+in each batch, each example scored by its own stage's head, the strategy's penalty added, and
+the strategy's `end` called once the best epoch's weights are back."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from adaptlab.progress import Progress
 from adaptlab.train.batches import batch_count
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual.stages import Row, StageRun
+from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 from adaptlab.train.continual.strategy import Strategy
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.loop import TrainHistory, TrainingError, _linear_warmup, apply_step
@@ -102,6 +103,7 @@ def train_stage(
     with torch.no_grad():
         for name, param in trainable:
             param.copy_(best_state[name])
+    strategy.end(run)
     return history
 
 
@@ -114,8 +116,13 @@ def _batch_loss(
     batch = {k: v.to(device) for k, v in run.stage.encoder.collate(features).items()}
     labels = batch.pop("labels")
     heads.collecting = True
+    hidden = None
     try:
-        run.model(**batch)
+        if strategy.hidden_states:
+            states = run.model(**batch, output_hidden_states=True).hidden_states
+            hidden = HiddenStates(tuple(states), batch["attention_mask"])
+        else:
+            run.model(**batch)
         outputs = heads.outputs
     finally:
         heads.collecting, heads.outputs = False, []
@@ -125,5 +132,5 @@ def _batch_loss(
         mask = of_stage == stage
         total = total + F.cross_entropy(outputs[stage][mask], labels[mask], reduction="sum")
     loss = total / len(rows)
-    extra = strategy.penalty(run, rows, outputs)
+    extra = strategy.penalty(run, rows, outputs, hidden)
     return loss if extra is None else loss + extra

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
 from adaptlab.data import TextEncoder
@@ -41,3 +42,19 @@ class StageRun:
     @property
     def stage(self) -> StageData:
         return self.stages[self.index]
+
+
+@dataclass(frozen=True)
+class HiddenStates:
+    """The student's hidden states for one batch: a (rows, tokens, width) tensor per layer,
+    the embedding output first (as transformers returns them), and the batch's attention mask."""
+
+    layers: tuple[torch.Tensor, ...]
+    mask: torch.Tensor
+
+
+def own_rows(run: StageRun, rows: Sequence[Row]) -> tuple[list[int], list[int]]:
+    """The positions in `rows` of the training stage's own examples (not replayed ones), and
+    their indices into its training set."""
+    positions = [position for position, (stage, _) in enumerate(rows) if stage == run.index]
+    return positions, [rows[position][1] for position in positions]

@@ -1,9 +1,10 @@
 """Continual-learning strategies: small registered objects that change how a sequence trains.
 
 A strategy chooses the adapter each stage trains, may add earlier examples to a batch
-(`replayed`), add a term to the loss (`penalty`), and route evaluation to a stage's adapter
-(`route`). Every strategy combines with any adaptation method: the method makes the adapter,
-the strategy decides what it learns from.
+(`replayed`), add a term to the loss (`penalty`, given the student's hidden states when the
+strategy asks for them with `hidden_states`), look at the trained stage (`end`), and route
+evaluation to a stage's adapter (`route`). Every strategy combines with any adaptation
+method: the method makes the adapter, the strategy decides what it learns from.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from torch import nn
 
 from adaptlab.errors import ConfigError
-from adaptlab.train.continual.stages import Row, StageRun
+from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 
 SEQUENCE_ADAPTER = "sequence"
 """The adapter every stage trains, for strategies that keep one."""
@@ -36,6 +37,9 @@ class Strategy:
     """Plain sequential training: one adapter keeps learning, stage after stage (the
     forgetting baseline). Subclasses override the hooks they need."""
 
+    hidden_states: ClassVar[bool] = False
+    """Whether `penalty` needs the student's hidden states (the model then returns them)."""
+
     def __init__(self, config: StrategyConfig) -> None:
         self.config = config
 
@@ -51,10 +55,18 @@ class Strategy:
         return []
 
     def penalty(
-        self, run: StageRun, rows: Sequence[Row], outputs: Sequence[torch.Tensor]
+        self,
+        run: StageRun,
+        rows: Sequence[Row],
+        outputs: Sequence[torch.Tensor],
+        hidden: HiddenStates | None = None,
     ) -> torch.Tensor | None:
-        """A term added to the batch's loss; `outputs[k]` are head k's scores for every row."""
+        """A term added to the batch's loss; `outputs[k]` are head k's scores for every row,
+        `hidden` the student's hidden states for the batch when `hidden_states` is set."""
         return None
+
+    def end(self, run: StageRun) -> None:
+        """Called once after stage `run.index` trained, its best epoch's weights restored."""
 
     def route(self, model: nn.Module, stage: int, trained: int) -> None:
         """Make the model ready to be tested on stage `stage` after stage `trained`."""
@@ -109,7 +121,10 @@ def strategy_config(name: str, options: Mapping[str, Any] | None = None) -> Stra
         if wanted is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if type(value) is not wanted:
-            raise ConfigError(f"{name}: {option} must be a {wanted.__name__}, got {value!r}")
+            article = "an" if wanted.__name__[0] in "aeiou" else "a"
+            raise ConfigError(
+                f"{name}: {option} must be {article} {wanted.__name__}, got {value!r}"
+            )
         values[option] = value
     return entry.config_class(**values)
 
