@@ -146,16 +146,18 @@ def _unplanned(runs: list[str]) -> str:
 
 def _totals(study: StudyStatus) -> Table:
     table = Table(title=f"study {study.study}")
-    for column in ("planned", "done", "running", "failed", "left", "mean run", "ETA"):
+    columns = ["planned", "done", "running", "failed", "left", "mean run", "ETA"]
+    if study.stages:
+        columns[-2:-2] = ["stages done"]
+    for column in columns:
         table.add_column(column, justify="right")
     mean, eta = study.mean_seconds, study.eta_seconds
     left = f"{study.left} ({study.interrupted} interrupted)" if study.interrupted else study.left
+    cells = [str(study.planned), str(study.done), str(study.running), str(study.failed), str(left)]
+    if study.stages:
+        cells.append(f"{study.stages_done}/{study.stages}")
     table.add_row(
-        str(study.planned),
-        str(study.done),
-        str(study.running),
-        str(study.failed),
-        str(left),
+        *cells,
         format_duration(mean) if mean is not None else "-",
         format_duration(eta) if eta is not None else "-",
     )
