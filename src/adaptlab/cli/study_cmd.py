@@ -19,7 +19,7 @@ from adaptlab.study.progress import format_duration
 from adaptlab.study.runner import default_store, run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import load_records, load_unplanned, load_validations
+from adaptlab.study.store import load_records, load_sequences, load_unplanned, load_validations
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 
@@ -203,6 +203,7 @@ def report(
     target = out or path.with_suffix(".html")
     check_output_file(target, "report", replaceable=is_report, inputs=[(path, "results store")])
     records = load_records(path, planned_only=True)
+    sequences = load_sequences(path, planned_only=True)
     unplanned = load_unplanned(path)
     if unplanned:
         console().print(
@@ -210,16 +211,19 @@ def report(
             soft_wrap=True,
             highlight=False,
         )
-    studies = sorted({record.study for record in records})
+    studies = sorted({r.study for r in records} | {s.study for s in sequences})
     written = write_report(
         records,
         target,
         title=title or ", ".join(studies) or path.stem,
         validations=load_validations(path),
         metric=metric,
+        sequences=sequences,
     )
+    counted = [f"{len(records)} runs"] if records or not sequences else []
+    counted += [f"{len(sequences)} sequences"] if sequences else []
     console().print(
-        f"report of {len(records)} runs written to {written}", soft_wrap=True, highlight=False
+        f"report of {' and '.join(counted)} written to {written}", soft_wrap=True, highlight=False
     )
 
 
