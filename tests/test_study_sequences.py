@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sequence_study_helpers import write_sequence_spec, write_stages
@@ -21,6 +22,7 @@ from adaptlab.study.spec import load_spec
 from adaptlab.study.status import study_status
 from adaptlab.study.store import ResultStore, load_records, load_sequences
 from adaptlab.train.continual import SequenceSpec, run_sequence
+from adaptlab.train.continual import run as continual_run
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import StageOutcome
 
@@ -144,12 +146,24 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
 
 
-def test_a_sequence_study_stores_every_stage_and_the_matrix(model_dir: str, tmp_path: Path) -> None:
+def test_a_sequence_study_stores_every_stage_and_the_matrix(
+    model_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stages = write_stages(tmp_path)
     spec = write_sequence_spec(tmp_path, model_dir, stages, single_stage=True, test_size=10)
+    trained: list[tuple[str, ...]] = []
+    train = continual_run._train_sequence
+
+    def counting(spec: SequenceSpec, *args: Any, **kwargs: Any) -> Any:
+        trained.append(spec.stages)
+        return train(spec, *args, **kwargs)
+
+    monkeypatch.setattr(continual_run, "_train_sequence", counting)
     with one_thread():
         summary = run_study(spec, executor=LocalExecutor(progress=False))
     assert len(summary.outcomes) == 2 and not summary.failed
+    alone = [(stage,) for stage in stages[1:]]
+    assert trained == [tuple(stages), *alone, tuple(stages)]  # stages alone: once per study
     store = tmp_path / "cl.db"
     assert integrity(store) == "ok"
     sequences = load_sequences(store, planned_only=True)
@@ -160,6 +174,7 @@ def test_a_sequence_study_stores_every_stage_and_the_matrix(model_dir: str, tmp_
             result = stored.result
             assert len(result.matrix) == 3 and all(len(row) == 3 for row in result.matrix)
             assert result.single_stage is not None and len(result.single_stage) == 3
+            assert result.single_stage[1:] == sequences[0].result.single_stage[1:]
             assert result.scores.forward_transfer is not None
             assert all(len(s.epochs) == 1 and s.sizes["test"] <= 10 for s in result.stages)
             rows = results.stages(stored.run_id)

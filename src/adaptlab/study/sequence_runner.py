@@ -29,6 +29,7 @@ from adaptlab.study.summary import SequenceOutcome, StudySummary, timed
 from adaptlab.train.continual import run_sequence
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import StageOutcome
+from adaptlab.train.continual.run import alone_key, alone_spec
 
 
 def sequence_folders(store: Path) -> Path:
@@ -73,13 +74,16 @@ def run_sequence_study(
                 if run not in todo and (folders / run.run_id).exists():
                     shutil.rmtree(folders / run.run_id)  # stored, then stopped before cleaning
             summary.done_before = len(runs) - len(todo)
+            with timed(summary.spent, "store"):
+                single = single_stage_scores(results)
             progress = SequenceProgress(
                 console or Console(), summary.planned, summary.done_before, len(todo)
             )
             progress.header(spec.name, store, "local")
             try:
                 for run in todo:
-                    outcome = _run_one(run, results, folders / run.run_id, executor, progress)
+                    folder = folders / run.run_id
+                    outcome = _run_one(run, results, folder, executor, progress, single)
                     summary.outcomes.append(outcome)
                     progress.sequence_finished(outcome)
             except KeyboardInterrupt:
@@ -89,6 +93,17 @@ def run_sequence_study(
                 progress.summary()
     summary.wall_seconds = time.perf_counter() - began
     return summary
+
+
+def single_stage_scores(results: ResultStore) -> dict[str, float]:
+    """The single-stage scores of the store's done sequences, by `alone_key`: a stage trained
+    alone is the same training whatever the strategy, so it runs once per study."""
+    scores = {}
+    for stored in results.sequences():
+        result = stored.result
+        for index, score in list(enumerate(result.single_stage or ()))[1:]:
+            scores[alone_key(alone_spec(result.spec, index))] = score
+    return scores
 
 
 def _check_data(runs: list[PlannedSequence], results: ResultStore, rerun_changed: bool) -> None:
@@ -118,6 +133,7 @@ def _run_one(
     folder: Path,
     executor: LocalExecutor,
     progress: SequenceProgress,
+    single: dict[str, float],
 ) -> SequenceOutcome:
     """Run (or go on with) one sequence, writing each stage to the store as it ends."""
     began = time.perf_counter()
@@ -132,7 +148,11 @@ def _run_one(
             progress.stage_done(run, index, outcome)
 
         result = run_sequence(
-            run.spec, progress=executor.progress, checkpoint=folder, on_stage=stage_done
+            run.spec,
+            progress=executor.progress,
+            checkpoint=folder,
+            on_stage=stage_done,
+            single_scores=single,
         )
     except (AdaptlabError, torch.OutOfMemoryError) as failure:
         results.fail(run.run_id, one_line(failure))

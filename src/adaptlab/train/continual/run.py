@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -32,7 +32,7 @@ from adaptlab.train.continual.result import SequenceResult, StageOutcome, StageR
 from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import StageData, StageRun
-from adaptlab.train.continual.strategy import Strategy, make_strategy
+from adaptlab.train.continual.strategy import SequentialConfig, Strategy, make_strategy
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import Versions
@@ -51,11 +51,14 @@ def run_sequence(
     overwrite: bool = False,
     checkpoint: str | os.PathLike[str] | None = None,
     on_stage: StageDone | None = None,
+    single_scores: MutableMapping[str, float] | None = None,
 ) -> SequenceResult:
     """Train `spec`'s stages in order, testing every stage after each; write `out` if given.
 
     `checkpoint`: a folder keeping the state after every stage; a sequence stopped half-way
     (even by kill -9) and run again with it starts after its last finished stage.
+    `single_scores`: single-stage scores by `alone_key`, shared by sequences that differ only
+    in their strategy: a score found there is not trained again, and new ones are added.
     """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
@@ -70,10 +73,16 @@ def run_sequence(
     result = _train_sequence(spec, datasets, device, progress, saved, on_stage)
     if spec.single_stage and len(datasets) > 1:
         alone = [result.matrix[0][0], *(saved.single_stage if saved else [])]
-        for dataset in datasets[len(alone) :]:
-            alone_spec = replace(spec, stages=(dataset.name,), stage_options=())
-            single = _train_sequence(alone_spec, [dataset], device, progress)
-            alone.append(single.matrix[0][0])
+        for index in range(len(alone), len(datasets)):
+            single = alone_spec(spec, index)
+            key = alone_key(single)
+            if single_scores is not None and key in single_scores:
+                alone.append(single_scores[key])
+            else:
+                trained = _train_sequence(single, [datasets[index]], device, progress)
+                alone.append(trained.matrix[0][0])
+            if single_scores is not None:
+                single_scores[key] = alone[-1]
             if saved is not None:
                 saved.save_single(alone[-1])
         result = replace(result, single_stage=tuple(alone), scores=summarize(result.matrix, alone))
@@ -89,6 +98,23 @@ def run_sequence(
             if staging.exists():
                 shutil.rmtree(staging)
     return result
+
+
+def alone_spec(spec: SequenceSpec, index: int) -> SequenceSpec:
+    """Stage `index` of `spec` trained on its own: the same model, method, data, sizes and
+    training, with no strategy (one stage has nothing earlier to keep)."""
+    return replace(
+        spec,
+        stages=(spec.stages[index],),
+        stage_options=(spec.options_of(index),) if spec.stage_options else (),
+        strategy=SequentialConfig(),
+        single_stage=False,
+    )
+
+
+def alone_key(spec: SequenceSpec) -> str:
+    """What identifies a single-stage training (canonical JSON of its spec)."""
+    return json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
 def stage_dataset(
