@@ -180,7 +180,7 @@ def test_a_sequence_study_stores_every_stage_and_the_matrix(
             rows = results.stages(stored.run_id)
             assert [outcome.row("accuracy") for outcome, _ in rows] == list(result.matrix)
             assert [outcome.record for outcome, _ in rows] == list(result.stages)
-    assert not sequence_folders(store).exists() or not any(sequence_folders(store).iterdir())
+    assert not sequence_folders(store).exists()  # every sequence stored: no state kept
     (status,) = study_status(store)
     assert (status.planned, status.done, status.stages, status.stages_done) == (2, 2, 6, 6)
     assert set(status.methods) == {
@@ -243,3 +243,23 @@ def test_a_sequence_that_fails_is_stored_failed_and_the_study_goes_on(
     assert failed.error and "empty.csv" in failed.error
     (status,) = study_status(tmp_path / "cl.db")
     assert status.failed == 1 and status.errors[0].startswith("houlsby(hidden_size=8) · replay")
+
+
+def test_the_example_study_plans_twelve_sequences() -> None:
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    spec = load_spec(examples / "continual-task-incremental.yaml")
+    runs = plan_sequences(spec, examples)
+    assert len(runs) == 12 and {run.spec.train_size for run in runs} == {1000}
+    assert [run.label for run in runs[:4]] == [
+        "houlsby · sequential",
+        "houlsby · replay",
+        "houlsby · kd-logit",
+        "houlsby · adapter-per-stage",
+    ]
+    assert runs[0].spec.stages == (
+        "reuters-r8",
+        "20newsgroups",
+        "twitter-sentiment",
+        "rotten-tomatoes",
+    )
+    assert all(run.spec.single_stage and run.spec.test_size == 1000 for run in runs)

@@ -91,6 +91,8 @@ def run_sequence_study(
                 raise
             if todo:
                 progress.summary()
+    if folders.is_dir() and not any(folders.iterdir()):
+        folders.rmdir()
     summary.wall_seconds = time.perf_counter() - began
     return summary
 
@@ -164,6 +166,8 @@ def _run_one(
 
 class SequenceProgress(StudyProgress):
     """`study run`'s lines for sequences: one per sequence start and end, one per stage."""
+
+    unit = "sequence"
 
     def sequence_started(self, run: PlannedSequence, finished: int) -> None:
         self.position += 1
