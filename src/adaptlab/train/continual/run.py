@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -118,11 +119,11 @@ def alone_key(spec: SequenceSpec) -> str:
 
 
 def stage_dataset(
-    name: str, spec: SequenceSpec, options: Mapping[str, str] | None = None
+    name: str, spec: SequenceSpec, options: Mapping[str, Any] | None = None
 ) -> Dataset:
     """One stage's data set (read with `options`, `load_dataset` keywords), sampled to
     `train_size` and its test set capped to `test_size`."""
-    dataset = load_dataset(name, **dict(options or {}))  # type: ignore[arg-type]
+    dataset = load_dataset(name, **(options or {}))
     if dataset.task != "single_label":
         raise DataError(
             f"stage {name} is a {dataset.task} task; sequences take single-label "
