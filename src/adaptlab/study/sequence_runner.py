@@ -71,7 +71,7 @@ def run_sequence_study(
                 states = results.statuses()
             todo = [run for run in runs if states.get(run.run_id) != "done"]
             for run in runs:
-                if run not in todo and (folders / run.run_id).exists():
+                if states.get(run.run_id) == "done" and (folders / run.run_id).exists():
                     shutil.rmtree(folders / run.run_id)  # stored, then stopped before cleaning
             summary.done_before = len(runs) - len(todo)
             with timed(summary.spent, "store"):
