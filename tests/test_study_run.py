@@ -231,7 +231,9 @@ def test_report_hands_the_stores_records_to_the_report_package(
         title: str,
         validations: list[Any],
         metric: str | None,
+        sequences: list[Any],
     ) -> Path:
+        assert sequences == []
         calls.append((records, out, title, validations, metric))
         return out
 

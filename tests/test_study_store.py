@@ -26,6 +26,13 @@ def planned(tmp_path: Path) -> list:  # type: ignore[type-arg]
     return plan_study(load_spec(spec), tmp_path)
 
 
+def drop_sequences(db: sqlite3.Connection) -> None:
+    """What schema 5 added for sequence studies, removed (as in a store of schema 4)."""
+    db.execute("ALTER TABLE runs DROP COLUMN strategy_label")
+    db.execute("ALTER TABLE planned DROP COLUMN strategy_label")
+    db.execute("DROP TABLE stages")
+
+
 def test_rows_follow_the_contract(tmp_path: Path, planned: list) -> None:  # type: ignore[type-arg]
     path = tmp_path / "s.db"
     full, houlsby, combo = planned
@@ -64,6 +71,7 @@ def test_rows_follow_the_contract(tmp_path: Path, planned: list) -> None:  # typ
         "host",
         "pid",
         "data_digest",
+        "strategy_label",
     ]
     assert pid == os.getpid() and host
     assert integrity(path) == "ok"
@@ -145,6 +153,7 @@ def test_a_store_of_the_first_schema_is_upgraded_in_place(
         db.execute("DROP TABLE validations")
         db.execute("ALTER TABLE runs DROP COLUMN data_digest")
         db.execute("DROP TABLE studies")
+        drop_sequences(db)
         db.execute("PRAGMA user_version = 1")
     db.close()
     assert len(load_records(path)) == 1  # opening upgrades it; the runs stay
@@ -170,6 +179,7 @@ def test_a_studys_metric_is_kept_and_a_store_without_it_is_upgraded(
         assert [r.study_metric for r in store.records()] == [None]
     with sqlite3.connect(path) as db:  # a store of schema 3, before `metric:` existed
         db.execute("DROP TABLE studies")
+        drop_sequences(db)
         db.execute("PRAGMA user_version = 3")
     db.close()
     assert [r.study_metric for r in load_records(path)] == [None]

@@ -19,7 +19,7 @@ from adaptlab.study.progress import format_duration
 from adaptlab.study.runner import default_store, run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import load_records, load_unplanned, load_validations
+from adaptlab.study.store import load_records, load_sequences, load_unplanned, load_validations
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 
@@ -146,16 +146,18 @@ def _unplanned(runs: list[str]) -> str:
 
 def _totals(study: StudyStatus) -> Table:
     table = Table(title=f"study {study.study}")
-    for column in ("planned", "done", "running", "failed", "left", "mean run", "ETA"):
+    columns = ["planned", "done", "running", "failed", "left", "mean run", "ETA"]
+    if study.stages:
+        columns[-2:-2] = ["stages done"]
+    for column in columns:
         table.add_column(column, justify="right")
     mean, eta = study.mean_seconds, study.eta_seconds
     left = f"{study.left} ({study.interrupted} interrupted)" if study.interrupted else study.left
+    cells = [str(study.planned), str(study.done), str(study.running), str(study.failed), str(left)]
+    if study.stages:
+        cells.append(f"{study.stages_done}/{study.stages}")
     table.add_row(
-        str(study.planned),
-        str(study.done),
-        str(study.running),
-        str(study.failed),
-        str(left),
+        *cells,
         format_duration(mean) if mean is not None else "-",
         format_duration(eta) if eta is not None else "-",
     )
@@ -201,6 +203,7 @@ def report(
     target = out or path.with_suffix(".html")
     check_output_file(target, "report", replaceable=is_report, inputs=[(path, "results store")])
     records = load_records(path, planned_only=True)
+    sequences = load_sequences(path, planned_only=True)
     unplanned = load_unplanned(path)
     if unplanned:
         console().print(
@@ -208,16 +211,19 @@ def report(
             soft_wrap=True,
             highlight=False,
         )
-    studies = sorted({record.study for record in records})
+    studies = sorted({r.study for r in records} | {s.study for s in sequences})
     written = write_report(
         records,
         target,
         title=title or ", ".join(studies) or path.stem,
         validations=load_validations(path),
         metric=metric,
+        sequences=sequences,
     )
+    counted = [f"{len(records)} runs"] if records or not sequences else []
+    counted += [f"{len(sequences)} sequences"] if sequences else []
     console().print(
-        f"report of {len(records)} runs written to {written}", soft_wrap=True, highlight=False
+        f"report of {' and '.join(counted)} written to {written}", soft_wrap=True, highlight=False
     )
 
 

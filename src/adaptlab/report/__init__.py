@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.fileio import atomic_write
-from adaptlab.report.page import GENERATOR, render
+from adaptlab.report.page import GENERATOR, render, render_sequences
 from adaptlab.report.records import read_runs, read_validations
 from adaptlab.report.view import study_view
-from adaptlab.study.store import StoredRun
+from adaptlab.study.store import StoredRun, StoredSequence
 
 __all__ = ["write_report", "render_report", "is_report"]
 
@@ -42,12 +42,16 @@ def render_report(
     title: str,
     validations: Sequence[Mapping[str, Any]] = (),
     metric: str | None = None,
+    sequences: Sequence[StoredSequence] = (),
 ) -> str:
-    """The report of `records` (the store's done runs) as one self-contained HTML string;
-    `validations` are the store's saved transferability validations, if any; `metric`, if
-    given, judges every data set instead of the studies' own choice."""
+    """The report of `records` (the store's done runs) and `sequences` (its done sequences)
+    as one self-contained HTML string; `validations` are the store's saved transferability
+    validations, if any; `metric`, if given, judges every data set instead of the studies'
+    own choice."""
+    if sequences and not records:
+        return render_sequences(sequences, title)
     view = study_view(read_runs(records), read_validations(validations), metric)
-    return render(view, title)
+    return render(view, title, sequences)
 
 
 def write_report(
@@ -57,13 +61,17 @@ def write_report(
     title: str,
     validations: Sequence[Mapping[str, Any]] = (),
     metric: str | None = None,
+    sequences: Sequence[StoredSequence] = (),
 ) -> Path:
-    """Write the report of `records` to `out` atomically (temp file + rename); return `out`.
+    """Write the report of `records` and `sequences` to `out` atomically (temp file +
+    rename); return `out`.
 
-    Raises ConfigError (an AdaptlabError) on an empty list or a run the report cannot show.
+    Raises ConfigError (an AdaptlabError) when both are empty or a run cannot be shown.
     """
     out = Path(out)
-    text = render_report(records, title=title, validations=validations, metric=metric)
+    text = render_report(
+        records, title=title, validations=validations, metric=metric, sequences=sequences
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, text.encode("utf-8"))
     return out

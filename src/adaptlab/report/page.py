@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from adaptlab.report import crosslingual, fusion, sections
+from collections.abc import Sequence
+
+from adaptlab.report import continual, crosslingual, fusion, sections
 from adaptlab.report.markup import Html, join, tag
 from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS
 from adaptlab.report.view import StudyView
+from adaptlab.study.store import StoredSequence
 
 GENERATOR = '<meta name="generator" content="adaptlab">'
 """Marks a file as an adaptlab report, which a later report may replace."""
 
 
-def render(view: StudyView, title: str) -> str:
+def render(view: StudyView, title: str, sequences: Sequence[StoredSequence] = ()) -> str:
     """The report page: self-contained (no script, no external CSS, font or image)."""
     runs, settings = len(view.runs), len(view.settings)
     lead = (
@@ -37,9 +40,29 @@ def render(view: StudyView, title: str) -> str:
             fusion.fusion(view),
             crosslingual.crosslingual(view),
             sections.transferability(view),
+            continual.continual(sequences),
             sections.footer(view, title),
         ]
     )
+    return _document(title, body)
+
+
+def render_sequences(sequences: Sequence[StoredSequence], title: str) -> str:
+    """The report page of a store holding sequences only."""
+    count = len(sequences)
+    lead = f"{count} sequence{'s' if count != 1 else ''} of stages trained in order."
+    body = join(
+        [
+            tag("h1", title),
+            tag("p", lead, class_="lead"),
+            continual.continual(sequences),
+            continual.footer(sequences, title),
+        ]
+    )
+    return _document(title, body)
+
+
+def _document(title: str, body: Html) -> str:
     head = join(
         [
             Html('<meta charset="utf-8">'),

@@ -249,3 +249,32 @@ def encode(fig: Figure) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def accuracy_matrix(matrix: Sequence[Sequence[float]], stages: Sequence[str], title: str) -> str:
+    """A continual-learning matrix as a heat map: rows after stage i, columns tested on stage
+    j, each cell written out; cells above the diagonal (heads not trained yet) are paler."""
+    size = len(stages)
+    with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+        fig = Figure(figsize=(1.4 * size + 2.6, 1.0 * size + 1.4), layout="constrained")
+        ax = fig.add_subplot()
+        image = ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=1.0)
+        for i in range(size):
+            for j in range(size):
+                value = matrix[i][j]
+                ax.text(
+                    j,
+                    i,
+                    fmt.score(value),
+                    ha="center",
+                    va="center",
+                    color="black" if value > 0.6 else "white",
+                    alpha=0.55 if j > i else 1.0,
+                )
+        names = [plain(name) for name in stages]
+        ax.set_xticks(range(size), names, rotation=20, ha="right")
+        ax.set_yticks(range(size), [f"after {name}" for name in names])
+        ax.set_xlabel("tested on")
+        ax.set_title(plain(title))
+        fig.colorbar(image, ax=ax, label="accuracy", shrink=0.8)
+        return encode(fig)

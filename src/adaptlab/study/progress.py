@@ -30,8 +30,17 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+_AGAIN = {
+    "run": "unfinished runs start again",
+    "sequence": "unfinished sequences go on after their last finished stage",
+}
+
+
 class StudyProgress:
     """Prints a study's progress to a rich console; `metric` is the spec's `metric:`, if any."""
+
+    unit = "run"
+    """What the study runs, as its lines call it."""
 
     def __init__(
         self,
@@ -57,10 +66,10 @@ class StudyProgress:
     def header(self, study: str, store: Path, executor: str) -> None:
         done = self.total - self.to_run
         if not self.to_run:
-            self._say(f"[bold]study {escape(study)}[/]: all {self.total} runs are done")
+            self._say(f"[bold]study {escape(study)}[/]: all {self.total} {self.unit}s are done")
             return
         self._say(
-            f"[bold]study {escape(study)}[/]: {self.total} runs, {done} already done, "
+            f"[bold]study {escape(study)}[/]: {self.total} {self.unit}s, {done} already done, "
             f"{self.to_run} to run ({executor} executor) -> {escape(str(store))}"
         )
 
@@ -97,12 +106,12 @@ class StudyProgress:
 
     def interrupted(self) -> None:
         self._say(
-            f"stopped after {self.finished} of {self.to_run} runs; the same command continues "
-            "from here (unfinished runs start again)"
+            f"stopped after {self.finished} of {self.to_run} {self.unit}s; the same command "
+            f"continues from here ({_AGAIN[self.unit]})"
         )
 
     def summary(self) -> None:
         took = format_duration(time.perf_counter() - self._began)
         ok = self.finished - self.failed
         failed = f", [red]{self.failed} failed[/]" if self.failed else ""
-        self._say(f"[bold]finished[/]: {ok} runs done{failed} in {took}")
+        self._say(f"[bold]finished[/]: {ok} {self.unit}s done{failed} in {took}")

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from contextlib import closing
 from pathlib import Path
 
 from rich.console import Console
@@ -20,44 +18,13 @@ from adaptlab.study.executors import Executor, LocalExecutor, Outcome
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.progress import StudyProgress
+from adaptlab.study.sequence_runner import run_sequence_study
 from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.store import ResultStore, check_store_path
+from adaptlab.study.summary import StudySummary, timed
 from adaptlab.train.choice import require_metric
 from adaptlab.train.result import RunResult
 from adaptlab.train.run import METRICS_FILE
-
-
-@dataclass
-class StudySummary:
-    """What one `study run` did, and where its time went (for the overhead benchmark)."""
-
-    study: str
-    store: Path
-    planned: int
-    done_before: int
-    outcomes: list[Outcome] = field(default_factory=list)
-    wall_seconds: float = 0.0
-    spent: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
-    """Seconds in the runner's own steps: 'planning', 'store' (all reads and writes)."""
-
-    @property
-    def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.result is None]
-
-    @property
-    def run_seconds(self) -> float:
-        """Seconds inside the runs themselves (summed; parallel with Ray)."""
-        return sum(o.seconds for o in self.outcomes)
-
-
-@contextmanager
-def timed(spent: defaultdict[str, float], step: str) -> Iterator[None]:
-    """Add the seconds the block takes to `spent[step]`."""
-    began = time.perf_counter()
-    try:
-        yield
-    finally:
-        spent[step] += time.perf_counter() - began
 
 
 def adapter_folders(store: Path) -> Path:
@@ -91,8 +58,19 @@ def run_study(
     spent: defaultdict[str, float] = defaultdict(float)
     with timed(spent, "planning"):
         spec = load_spec(spec_path)
-        runs = plan_study(spec, spec_path.resolve().parent)
     store = Path(store_path) if store_path is not None else default_store(spec_path, spec)
+    if spec.is_sequence:
+        return run_sequence_study(
+            spec,
+            spec_path.resolve().parent,
+            store,
+            executor=executor,
+            console=console,
+            rerun_changed=rerun_changed,
+            spent=spent,
+        )
+    with timed(spent, "planning"):
+        runs = plan_study(spec, spec_path.resolve().parent)
     check_store_path(store)  # a path that can be no store fails before the lock file is made
     with StoreLock(store):
         summary = StudySummary(spec.name, store, len(runs), 0, spent=spent)

@@ -11,6 +11,9 @@
     analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
     metric: macro_f1                # optional: what judges methods (default: fits the data)
 
+A sequence study gives `sequence:` (stages in training order) and `strategies:` instead of
+`data:`; its grid is models x methods x strategies x train sizes x seeds x learning rates.
+
 docs/studies.md documents every key.
 """
 
@@ -31,16 +34,19 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.checks import MAX_SEED
+from adaptlab.data.builtin import BUILTINS
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.study.analysis import AnalysisName
 from adaptlab.study.yamlfile import YamlDocument, read_yaml
+from adaptlab.train.continual.strategy import StrategyConfig, strategy_config
 from adaptlab.train.metrics import METRICS
 
 MethodParts = tuple[tuple[str, dict[str, Any]], ...]
@@ -235,6 +241,65 @@ class ZeroShotEntry(_Strict):
         return {"data": value} if isinstance(value, str) else value
 
 
+def _strategy_parts(value: object) -> tuple[str, dict[str, Any]]:
+    """Normalise `replay` or `{replay: {rate: 0.05}}` and validate it."""
+    if isinstance(value, str):
+        name, options = value, {}
+    elif isinstance(value, dict) and len(value) == 1:
+        ((name, given),) = value.items()
+        if not isinstance(given, dict | None):
+            raise ValueError("strategy options must be a mapping, e.g. {replay: {rate: 0.05}}")
+        name, options = str(name), dict(given or {})
+    else:
+        raise ValueError(
+            "a strategy is a name (replay), {name: {option: value}}, or {strategy: ..., label: ...}"
+        )
+    try:
+        strategy_config(name, options)
+    except ConfigError as error:
+        raise ValueError(str(error)) from None
+    return name, options
+
+
+StrategySpecField = Annotated[tuple[str, dict[str, Any]], PlainValidator(_strategy_parts)]
+
+
+class StrategyEntry(_Strict):
+    """One continual strategy of a sequence study, with an optional display label."""
+
+    strategy: StrategySpecField
+    label: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: object) -> object:
+        """`replay` and `{replay: {rate: 0.05}}` are short for `{strategy: ...}`."""
+        if isinstance(value, dict) and "strategy" in value:
+            return value
+        return {"strategy": value}
+
+    @property
+    def display_label(self) -> str:
+        """`label`, or the strategy with the options written in the spec: `replay(rate=0.05)`"""
+        name, options = self.strategy
+        return self.label or name + _options_label(options)
+
+    def config(self) -> StrategyConfig:
+        """The validated strategy config."""
+        return strategy_config(*self.strategy)
+
+
+def _check_stage(entry: DataEntry) -> None:
+    """A stage must be single-label classification, where that is known before loading."""
+    builtin = BUILTINS.get(entry.source)
+    task = builtin.task if builtin is not None else entry.options.task
+    if task is not None and task != "single_label":
+        raise ValueError(
+            f"stage {entry.source} is a {task} task; sequences take single-label "
+            "classification stages"
+        )
+
+
 class Resources(_Strict):
     """What one run needs from a Ray cluster (per task)."""
 
@@ -265,8 +330,10 @@ class StudySpec(_Strict):
     name: str
     description: str = ""
     models: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
-    data: Annotated[list[DataEntry], Field(min_length=1)]
+    data: list[DataEntry] = []
+    sequence: list[DataEntry] = []
     methods: Annotated[list[MethodEntry], Field(min_length=1)]
+    strategies: list[StrategyEntry] = []
     train_sizes: Annotated[list[PositiveInt | None], Field(min_length=1)] = [None]
     seeds: Annotated[list[Seed], Field(min_length=1)] = [0]
     learning_rates: LearningRates = DEFAULT
@@ -280,6 +347,74 @@ class StudySpec(_Strict):
     sources: list[SourceEntry] = []
     zero_shot: list[ZeroShotEntry] = []
     metric: str | None = None
+    test_size: PositiveInt | None = None
+    single_stage: bool = False
+
+    @property
+    def is_sequence(self) -> bool:
+        """Whether the study trains sequences of stages (`sequence:`) rather than runs."""
+        return bool(self.sequence)
+
+    @field_validator("sequence")
+    @classmethod
+    def _stages(cls, values: list[DataEntry], info: ValidationInfo) -> list[DataEntry]:
+        if values and info.data.get("data"):
+            raise ValueError(
+                "give data: (a run per data set) or sequence: (one model through the data "
+                "sets in order), not both"
+            )
+        _refuse_repeats(entry.source for entry in values)
+        for entry in values:
+            _check_stage(entry)
+        return values
+
+    @field_validator("strategies", "test_size", "single_stage")
+    @classmethod
+    def _needs_sequence(cls, value: object, info: ValidationInfo) -> object:
+        if value and info.data.get("sequence") == []:  # absent (not: given and invalid)
+            raise ValueError(f"{info.field_name} is for a sequence study; it needs sequence:")
+        return value
+
+    @field_validator("analysis", "sources", "zero_shot", "metric")
+    @classmethod
+    def _not_for_sequences(cls, value: object, info: ValidationInfo) -> object:
+        if value and info.data.get("sequence"):
+            raise ValueError(
+                f"a sequence study takes no {info.field_name}: (sequences are judged by "
+                "accuracy on every stage's test set)"
+                if info.field_name == "metric"
+                else f"a sequence study takes no {info.field_name}:"
+            )
+        return value
+
+    @field_validator("strategies")
+    @classmethod
+    def _distinct_strategies(cls, values: list[StrategyEntry]) -> list[StrategyEntry]:
+        labels = [entry.display_label for entry in values]
+        for index, label in enumerate(labels):
+            if label in labels[:index]:
+                raise ValueError(
+                    f"strategies {labels.index(label)} and {index} are both labelled "
+                    f"{label!r}; remove one or give one a `label:`"
+                )
+        return values
+
+    @model_validator(mode="after")
+    def _data_or_sequence(self) -> StudySpec:
+        if not self.data and not self.sequence:
+            raise ValueError(
+                "required key 'data' is missing (or 'sequence', for stages trained in order)"
+            )
+        if self.sequence and not self.strategies:
+            raise ValueError("sequence: needs strategies:, e.g. strategies: [sequential, replay]")
+        if self.sequence:
+            for entry in self.methods:
+                if entry.references or [name for name, _ in entry.method] == ["fusion"]:
+                    raise ValueError(
+                        f"method {entry.display_label}: a sequence trains its own adapters; "
+                        "fusion and stack: are not for sequences"
+                    )
+        return self
 
     @field_validator("metric")
     @classmethod
@@ -348,6 +483,8 @@ _KNOWN_KEYS: dict[str, type[BaseModel]] = {
     "methods": MethodEntry,
     "sources": SourceEntry,
     "data": DataOptions,
+    "sequence": DataOptions,
+    "strategies": StrategyEntry,
     "resources": Resources,
     "zero_shot": ZeroShotEntry,
 }

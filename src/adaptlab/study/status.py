@@ -43,6 +43,11 @@ class StudyStatus:
     """'label (run id)' of each done run whose data file changed since it ran."""
     unplanned: list[str] = field(default_factory=list)
     """'label (run id)' of each done run the study's spec no longer has (not counted above)."""
+    stages: int = 0
+    """Stages of the study's sequences, in all (0: a study of single runs)."""
+    stages_done: int = 0
+    """Of those, the stages finished: every stage of a done sequence, and the stages the
+    store holds of a sequence running, interrupted or failed."""
 
     @property
     def left(self) -> int:
@@ -56,9 +61,14 @@ class StudyStatus:
 
     @property
     def eta_seconds(self) -> float | None:
-        """Mean wall time of done runs x runs running or left (one after another)."""
+        """Mean wall time of done runs x runs running or left (one after another); for
+        sequences, x the sequences' worth of stages not finished."""
         mean = self.mean_seconds
-        return None if mean is None else mean * (self.left + self.running)
+        if mean is None:
+            return None
+        if self.stages:
+            return mean * (self.stages - self.stages_done) * self.planned / self.stages
+        return mean * (self.left + self.running)
 
 
 def study_status(store: str | Path) -> list[StudyStatus]:
@@ -82,9 +92,11 @@ def study_status(store: str | Path) -> list[StudyStatus]:
 
 
 def _count(status: StudyStatus, row: PlanRow) -> None:
-    method = status.methods.setdefault(row.method_label, MethodCount(row.method_label))
+    method = status.methods.setdefault(row.label, MethodCount(row.label))
     status.planned += 1
     method.planned += 1
+    status.stages += row.stages
+    status.stages_done += row.stages if row.status == "done" else row.stages_done
     if row.status == "done":
         status.done += 1
         method.done += 1
@@ -93,7 +105,7 @@ def _count(status: StudyStatus, row: PlanRow) -> None:
     elif row.status == "failed":
         status.failed += 1
         method.failed += 1
-        status.errors.append(f"{row.method_label}: {row.error}")
+        status.errors.append(f"{row.label}: {row.error}")
     elif row.status == "running":
         if process_alive(row.host, row.pid):
             status.running += 1

@@ -7,7 +7,10 @@ holds each study's grid (study, run_id, position, method_label, spec) so `status
 the runs still to do. Table `studies` holds each study's `metric:` (NULL: the default rule).
 Table `validations` holds what `adaptlab rank --validate` found for this
 store's runs (data, kind: 'models' | 'layers', result JSON, created_at), one row per data set
-and kind, for the report.
+and kind, for the report. A sequence of a sequence study is a row of `runs` and `planned` with
+its `strategy_label` set (NULL for single runs), its spec a `SequenceSpec` and its record a
+`SequenceResult`; table `stages` holds each of its finished stages (run_id, stage, record: the
+stage's training record and row of the matrix, finished_at) as it finishes.
 
 Every change is one `BEGIN IMMEDIATE` transaction in WAL mode: a writer killed at any moment
 (kill -9 included) leaves the last committed state and never a partial row, and readers
@@ -34,9 +37,11 @@ from typing import Any
 from adaptlab.errors import ConfigError
 from adaptlab.paths import check_writable, has_prefix, write_denied
 from adaptlab.study.planner import PlannedRun
+from adaptlab.study.sequence_plan import PlannedSequence
+from adaptlab.train.continual.result import SequenceResult, StageOutcome
 from adaptlab.train.result import RunResult
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SQLITE_HEADER = b"SQLite format 3\x00"
 VALIDATION_KINDS = ("models", "layers")
 
@@ -53,6 +58,14 @@ _STUDIES = """CREATE TABLE studies (
         metric TEXT
     )"""
 
+_STAGES = """CREATE TABLE stages (
+        run_id TEXT NOT NULL,
+        stage INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        finished_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, stage)
+    )"""
+
 _SCHEMA = (
     """CREATE TABLE runs (
         run_id TEXT PRIMARY KEY,
@@ -66,7 +79,8 @@ _SCHEMA = (
         finished_at TEXT,
         host TEXT NOT NULL,
         pid INTEGER NOT NULL,
-        data_digest TEXT
+        data_digest TEXT,
+        strategy_label TEXT
     )""",
     """CREATE TABLE planned (
         study TEXT NOT NULL,
@@ -74,10 +88,12 @@ _SCHEMA = (
         position INTEGER NOT NULL,
         method_label TEXT NOT NULL,
         spec TEXT NOT NULL,
+        strategy_label TEXT,
         PRIMARY KEY (study, run_id)
     )""",
     _VALIDATIONS,
     _STUDIES,
+    _STAGES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
@@ -85,6 +101,12 @@ _UPGRADES = {
     1: (_VALIDATIONS, "PRAGMA user_version = 2"),
     2: ("ALTER TABLE runs ADD COLUMN data_digest TEXT", "PRAGMA user_version = 3"),
     3: (_STUDIES, "PRAGMA user_version = 4"),
+    4: (
+        "ALTER TABLE runs ADD COLUMN strategy_label TEXT",
+        "ALTER TABLE planned ADD COLUMN strategy_label TEXT",
+        _STAGES,
+        "PRAGMA user_version = 5",
+    ),
 }
 """Statements that bring a store of schema version N to N + 1 (additive: old rows stay)."""
 
@@ -106,6 +128,19 @@ class PlanRow:
     """The data source the plan names (a path for data files)."""
     data_digest: str | None = None
     """The hash of the data contents the run trained on, when it ran (None: not recorded)."""
+    strategy_label: str | None = None
+    """A sequence's strategy label (None: a single run)."""
+    stages: int = 0
+    """A sequence's stages (0: a single run)."""
+    stages_done: int = 0
+    """How many of them the store holds as finished."""
+
+    @property
+    def label(self) -> str:
+        """The method label, with the strategy's for a sequence: `houlsby · replay`."""
+        if self.strategy_label is None:
+            return self.method_label
+        return f"{self.method_label} · {self.strategy_label}"
 
 
 @dataclass(frozen=True)
@@ -118,6 +153,20 @@ class StoredRun:
     method_label: str
     result: RunResult
     study_metric: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredSequence:
+    """A done sequence as the store holds it: its result and the labels it ran as."""
+
+    run_id: str
+    study: str
+    method_label: str
+    strategy_label: str
+    result: SequenceResult
+
+
+Planned = PlannedRun | PlannedSequence
 
 
 def check_store_path(path: Path) -> None:
@@ -187,15 +236,24 @@ class ResultStore:
         """Close the connection (a no-op when already closed)."""
         self._db.close()
 
-    def set_plan(self, study: str, runs: Sequence[PlannedRun], metric: str | None = None) -> None:
+    def set_plan(self, study: str, runs: Sequence[Planned], metric: str | None = None) -> None:
         """Replace `study`'s planned grid with `runs`, in their order, and its `metric:`."""
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO studies VALUES (?, ?)", (study, metric))
             db.execute("DELETE FROM planned WHERE study = ?", (study,))
             db.executemany(
-                "INSERT INTO planned VALUES (?, ?, ?, ?, ?)",
+                """INSERT INTO planned (study, run_id, position, method_label, spec,
+                                        strategy_label)
+                   VALUES (?, ?, ?, ?, ?, ?)""",
                 [
-                    (study, run.run_id, position, run.method_label, _json(run.spec.to_dict()))
+                    (
+                        study,
+                        run.run_id,
+                        position,
+                        run.method_label,
+                        _json(run.spec.to_dict()),
+                        _strategy_label(run),
+                    )
                     for position, run in enumerate(runs)
                 ],
             )
@@ -204,19 +262,20 @@ class ResultStore:
         """run_id -> status of every run ever started in this store."""
         return dict(self._db.execute("SELECT run_id, status FROM runs").fetchall())
 
-    def start(self, run: PlannedRun) -> None:
+    def start(self, run: Planned) -> None:
         """Mark `run` running (again, if it failed or was interrupted); a done run stays done."""
         with self._transaction() as db:
             db.execute(
                 """INSERT INTO runs (run_id, study, status, method_label, spec, started_at,
-                                     host, pid, data_digest)
-                   VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)
+                                     host, pid, data_digest, strategy_label)
+                   VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (run_id) DO UPDATE SET
                        study = excluded.study, status = 'running',
                        method_label = excluded.method_label, spec = excluded.spec,
                        record = NULL, error = NULL, started_at = excluded.started_at,
                        finished_at = NULL, host = excluded.host, pid = excluded.pid,
-                       data_digest = excluded.data_digest
+                       data_digest = excluded.data_digest,
+                       strategy_label = excluded.strategy_label
                    WHERE runs.status != 'done'""",
                 (
                     run.run_id,
@@ -227,6 +286,7 @@ class ResultStore:
                     socket.gethostname(),
                     os.getpid(),
                     run.data_digest,
+                    _strategy_label(run),
                 ),
             )
 
@@ -246,6 +306,49 @@ class ResultStore:
         """Store a finished run's result and mark it done."""
         self._end(run_id, "done", _json(result.to_dict()), None)
 
+    def finish_sequence(self, run_id: str, result: SequenceResult) -> None:
+        """Store a finished sequence's result and mark it done."""
+        self._end(run_id, "done", _json(result.to_dict()), None)
+
+    def save_stage(self, run_id: str, stage: int, outcome: StageOutcome) -> None:
+        """Keep a sequence's finished stage (replacing one of a run that started again)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO stages VALUES (?, ?, ?, ?)",
+                (run_id, stage, _json(outcome.to_dict()), _now()),
+            )
+
+    def keep_stages(self, run_id: str, outcomes: Sequence[StageOutcome]) -> None:
+        """Make the store's stages of `run_id` the finished `outcomes` a sequence resumes
+        from: stages it has keep their rows (and times), missing ones are added, later ones
+        (of an attempt whose state was not kept) are removed."""
+        with self._transaction() as db:
+            db.execute(
+                "DELETE FROM stages WHERE run_id = ? AND stage >= ?", (run_id, len(outcomes))
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO stages VALUES (?, ?, ?, ?)",
+                [
+                    (run_id, stage, _json(outcome.to_dict()), _now())
+                    for stage, outcome in enumerate(outcomes)
+                ],
+            )
+
+    def stages(self, run_id: str) -> list[tuple[StageOutcome, datetime]]:
+        """A sequence's finished stages in order, each with the time it finished."""
+        rows = self._db.execute(
+            "SELECT stage, record, finished_at FROM stages WHERE run_id = ? ORDER BY stage",
+            (run_id,),
+        ).fetchall()
+        where = f"{self.path}: run {run_id}"
+        return [
+            (
+                StageOutcome.from_dict(json.loads(record), f"{where}: stage {stage}"),
+                datetime.fromisoformat(finished),
+            )
+            for stage, record, finished in rows
+        ]
+
     def fail(self, run_id: str, error: str) -> None:
         """Mark a run failed with its one-line error; the next `study run` retries it."""
         self._end(run_id, "failed", None, error)
@@ -262,7 +365,8 @@ class ResultStore:
             f"""SELECT r.run_id, r.study, r.method_label, r.record, s.metric FROM runs r
                LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
                LEFT JOIN studies s ON s.study = r.study
-               WHERE r.status = 'done' {"AND p.run_id IS NOT NULL" if planned_only else ""}
+               WHERE r.status = 'done' AND r.strategy_label IS NULL
+                     {"AND p.run_id IS NOT NULL" if planned_only else ""}
                ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id"""
         ).fetchall()
         return [
@@ -270,40 +374,73 @@ class ResultStore:
             for run_id, study, label, record, metric in rows
         ]
 
+    def sequences(self, *, planned_only: bool = False) -> list[StoredSequence]:
+        """The done sequences in plan order, as `records()` orders runs."""
+        rows = self._db.execute(
+            f"""SELECT r.run_id, r.study, r.method_label, r.strategy_label, r.record FROM runs r
+               LEFT JOIN planned p ON p.study = r.study AND p.run_id = r.run_id
+               WHERE r.status = 'done' AND r.strategy_label IS NOT NULL
+                     {"AND p.run_id IS NOT NULL" if planned_only else ""}
+               ORDER BY p.position IS NULL, r.study, p.position, r.finished_at, r.run_id"""
+        ).fetchall()
+        return [
+            StoredSequence(
+                run_id,
+                study,
+                method,
+                strategy,
+                SequenceResult.from_dict(
+                    self._parsed(run_id, record), f"{self.path}: run {run_id}"
+                ),
+            )
+            for run_id, study, method, strategy, record in rows
+        ]
+
     def _result(self, run_id: str, record: str) -> RunResult:
-        where = f"{self.path}: run {run_id}"
+        return RunResult.from_dict(self._parsed(run_id, record), f"{self.path}: run {run_id}")
+
+    def _parsed(self, run_id: str, record: str) -> Any:
         try:
-            data = json.loads(record)
+            return json.loads(record)
         except json.JSONDecodeError as error:
-            raise ConfigError(f"{where}: its result is not JSON ({error})") from None
-        return RunResult.from_dict(data, where)
+            raise ConfigError(
+                f"{self.path}: run {run_id}: its result is not JSON ({error})"
+            ) from None
 
     def plan_rows(self) -> list[PlanRow]:
         """Every planned run of every study in the store, in plan order, with its status."""
         rows = self._db.execute(
             """SELECT p.study, p.run_id, p.method_label, r.status, r.started_at,
-                      r.finished_at, r.host, r.pid, r.error, p.spec, r.data_digest
+                      r.finished_at, r.host, r.pid, r.error, p.spec, r.data_digest,
+                      p.strategy_label,
+                      (SELECT count(*) FROM stages s WHERE s.run_id = p.run_id)
                FROM planned AS p LEFT JOIN runs AS r USING (run_id)
                ORDER BY p.study, p.position"""
         ).fetchall()
-        return [
-            PlanRow(
-                study,
-                run_id,
-                label,
-                status,
-                _time(started),
-                _time(finished),
-                host,
-                pid,
-                error,
-                json.loads(spec).get("data"),
-                digest,
+        plan = []
+        for row in rows:
+            study, run_id, label, status, started, finished, host, pid, error = row[:9]
+            spec, digest, strategy, stages_done = row[9:]
+            planned = json.loads(spec)
+            plan.append(
+                PlanRow(
+                    study,
+                    run_id,
+                    label,
+                    status,
+                    _time(started),
+                    _time(finished),
+                    host,
+                    pid,
+                    error,
+                    planned.get("data"),
+                    digest,
+                    strategy,
+                    len(planned.get("stages", [])) if strategy is not None else 0,
+                    stages_done,
+                )
             )
-            for study, run_id, label, status, started, finished, host, pid, error, spec, digest in (
-                rows
-            )
-        ]
+        return plan
 
     def unplanned(self) -> list[tuple[str, str, str]]:
         """(study, run_id, method_label) of each done run its study's spec no longer has (an
@@ -393,6 +530,14 @@ def load_records(path: str | os.PathLike[str], *, planned_only: bool = False) ->
         return store.records(planned_only=planned_only)
 
 
+def load_sequences(
+    path: str | os.PathLike[str], *, planned_only: bool = False
+) -> list[StoredSequence]:
+    """The done sequences of the store at `path` (which must exist), as `sequences()`."""
+    with ResultStore(path, create=False, read_only=True) as store:
+        return store.sequences(planned_only=planned_only)
+
+
 def load_unplanned(path: str | os.PathLike[str]) -> list[tuple[str, str, str]]:
     """The done runs no longer in their study's spec, of the store at `path`, as `unplanned()`."""
     with ResultStore(path, create=False, read_only=True) as store:
@@ -441,6 +586,10 @@ def _cannot_open(path: Path, error: sqlite3.DatabaseError) -> str:
     if isinstance(error, sqlite3.OperationalError):
         return f"cannot open results store {path} ({error}); check that you may read it"
     return f"{path} is not an adaptlab results store ({error})"
+
+
+def _strategy_label(run: Planned) -> str | None:
+    return run.strategy_label if isinstance(run, PlannedSequence) else None
 
 
 def _json(value: Any) -> str:

@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adaptlab.train.continual.metrics import ContinualScores
+from adaptlab.errors import ConfigError
+from adaptlab.train.continual.metrics import ContinualScores, summarize
 from adaptlab.train.continual.spec import SequenceSpec
+from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.result import EpochRecord, Versions
 
 
@@ -33,6 +35,58 @@ class StageRecord:
             "trainable_parameters": self.trainable_parameters,
             "seconds": self.seconds,
         }
+
+    @classmethod
+    def from_json(cls, row: JsonObject) -> StageRecord:
+        row.refuse_unknown(
+            ("name", "labels", "sizes", "epochs", "best_epoch", "trainable_parameters", "seconds")
+        )
+        epochs = tuple(EpochRecord.from_json(epoch) for epoch in row.objects("epochs"))
+        best_epoch = row.integer("best_epoch")
+        if not 1 <= best_epoch <= len(epochs):
+            raise ConfigError(f"{row.where}: {row.prefix}best_epoch {best_epoch} is no epoch")
+        return cls(
+            name=row.text("name"),
+            labels=row.texts("labels"),
+            sizes=row.integers("sizes"),
+            epochs=epochs,
+            best_epoch=best_epoch,
+            trainable_parameters=row.integer("trainable_parameters"),
+            seconds=row.number("seconds"),
+        )
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """A trained stage: its training record and its row of the matrix, `tests[j]` holding every
+    test metric (and the mean test loss) on stage j's test set after this stage."""
+
+    record: StageRecord
+    tests: tuple[Mapping[str, float], ...]
+
+    def row(self, metric: str) -> tuple[float, ...]:
+        """The stage's row of the matrix: `metric` on every stage's test set."""
+        return tuple(cell[metric] for cell in self.tests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"record": self.record.to_dict(), "tests": [dict(cell) for cell in self.tests]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "stage") -> StageOutcome:
+        """A stage from its JSON form; ConfigError naming the first bad field."""
+        row = JsonObject(data, where)
+        row.refuse_unknown(("record", "tests"))
+        tests = row.data.get("tests")
+        if not isinstance(tests, list):
+            raise ConfigError(f"{where}: tests: expected a list")
+        return cls(
+            record=StageRecord.from_json(row.object("record")),
+            tests=tuple(_cell(tests, index, where) for index in range(len(tests))),
+        )
+
+
+def _cell(tests: list[Any], index: int, where: str) -> dict[str, float]:
+    return JsonObject({"cell": tests[index]}, where, f"tests[{index}].").numbers("cell")
 
 
 @dataclass(frozen=True)
@@ -64,3 +118,56 @@ class SequenceResult:
             "versions": self.versions.to_dict(),
             "wall_seconds": self.wall_seconds,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "sequence") -> SequenceResult:
+        """A result from its JSON form (the scores are computed again from the matrix);
+        ConfigError naming the first bad field."""
+        result = JsonObject(data, where)
+        result.refuse_unknown(
+            (
+                "spec",
+                "stages",
+                "metric",
+                "matrix",
+                "tests",
+                "single_stage",
+                "scores",
+                "versions",
+                "wall_seconds",
+            )
+        )
+        metric = result.text("metric")
+        outcomes = [
+            StageOutcome.from_dict(
+                {"record": record.data, "tests": tests}, f"{where}: stages[{index}]"
+            )
+            for index, (record, tests) in enumerate(
+                zip(result.objects("stages"), _list(result, "tests"), strict=True)
+            )
+        ]
+        matrix = tuple(outcome.row(metric) for outcome in outcomes)
+        single = None
+        if result.data.get("single_stage") is not None:
+            values = _list(result, "single_stage")
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                raise ConfigError(f"{where}: single_stage: expected a list of numbers")
+            single = tuple(float(value) for value in values)
+        return cls(
+            spec=SequenceSpec.from_json(result.object("spec")),
+            stages=tuple(outcome.record for outcome in outcomes),
+            metric=metric,
+            matrix=matrix,
+            tests=tuple(outcome.tests for outcome in outcomes),
+            scores=summarize(matrix, single),
+            versions=Versions.from_json(result.object("versions")),
+            single_stage=single,
+            wall_seconds=result.optional_number("wall_seconds"),
+        )
+
+
+def _list(result: JsonObject, key: str) -> list[Any]:
+    value = result.data.get(key)
+    if not isinstance(value, list):
+        raise ConfigError(f"{result.where}: {key}: expected a list, got {value!r}")
+    return value

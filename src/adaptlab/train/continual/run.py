@@ -1,5 +1,6 @@
 """Run a sequence end to end: load every stage, train them in order, test on every stage after
-each one (the matrix R), summarise, and write `sequence.json` atomically."""
+each one (the matrix R), summarise, and write `sequence.json` atomically. With a checkpoint
+folder, the state after every stage is kept there and a stopped sequence goes on from it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,18 +26,22 @@ from adaptlab.methods import add_adapter, list_adapters, train_adapter
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
+from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.heads import StageHeads
 from adaptlab.train.continual.metrics import summarize
-from adaptlab.train.continual.result import SequenceResult, StageRecord
+from adaptlab.train.continual.result import SequenceResult, StageOutcome, StageRecord
 from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import StageData, StageRun
-from adaptlab.train.continual.strategy import make_strategy
+from adaptlab.train.continual.strategy import SequentialConfig, Strategy, make_strategy
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import Versions
 
 SEQUENCE_FILE = "sequence.json"
+
+StageDone = Callable[[int, StageOutcome], None]
+"""Called after each stage is trained and tested (and checkpointed): its index and outcome."""
 
 
 def run_sequence(
@@ -43,23 +50,42 @@ def run_sequence(
     *,
     progress: bool = True,
     overwrite: bool = False,
+    checkpoint: str | os.PathLike[str] | None = None,
+    on_stage: StageDone | None = None,
+    single_scores: MutableMapping[str, float] | None = None,
 ) -> SequenceResult:
-    """Train `spec`'s stages in order, testing every stage after each; write `out` if given."""
+    """Train `spec`'s stages in order, testing every stage after each; write `out` if given.
+
+    `checkpoint`: a folder keeping the state after every stage; a sequence stopped half-way
+    (even by kill -9) and run again with it starts after its last finished stage.
+    `single_scores`: single-stage scores by `alone_key`, shared by sequences that differ only
+    in their strategy: a score found there is not trained again, and new ones are added.
+    """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
     if out_path is not None and out_path.exists() and not overwrite:
         raise ConfigError(f"{out_path} exists; pick another --out or pass --overwrite")
     device = torch_device(spec.device)
     resolve_model(spec.model)
-    datasets = [stage_dataset(name, spec) for name in spec.stages]
-    result = _train_sequence(spec, datasets, device, progress)
+    datasets = [
+        stage_dataset(name, spec, spec.options_of(index)) for index, name in enumerate(spec.stages)
+    ]
+    saved = SequenceCheckpoint.open(checkpoint, spec) if checkpoint is not None else None
+    result = _train_sequence(spec, datasets, device, progress, saved, on_stage)
     if spec.single_stage and len(datasets) > 1:
-        alone = [result.matrix[0][0]]
-        for dataset in datasets[1:]:
-            single = _train_sequence(
-                replace(spec, stages=(dataset.name,)), [dataset], device, progress
-            )
-            alone.append(single.matrix[0][0])
+        alone = [result.matrix[0][0], *(saved.single_stage if saved else [])]
+        for index in range(len(alone), len(datasets)):
+            single = alone_spec(spec, index)
+            key = alone_key(single)
+            if single_scores is not None and key in single_scores:
+                alone.append(single_scores[key])
+            else:
+                trained = _train_sequence(single, [datasets[index]], device, progress)
+                alone.append(trained.matrix[0][0])
+            if single_scores is not None:
+                single_scores[key] = alone[-1]
+            if saved is not None:
+                saved.save_single(alone[-1])
         result = replace(result, single_stage=tuple(alone), scores=summarize(result.matrix, alone))
     result = replace(result, wall_seconds=time.perf_counter() - started)
     if out_path is not None:
@@ -75,9 +101,29 @@ def run_sequence(
     return result
 
 
-def stage_dataset(name: str, spec: SequenceSpec) -> Dataset:
-    """One stage's data set, sampled to `train_size` and its test set capped to `test_size`."""
-    dataset = load_dataset(name)
+def alone_spec(spec: SequenceSpec, index: int) -> SequenceSpec:
+    """Stage `index` of `spec` trained on its own: the same model, method, data, sizes and
+    training, with no strategy (one stage has nothing earlier to keep)."""
+    return replace(
+        spec,
+        stages=(spec.stages[index],),
+        stage_options=(spec.options_of(index),) if spec.stage_options else (),
+        strategy=SequentialConfig(),
+        single_stage=False,
+    )
+
+
+def alone_key(spec: SequenceSpec) -> str:
+    """What identifies a single-stage training (canonical JSON of its spec)."""
+    return json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def stage_dataset(
+    name: str, spec: SequenceSpec, options: Mapping[str, Any] | None = None
+) -> Dataset:
+    """One stage's data set (read with `options`, `load_dataset` keywords), sampled to
+    `train_size` and its test set capped to `test_size`."""
+    dataset = load_dataset(name, **(options or {}))
     if dataset.task != "single_label":
         raise DataError(
             f"stage {name} is a {dataset.task} task; sequences take single-label "
@@ -91,7 +137,12 @@ def stage_dataset(name: str, spec: SequenceSpec) -> Dataset:
 
 
 def _train_sequence(
-    spec: SequenceSpec, datasets: list[Dataset], device: torch.device, progress: bool
+    spec: SequenceSpec,
+    datasets: list[Dataset],
+    device: torch.device,
+    progress: bool,
+    checkpoint: SequenceCheckpoint | None = None,
+    on_stage: StageDone | None = None,
 ) -> SequenceResult:
     seed = spec.train.seed
     loaded = load_model(spec.model, "single_label", label_names=datasets[0].label_names, seed=seed)
@@ -101,15 +152,19 @@ def _train_sequence(
     stages = [_encoded(dataset, loaded.tokenizer, spec) for dataset in datasets]
     strategy = make_strategy(spec.strategy)
     metric = PRIMARY_METRIC["single_label"]
-    records, matrix, tests = [], [], []
-    for index, stage in enumerate(stages):
+    outcomes = list(checkpoint.completed) if checkpoint is not None else []
+    if outcomes:
+        for index in range(len(outcomes)):
+            _stage_adapter(model, strategy, spec, index)
+        assert checkpoint is not None
+        checkpoint.restore(model)
+    for index in range(len(outcomes), len(stages)):
+        stage = stages[index]
         began = time.perf_counter()
-        name = strategy.adapter_name(index)
-        if name not in list_adapters(model):
-            add_adapter(model, name, spec.methods, train_head=False, seed=seed + index)
-        train_adapter(model, name)
+        _stage_adapter(model, strategy, spec, index)
         heads.select(index)
         heads.train_only(index)
+        trained = {n for n, p in model.named_parameters() if p.requires_grad}
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         run = StageRun(model, heads, stages, index, seed, spec.train.eval_batch_size)
         strategy.begin(run)
@@ -127,28 +182,39 @@ def _train_sequence(
                 spec.train.eval_batch_size,
             )
             row.append({**tested_on.metrics, "loss": tested_on.loss})
-        tests.append(tuple(row))
-        matrix.append(tuple(cell[metric] for cell in row))
-        records.append(
-            StageRecord(
-                name=stage.name,
-                labels=stage.label_names,
-                sizes={"train": len(stage.train), "dev": len(stage.dev), "test": len(stage.test)},
-                epochs=tuple(history.epochs),
-                best_epoch=history.best_epoch,
-                trainable_parameters=trainable,
-                seconds=time.perf_counter() - began,
-            )
+        record = StageRecord(
+            name=stage.name,
+            labels=stage.label_names,
+            sizes={"train": len(stage.train), "dev": len(stage.dev), "test": len(stage.test)},
+            epochs=tuple(history.epochs),
+            best_epoch=history.best_epoch,
+            trainable_parameters=trainable,
+            seconds=time.perf_counter() - began,
         )
+        outcome = StageOutcome(record, tuple(row))
+        outcomes.append(outcome)
+        if checkpoint is not None:
+            checkpoint.save_stage(outcome, model, trained)
+        if on_stage is not None:
+            on_stage(index, outcome)
+    matrix = [outcome.row(metric) for outcome in outcomes]
     return SequenceResult(
         spec=spec,
-        stages=tuple(records),
+        stages=tuple(outcome.record for outcome in outcomes),
         metric=metric,
         matrix=tuple(matrix),
-        tests=tuple(tests),
+        tests=tuple(outcome.tests for outcome in outcomes),
         scores=summarize(matrix),
         versions=Versions.current(),
     )
+
+
+def _stage_adapter(model: nn.Module, strategy: Strategy, spec: SequenceSpec, index: int) -> None:
+    """Add the adapter stage `index` trains (if new) and make it the one that trains."""
+    name = strategy.adapter_name(index)
+    if name not in list_adapters(model):
+        add_adapter(model, name, spec.methods, train_head=False, seed=spec.train.seed + index)
+    train_adapter(model, name)
 
 
 def _encoded(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, spec: SequenceSpec) -> StageData:

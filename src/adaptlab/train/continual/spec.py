@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, resolve
 from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.registry import make_config
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.strategy import StrategyConfig, strategy_config
+from adaptlab.train.jsonfields import JsonObject
+from adaptlab.train.spec import _train_config
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,8 @@ class SequenceSpec:
     `train_size` samples that many training examples per stage (and as many dev examples, as
     `adaptlab train` does); `test_size` caps each stage's test set (a stratified, seeded
     sample), since every stage is tested after every stage. With `single_stage`, each stage
-    after the first is also trained alone, for forward transfer.
+    after the first is also trained alone, for forward transfer. `stage_options`, when given,
+    holds each stage's reading options (`load_dataset` keywords: `label_column`, ...).
     """
 
     model: str
@@ -32,10 +36,16 @@ class SequenceSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
     device: str = "cpu"
     single_stage: bool = False
+    stage_options: tuple[Mapping[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.stages or not all(isinstance(s, str) and s for s in self.stages):
             raise ConfigError("a sequence needs at least one stage (a data set name or file)")
+        if self.stage_options and len(self.stage_options) != len(self.stages):
+            raise ConfigError(
+                f"stage options: expected one mapping per stage ({len(self.stages)}), "
+                f"got {len(self.stage_options)}"
+            )
         check_combination(self.methods)
         if self.methods[0].name == "fusion":
             raise ConfigError("a sequence trains adapters; fusion is not one of its methods")
@@ -62,6 +72,10 @@ class SequenceSpec:
         config = strategy_config(strategy, strategy_options)
         return cls(model, tuple(stages), resolve(method, {}), config, **settings)
 
+    def options_of(self, stage: int) -> dict[str, str]:
+        """Stage `stage`'s reading options (none given: {})."""
+        return dict(self.stage_options[stage]) if self.stage_options else {}
+
     def learning_rate(self) -> float:
         """The given learning rate, or the lowest default of the methods (as `RunSpec`)."""
         if self.train.learning_rate is not None:
@@ -80,4 +94,50 @@ class SequenceSpec:
             "train": {**self.train.to_dict(), "learning_rate": self.learning_rate()},
             "device": self.device,
             "single_stage": self.single_stage,
+            **(
+                {"stage_options": [dict(o) for o in self.stage_options]}
+                if self.stage_options
+                else {}
+            ),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "sequence spec") -> SequenceSpec:
+        """The spec `to_dict` wrote, validated again; ConfigError naming a bad field."""
+        return cls.from_json(JsonObject(data, where))
+
+    @classmethod
+    def from_json(cls, spec: JsonObject) -> SequenceSpec:
+        """`from_dict` of an object being read as part of a larger record."""
+        spec.refuse_unknown([f.name for f in fields(cls)])
+        parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
+        strategy = spec.object("strategy")
+        try:
+            methods = tuple(make_config(name, options) for name, options in parts)
+            config = strategy_config(strategy.text("name"), strategy.mapping("config"))
+        except ConfigError as error:
+            raise ConfigError(f"{spec.where}: {spec.prefix}{error}") from None
+        return cls(
+            model=spec.text("model"),
+            stages=spec.texts("stages"),
+            methods=methods,
+            strategy=config,
+            train_size=spec.optional_integer("train_size"),
+            test_size=spec.optional_integer("test_size"),
+            train=_train_config(spec.object("train")),
+            device=spec.text("device", default="cpu"),
+            single_stage=_flag(spec, "single_stage"),
+            stage_options=tuple(
+                {str(key): str(value) for key, value in item.data.items()}
+                for item in spec.objects("stage_options", default=[])
+            ),
+        )
+
+
+def _flag(spec: JsonObject, key: str) -> bool:
+    value = spec.data.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{spec.where}: {spec.prefix}{key}: expected true or false, got {value!r}"
+        )
+    return value

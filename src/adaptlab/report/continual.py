@@ -1,0 +1,142 @@
+"""The report's continual-learning section: per strategy of a sequence study, the accuracy
+matrix R (mean over seeds) as a heat map, and a table of its scores with their spread.
+
+R[i][j] is the accuracy on stage j's test set after training stage i. The scores are those of
+`adaptlab.train.continual.metrics` (docs/continual.md): average (GEM's ACC), backward
+transfer (GEM's BWT), forward transfer against each stage trained alone (when the study asked
+for `single_stage: true`) and the average forgetting (Chaudhry et al. 2018), each a mean over
+seeds ± the standard deviation over seeds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from adaptlab.report import formatting as fmt
+from adaptlab.report import plots
+from adaptlab.report.markup import Html, figure, join, section, table, tag
+from adaptlab.study.store import StoredSequence
+from adaptlab.train.continual import SequenceResult
+
+LEAD = (
+    "Each strategy's accuracy matrix, mean over seeds: row i is the model after training "
+    "stage i, column j its accuracy on stage j's test set. Cells above the diagonal test a head "
+    "not trained yet (chance level). Below: average accuracy after the last stage, backward "
+    "transfer (BWT, negative = forgetting), forward transfer against each stage trained alone "
+    "(FWT) and the average forgetting, each mean ± std over seeds (docs/continual.md)."
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One method and strategy in one setting (model, stages, size, learning rate), its seeds."""
+
+    setting: str
+    label: str
+    stages: tuple[str, ...]
+    results: tuple[SequenceResult, ...]
+
+    def mean_matrix(self) -> list[list[float]]:
+        """R averaged cell by cell over the seeds."""
+        size = len(self.stages)
+        return [
+            [statistics.fmean(r.matrix[i][j] for r in self.results) for j in range(size)]
+            for i in range(size)
+        ]
+
+    def score_cells(self) -> list[str]:
+        """Average, BWT, FWT and average forgetting, as `mean ± std` over seeds."""
+        scores = [result.scores for result in self.results]
+        return [
+            _spread([s.average for s in scores], signed=False),
+            _spread([s.backward_transfer for s in scores]),
+            _spread([s.forward_transfer for s in scores]),
+            _spread([s.average_forgetting for s in scores]),
+        ]
+
+
+def arms(sequences: Sequence[StoredSequence]) -> list[Arm]:
+    """The sequences grouped by setting, method and strategy (seeds together), in plan order."""
+    groups: dict[tuple[str, str], list[SequenceResult]] = {}
+    stages: dict[tuple[str, str], tuple[str, ...]] = {}
+    for stored in sequences:
+        result = stored.result
+        key = (_setting(result), f"{stored.method_label} · {stored.strategy_label}")
+        groups.setdefault(key, []).append(result)
+        stages.setdefault(key, tuple(stage.name for stage in result.stages))
+    return [
+        Arm(setting, label, stages[(setting, label)], tuple(results))
+        for (setting, label), results in groups.items()
+    ]
+
+
+def continual(sequences: Sequence[StoredSequence]) -> Html:
+    """Absent unless the store holds finished sequences."""
+    found = arms(sequences)
+    if not found:
+        return Html("")
+    parts = [tag("p", LEAD, class_="lead")]
+    for setting in dict.fromkeys(arm.setting for arm in found):
+        mine = [arm for arm in found if arm.setting == setting]
+        rows = [[arm.label, len(arm.results), *arm.score_cells()] for arm in mine]
+        parts += [
+            tag("h3", setting),
+            table(["method · strategy", "seeds", "average", "BWT", "FWT", "forgetting"], rows),
+        ]
+        parts += [
+            figure(
+                plots.accuracy_matrix(arm.mean_matrix(), arm.stages, arm.label),
+                f"accuracy matrix of {arm.label}",
+                f"{arm.label}: accuracy after each stage (rows) on each stage (columns), "
+                f"mean of {len(arm.results)} seed{'s' if len(arm.results) > 1 else ''}",
+            )
+            for arm in mine
+        ]
+    return section("continual", "Continual learning: what each strategy kept", *parts)
+
+
+def footer(sequences: Sequence[StoredSequence], title: str) -> Html:
+    """Study names, sequence count and versions, for a report of sequences only."""
+    results = [stored.result for stored in sequences]
+    seconds = [r.wall_seconds for r in results if r.wall_seconds is not None]
+    facts = [
+        ("report", title),
+        ("study", ", ".join(dict.fromkeys(stored.study for stored in sequences))),
+        ("sequences", f"{len(results)} ({fmt.seconds(sum(seconds)) if seconds else 'n/a'})"),
+        ("models", ", ".join(dict.fromkeys(r.spec.model for r in results))),
+        (
+            "versions",
+            "; ".join(
+                dict.fromkeys(
+                    f"adaptlab {r.versions.adaptlab}, torch {r.versions.torch}, "
+                    f"transformers {r.versions.transformers}"
+                    for r in results
+                )
+            ),
+        ),
+    ]
+    rows = join(join([tag("dt", k), tag("dd", v)]) for k, v in facts)
+    return tag("footer", tag("dl", rows))
+
+
+def _setting(result: SequenceResult) -> str:
+    spec = result.spec
+    size = "all" if spec.train_size is None else f"{spec.train_size:,}"
+    stages = " → ".join(stage.name for stage in result.stages)
+    return (
+        f"{Path(spec.model).name} · {stages} · {size} examples per stage · "
+        f"lr {fmt.rate(spec.learning_rate())}"
+    )
+
+
+def _spread(values: Sequence[float | None], signed: bool = True) -> str:
+    """`mean ± std` over seeds (signed scores with their sign); – when a seed has none."""
+    if not values or any(value is None for value in values):
+        return "–"
+    known = [value for value in values if value is not None]
+    mean = statistics.fmean(known)
+    std = statistics.stdev(known) if len(known) > 1 else 0.0
+    return f"{mean:+.3f} ± {std:.3f}" if signed else fmt.score_pm(mean, std)
