@@ -27,7 +27,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, tuple[str, str
     return model, (write_stage(folder, "sentiment"), write_stage(folder, "topic"))
 
 
-@pytest.mark.parametrize("strategy", ["replay", "adapter-per-stage"])
+@pytest.mark.parametrize("strategy", ["replay", "adapter-per-stage", "ewc"])
 def test_a_sequence_stopped_after_a_stage_resumes_from_it(
     setup: tuple[str, tuple[str, str]], tmp_path: Path, strategy: str
 ) -> None:

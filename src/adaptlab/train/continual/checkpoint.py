@@ -2,8 +2,9 @@
 (kill -9 included) goes on from its last finished stage instead of from the beginning.
 
 A checkpoint folder holds `stage-K/` for the last finished stage K: `progress.json` (the spec,
-every finished stage's training record and matrix row) and `state.safetensors` (every tensor
-any finished stage trained: adapters and heads, the whole model for methods that train it).
+every finished stage's training record and matrix row), `state.safetensors` (every tensor
+any finished stage trained: adapters and heads, the whole model for methods that train it) and
+`strategy.safetensors` (what the strategy carries from stage to stage: EWC's quadratics).
 Every other tensor comes back from the seeds when the model is built again. Each `stage-K/` is
 written in a staging folder and renamed into place, so a folder that exists is complete. The
 single-stage scores (forward transfer) go to `single.json` as each one is measured.
@@ -29,6 +30,7 @@ from adaptlab.train.continual.spec import SequenceSpec
 
 PROGRESS_FILE = "progress.json"
 STATE_FILE = "state.safetensors"
+STRATEGY_FILE = "strategy.safetensors"
 SINGLE_FILE = "single.json"
 _STAGE = "stage-"
 
@@ -64,12 +66,13 @@ class SequenceCheckpoint:
             checkpoint.single_stage = [float(v) for v in _read_json(single)["scores"]]
         return checkpoint
 
-    def restore(self, model: nn.Module) -> None:
+    def restore(self, model: nn.Module) -> dict[str, torch.Tensor]:
         """Load the last finished stage's trained tensors into `model` (built as that stage
-        left it: its heads installed and every adapter so far added)."""
+        left it: its heads installed and every adapter so far added); return the strategy's
+        state saved with them."""
         last = self._last()
         if last is None:
-            return
+            return {}
         tensors = safetensors.torch.load_file(str(last / STATE_FILE))
         params = dict(model.named_parameters())
         with torch.no_grad():
@@ -77,9 +80,17 @@ class SequenceCheckpoint:
                 if name not in params or params[name].shape != tensor.shape:
                     raise ConfigError(f"{last / STATE_FILE}: tensor {name} does not fit the model")
                 params[name].copy_(tensor)
+        return safetensors.torch.load_file(str(last / STRATEGY_FILE))
 
-    def save_stage(self, outcome: StageOutcome, model: nn.Module, trained: set[str]) -> None:
-        """Keep `outcome` and the model's trained tensors as the last finished stage."""
+    def save_stage(
+        self,
+        outcome: StageOutcome,
+        model: nn.Module,
+        trained: set[str],
+        strategy_state: dict[str, torch.Tensor],
+    ) -> None:
+        """Keep `outcome`, the model's trained tensors and the strategy's state as the last
+        finished stage."""
         self.completed.append(outcome)
         self.trained |= trained
         target = self.folder / f"{_STAGE}{len(self.completed) - 1}"
@@ -91,6 +102,8 @@ class SequenceCheckpoint:
                 if name in self.trained
             }
             safetensors.torch.save_file(state, str(staging / STATE_FILE))
+            carried = {k: t.detach().to("cpu").contiguous() for k, t in strategy_state.items()}
+            safetensors.torch.save_file(carried, str(staging / STRATEGY_FILE))
             progress = {
                 "spec": self.spec.to_dict(),
                 "stages": [stage.to_dict() for stage in self.completed],

@@ -25,7 +25,7 @@ The Fisher of the last stage is not estimated: nothing trains after it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -109,6 +109,27 @@ class ElasticWeightConsolidation(Strategy):
                 anchor = Anchor(parameter, torch.zeros_like(fisher), parameter.detach().clone())
                 self.anchors[name] = anchor
             anchor.add(fisher)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        tensors = {}
+        for name, anchor in self.anchors.items():
+            tensors[f"{name}/importance"] = anchor.importance
+            tensors[f"{name}/centre"] = anchor.centre
+            tensors[f"{name}/offset"] = torch.tensor(anchor.offset, dtype=torch.float64)
+        return tensors
+
+    def load_state(self, model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
+        parameters = dict(model.named_parameters())
+        for name in sorted({key.rsplit("/", 1)[0] for key in tensors}):
+            if name not in parameters:
+                raise ConfigError(f"ewc: the saved state names {name!r}, not a tensor of the model")
+            parameter = parameters[name]
+            self.anchors[name] = Anchor(
+                parameter,
+                tensors[f"{name}/importance"].to(parameter.device),
+                tensors[f"{name}/centre"].to(parameter.device),
+                float(tensors[f"{name}/offset"]),
+            )
 
     def penalty(
         self,

@@ -157,7 +157,7 @@ def _train_sequence(
         for index in range(len(outcomes)):
             _stage_adapter(model, strategy, spec, index)
         assert checkpoint is not None
-        checkpoint.restore(model)
+        strategy.load_state(model, checkpoint.restore(model))
     for index in range(len(outcomes), len(stages)):
         stage = stages[index]
         began = time.perf_counter()
@@ -194,7 +194,7 @@ def _train_sequence(
         outcome = StageOutcome(record, tuple(row))
         outcomes.append(outcome)
         if checkpoint is not None:
-            checkpoint.save_stage(outcome, model, trained)
+            checkpoint.save_stage(outcome, model, trained, strategy.state())
         if on_stage is not None:
             on_stage(index, outcome)
     matrix = [outcome.row(metric) for outcome in outcomes]

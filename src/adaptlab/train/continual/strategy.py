@@ -68,6 +68,14 @@ class Strategy:
     def end(self, run: StageRun) -> None:
         """Called once after stage `run.index` trained, its best epoch's weights restored."""
 
+    def state(self) -> dict[str, torch.Tensor]:
+        """Tensors the strategy carries from one stage to the next, kept with each stage's
+        checkpoint (none for most strategies: their state is the model's)."""
+        return {}
+
+    def load_state(self, model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Take back what `state` gave, when a sequence resumes on `model`."""
+
     def route(self, model: nn.Module, stage: int, trained: int) -> None:
         """Make the model ready to be tested on stage `stage` after stage `trained`."""
 
