@@ -11,20 +11,19 @@ step; the cost is one forward pass over the stage's training examples.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from adaptlab.errors import ConfigError
 from adaptlab.train.batches import batches
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun, own_rows
 from adaptlab.train.continual.strategy import (
     Strategy,
     StrategyConfig,
     StrategyEntry,
+    check_number,
     register_strategy,
 )
 
@@ -38,10 +37,8 @@ class LogitDistillationConfig(StrategyConfig):
     temperature: float = 2.0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.weight) and self.weight >= 0):
-            raise ConfigError(f"kd-logit: weight must be >= 0, got {self.weight!r}")
-        if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise ConfigError(f"kd-logit: temperature must be > 0, got {self.temperature!r}")
+        check_number(self.name, "weight", self.weight)
+        check_number(self.name, "temperature", self.temperature, positive=True)
 
 
 class LogitDistillation(Strategy):

@@ -24,7 +24,6 @@ The Fisher of the last stage is not estimated: nothing trains after it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +37,7 @@ from adaptlab.train.continual.strategy import (
     Strategy,
     StrategyConfig,
     StrategyEntry,
+    check_number,
     register_strategy,
 )
 
@@ -51,8 +51,7 @@ class EWCConfig(StrategyConfig):
     fisher_samples: int = 1000
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.ewc_lambda) and self.ewc_lambda >= 0):
-            raise ConfigError(f"ewc: ewc_lambda must be >= 0, got {self.ewc_lambda!r}")
+        check_number(self.name, "ewc_lambda", self.ewc_lambda)
         if self.fisher_samples < 1:
             raise ConfigError(f"ewc: fisher_samples must be >= 1, got {self.fisher_samples!r}")
 

@@ -18,7 +18,6 @@ teacher's, cached once per stage (`representations`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -37,15 +36,11 @@ from adaptlab.train.continual.strategy import (
     Strategy,
     StrategyConfig,
     StrategyEntry,
+    check_number,
     register_strategy,
 )
 
 LAYER_CHOICES = ("last", "all")
-
-
-def _check_weight(name: str, weight: float) -> None:
-    if not (math.isfinite(weight) and weight >= 0):
-        raise ConfigError(f"{name}: weight must be >= 0, got {weight!r}")
 
 
 @dataclass(frozen=True)
@@ -57,7 +52,7 @@ class RepresentationDistillationConfig(StrategyConfig):
     layers: str = "last"
 
     def __post_init__(self) -> None:
-        _check_weight(self.name, self.weight)
+        check_number(self.name, "weight", self.weight)
         if self.layers not in LAYER_CHOICES:
             raise ConfigError(
                 f"kd-representation: layers must be one of {', '.join(LAYER_CHOICES)}, "
@@ -74,9 +69,8 @@ class ContrastiveDistillationConfig(StrategyConfig):
     temperature: float = 0.1
 
     def __post_init__(self) -> None:
-        _check_weight(self.name, self.weight)
-        if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise ConfigError(f"kd-contrastive: temperature must be > 0, got {self.temperature!r}")
+        check_number(self.name, "weight", self.weight)
+        check_number(self.name, "temperature", self.temperature, positive=True)
 
 
 class _CachedRepresentations(Strategy):

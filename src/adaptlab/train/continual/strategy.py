@@ -9,6 +9,7 @@ method: the method makes the adapter, the strategy decides what it learns from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
@@ -78,6 +79,13 @@ class Strategy:
 
     def route(self, model: nn.Module, stage: int, trained: int) -> None:
         """Make the model ready to be tested on stage `stage` after stage `trained`."""
+
+
+def check_number(strategy: str, option: str, value: float, *, positive: bool = False) -> None:
+    """`value` must be finite and >= 0 (> 0 with `positive`): one line naming it otherwise."""
+    if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{strategy}: {option} must be {bound}, got {value!r}")
 
 
 @dataclass(frozen=True)
