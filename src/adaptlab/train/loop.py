@@ -50,6 +50,28 @@ class TrainHistory:
         return self.epochs[self.best_epoch - 1]
 
 
+class BestEpoch:
+    """The trainable tensors of the best dev epoch so far, put back when training ends."""
+
+    def __init__(self, trainable: Sequence[tuple[str, nn.Parameter]], history: TrainHistory):
+        self.trainable, self.history = trainable, history
+        self.score = -math.inf
+        self.state: dict[str, torch.Tensor] | None = None
+
+    def offer(self, epoch: int, score: float) -> None:
+        """Keep the tensors as they are now if `score` beats every earlier epoch's."""
+        if score > self.score:
+            self.score, self.history.best_epoch = score, epoch
+            self.state = {n: p.detach().clone() for n, p in self.trainable}
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        """Put the best epoch's tensors back in place."""
+        assert self.state is not None
+        for name, param in self.trainable:
+            param.copy_(self.state[name])
+
+
 def train(
     model: nn.Module,
     encoder: TextEncoder,
@@ -109,7 +131,7 @@ def _train(
     generator = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)  # dropout masks
     history = TrainHistory(metric=PRIMARY_METRIC[task])
-    best_score, best_state = -math.inf, None
+    best = BestEpoch(trainable, history)
     step = 0
     bar = Progress(total_steps, unit="step", enabled=progress, lines=0)  # a line per epoch
     for epoch in range(1, config.epochs + 1):
@@ -155,16 +177,11 @@ def _train(
             history.metric,
             score,
         )
-        if score > best_score:
-            best_score, history.best_epoch = score, epoch
-            best_state = {n: p.detach().clone() for n, p in trainable}
+        best.offer(epoch, score)
         bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{score:.4f}"})
         bar.line()
     bar.close()
-    assert best_state is not None
-    with torch.no_grad():
-        for name, param in trainable:
-            param.copy_(best_state[name])
+    best.restore()
     return history
 
 

@@ -44,6 +44,7 @@ from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.batches import batch_count
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.loop import (
+    BestEpoch,
     TrainHistory,
     TrainingError,
     apply_step,
@@ -168,7 +169,7 @@ def train_mlm(
     generator = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)  # dropout masks
     history = TrainHistory(metric=MLM_METRIC)
-    best_score, best_state = -math.inf, None
+    best = BestEpoch(trainable, history)
     step = 0
     bar = Progress(total_steps, unit="step", enabled=progress, lines=0)  # a line per epoch
     for epoch in range(1, config.epochs + 1):
@@ -205,16 +206,11 @@ def train_mlm(
             "epoch %d step %d train_loss %.4f dev_loss %.4f dev_%s %.4f",
             *(epoch, step, record.train_loss, dev.loss, MLM_METRIC, score),
         )
-        if score > best_score:
-            best_score, history.best_epoch = score, epoch
-            best_state = {n: p.detach().clone() for n, p in trainable}
+        best.offer(epoch, score)
         bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{MLM_METRIC}": f"{score:.4f}"})
         bar.line()
     bar.close()
-    assert best_state is not None
-    with torch.no_grad():
-        for name, param in trainable:
-            param.copy_(best_state[name])
+    best.restore()
     return history
 
 

@@ -18,7 +18,13 @@ from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 from adaptlab.train.continual.strategy import Strategy
 from adaptlab.train.evaluate import evaluate
-from adaptlab.train.loop import TrainHistory, TrainingError, _linear_warmup, apply_step
+from adaptlab.train.loop import (
+    BestEpoch,
+    TrainHistory,
+    TrainingError,
+    _linear_warmup,
+    apply_step,
+)
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import EpochRecord
 
@@ -52,7 +58,7 @@ def train_stage(
     generator = torch.Generator().manual_seed(config.seed + run.index)
     torch.manual_seed(config.seed + run.index)  # dropout masks
     history = TrainHistory(metric=PRIMARY_METRIC["single_label"])
-    best_score, best_state = -math.inf, None
+    best = BestEpoch(trainable, history)
     step = 0
     bar = Progress(total_steps, unit="step", enabled=progress, lines=0)
     for epoch in range(1, config.epochs + 1):
@@ -94,15 +100,10 @@ def train_stage(
             )
         )
         score = dev.metrics[history.metric]
-        if score > best_score:
-            best_score, history.best_epoch = score, epoch
-            best_state = {n: p.detach().clone() for n, p in trainable}
+        best.offer(epoch, score)
         bar.line()
     bar.close()
-    assert best_state is not None
-    with torch.no_grad():
-        for name, param in trainable:
-            param.copy_(best_state[name])
+    best.restore()
     strategy.end(run)
     return history
 
