@@ -14,6 +14,12 @@ with too few clean steps; rows that still had to use contended steps are marked 
 machine shared with other sessions, `--nice -20` (root) runs each worker in its own session
 and autogroup at high priority, which is what keeps other work off the measured steps.
 
+Allocator: glibc's malloc hands large freed blocks back to the kernel and faults them in again
+on the next step, at random (0 to 20,000 page faults a step were seen for the same
+configuration), which moves a run's step time by several percent. Workers therefore run with
+glibc told to keep what it frees (`STEADY_ALLOCATOR`; what jemalloc or tcmalloc setups give), the
+same for every framework; `--allocator default` measures glibc as shipped.
+
 Peak memory ("peak MB"): peak RSS during the training steps minus RSS just before the first
 step (model loaded and adapted, optimizer and batch built; see `step_harness`), i.e. what
 training adds on top of the weights: gradients, AdamW state, activations, allocator slack.
@@ -291,9 +297,22 @@ def ensure_adapters_venv(venv: Path) -> dict[str, Any]:
     return versions
 
 
-def worker_env(threads: int) -> dict[str, str]:
-    """Environment of every worker: fixed thread counts, offline, quiet."""
+STEADY_ALLOCATOR = {
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 32),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 36),
+    "MALLOC_TOP_PAD_": str(1 << 30),
+}
+"""glibc malloc settings that keep freed memory in the process instead of handing large blocks
+back to the kernel and faulting them in again on the next step (the default behaviour, which
+adds 0 to 20,000 page faults per step at random, a run-to-run spread of several percent)."""
+
+
+def worker_env(threads: int, allocator: str = "steady") -> dict[str, str]:
+    """Environment of every worker: fixed thread counts, offline, quiet; `steady`: glibc malloc
+    keeps what it frees (`STEADY_ALLOCATOR`), `default`: glibc as shipped."""
     env = dict(os.environ)
+    if allocator == "steady":
+        env.update(STEADY_ALLOCATOR)
     env.pop("PYTHONPATH", None)
     env.update(
         OMP_NUM_THREADS=str(threads),
@@ -362,7 +381,7 @@ def run_worker(
                 text=True,
                 timeout=600,
                 env={
-                    **worker_env(args.threads),
+                    **worker_env(args.threads, args.allocator),
                     **({"PYTHONPATH": pythonpath} if pythonpath else {}),
                 },
                 start_new_session=args.nice != 0,  # its own autogroup, whose nice it sets
@@ -768,6 +787,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="skip the epoch times with and without the frozen-activation cache",
     )
+    parser.add_argument(
+        "--allocator",
+        choices=("steady", "default"),
+        default="steady",
+        help="steady: workers' glibc malloc keeps freed memory (no page-fault churn between "
+        "steps); default: glibc as shipped (default steady)",
+    )
     parser.add_argument("--retries", type=int, default=2, help="re-measure passes (default 2)")
     parser.add_argument(
         "--max-wait",
@@ -901,6 +927,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "threads": args.threads,
             "nice": args.nice,
+            "allocator": STEADY_ALLOCATOR if args.allocator == "steady" else "glibc default",
             "foreign_cpu_limit": FOREIGN_CPU_LIMIT,
             "min_clean_steps": min_clean,
         },

@@ -11,6 +11,7 @@ from tiny_models import ARCHS, HEADS, HIDDEN, LAYERS, tiny_inputs, tiny_model, t
 
 import adaptlab
 from adaptlab.errors import AdapterFileError
+from adaptlab.methods.dora import DoRAOutput
 from adaptlab.methods.lora import LoRA
 from adaptlab.methods.peft_format import export_peft
 
@@ -105,3 +106,19 @@ def test_configs_without_the_new_options_write_what_they_wrote_before() -> None:
         "targets": ["query", "value"],
     }
     assert adaptlab.make_config("full").to_dict() == {}
+
+
+def test_output_function_gradients_match_autograd() -> None:
+    """DoRAOutput's hand-written backward equals autograd's on the plain expression."""
+    generator = torch.Generator().manual_seed(0)
+
+    def leaf(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float64, requires_grad=True)
+
+    h, base, update, magnitude = leaf(2, 3, 5), leaf(2, 3, 5), leaf(2, 3, 5), leaf(5)
+    norms = torch.rand(5, generator=generator, dtype=torch.float64) + 0.5
+    inputs = (h, base, update, magnitude, norms, 0.7)
+    assert torch.autograd.gradcheck(DoRAOutput.apply, inputs)
+    factor = magnitude / norms
+    expected = h + (factor - 1) * base + factor * 0.7 * update
+    assert torch.allclose(DoRAOutput.apply(*inputs), expected)

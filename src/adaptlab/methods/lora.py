@@ -7,9 +7,10 @@ B A into W for inference and `unmerge` takes it out again (LoRA declares itself 
 `dora=True` is DoRA (Liu et al. 2024, "DoRA: Weight-Decomposed Low-Rank Adaptation", §4.1,
 eq. 5): W' = m ⊙ (W + s B A) / ||W + s B A||, the norm taken per output (each row of the
 weight), with a learned magnitude m per output starting at ||W|| (so W' = W at
-initialisation). As §4.3 proposes, the norm is treated as a constant in the backward pass
-(detached), which saves training memory. The layer's output W x + b is reused rather than
-recomputed: y = h + (f - 1) ⊙ (h - b) + f ⊙ s B A x with f = m / ||W + s B A||, h = W x + b.
+initialisation). As §4.3 proposes, the norm is treated as a constant in the backward pass,
+which saves training memory. The layer's output h = W x + b is reused rather than recomputed:
+y = h + (f - 1) ⊙ (h - b) + f ⊙ s B A x with f = m / ||W + s B A||, one autograd function
+(`adaptlab.methods.dora`) that keeps a single activation for the backward pass.
 Merging writes f ⊙ (W + s B A) into W and keeps the norm it used, so unmerging restores W.
 """
 
@@ -25,6 +26,7 @@ from torch.nn import functional as F
 from adaptlab.backbone import ROLES, Backbone, get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.config import ADDED, MethodConfig, check_positive_int, require
+from adaptlab.methods.dora import DoRAOutput
 from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, SiteModule
@@ -74,21 +76,25 @@ class LoRA(SiteModule):
         return (self.B @ self.A) * self.scaling
 
     def delta(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(F.linear(self.dropout(x), self.A), self.B) * self.scaling
+        return self._low_rank(self.dropout(x)) * self.scaling
 
     def output(self, h: torch.Tensor, x: torch.Tensor, site: nn.Module) -> torch.Tensor:
         if self.magnitude is None:
             return h + self.delta(x)
         assert isinstance(site, nn.Linear)
-        factor = self.magnitude / self._norms(site.weight).detach()  # DoRA §4.3: a constant
+        with torch.no_grad():  # DoRA §4.3: the norm is a constant
+            norms = self._norms(site.weight)
         if self.training and isinstance(self.dropout, nn.Dropout):
             dropped = self.dropout(x)  # the dropped input also goes through W, as in y' = W' x'
             base = F.linear(dropped, site.weight)
-            update = F.linear(F.linear(dropped, self.A), self.B) * self.scaling
         else:
-            base = h if site.bias is None else h - site.bias
-            update = self.delta(x)
-        return h + (factor - 1) * base + factor * update
+            dropped, base = x, h if site.bias is None else h - site.bias
+        update = self._low_rank(dropped)
+        return DoRAOutput.apply(h, base, update, self.magnitude, norms, self.scaling)  # type: ignore[no-any-return]
+
+    def _low_rank(self, x: torch.Tensor) -> torch.Tensor:
+        """B A x, unscaled."""
+        return F.linear(F.linear(x, self.A), self.B)
 
     def _norms(self, weight: torch.Tensor) -> torch.Tensor:
         """||W + s B A|| per output."""
