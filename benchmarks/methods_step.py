@@ -21,8 +21,9 @@ glibc told to keep what it frees (`STEADY_ALLOCATOR`; what jemalloc or tcmalloc 
 same for every framework; `--allocator default` measures glibc as shipped.
 
 Peak memory ("peak MB"): peak RSS during the training steps minus RSS just before the first
-step (model loaded and adapted, optimizer and batch built; see `step_harness`), i.e. what
-training adds on top of the weights: gradients, AdamW state, activations, allocator slack.
+step (model loaded and adapted, every weight read once, optimizer and batch built; see
+`step_harness`), i.e. what training adds on top of the weights: gradients, AdamW state,
+activations, allocator slack.
 Each configuration runs in its own fresh process, so peaks never mix; median over runs.
 
 Configurations are interleaved: every round runs each once, odd rounds in reverse order.
@@ -867,8 +868,9 @@ def main(argv: list[str] | None = None) -> int:
     any_ok = next((r for rs in runs.values() for r in rs if "error" not in r), None)
     memory_note = (
         "peak MB = peak RSS during training steps minus RSS before step 1 (model loaded and "
-        "adapted, optimizer built), fresh process per run, median over runs; step = zero_grad + "
-        "fwd + bwd + AdamW step, median of clean timed steps; ratios to full FT in the same venv; "
+        "adapted, every weight read, optimizer built), fresh process per run, median over runs; "
+        "step = zero_grad + fwd + bwd + AdamW step, median of clean timed steps; ratios to full "
+        "FT in the same venv; "
         "trainable % of the base model's parameters; * = contended steps used"
     )
     main_rows = [rows[c.key] for c in configs if c.env == "main" and c.framework != EPOCHS]

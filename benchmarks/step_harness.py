@@ -29,7 +29,8 @@ from torch import nn
 
 MEMORY_DEFINITION = (
     "peak RSS during training steps (VmHWM, reset before step 1) minus RSS before step 1 "
-    "(model loaded+adapted, optimizer and batch built); one fresh process per configuration"
+    "(model loaded+adapted and every weight read once, optimizer and batch built); one fresh "
+    "process per configuration"
 )
 
 
@@ -100,6 +101,7 @@ def measure_training_steps(
     """
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    page_in(model)
     gc.collect()
     _trim_malloc()
     baseline = _rss_bytes()
@@ -161,6 +163,16 @@ def _status_kib(field: str) -> int | None:
     except OSError:
         return None
     return int(match.group(1)) if match else None
+
+
+@torch.no_grad()
+def page_in(model: nn.Module) -> None:
+    """Read every weight once. Weights loaded from safetensors are mapped from the file and
+    count in RSS only once read: without this, whichever framework reads them first (adaptlab
+    hashes them when it adapts a model, others in the first training step) would have them in
+    its baseline and the other in its peak."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        tensor.sum()
 
 
 def _rss_bytes() -> int:

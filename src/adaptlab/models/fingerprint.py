@@ -22,5 +22,5 @@ def fingerprint(model: nn.Module, exclude: Iterable[str] = ()) -> str:
             continue
         digest.update(f"{name}:{tuple(tensor.shape)};".encode())
         data = tensor.detach().to("cpu", torch.float32).contiguous()
-        digest.update(data.view(torch.uint8).numpy().tobytes())
+        digest.update(data.view(torch.uint8).numpy())  # hashed in place: no copy of the bytes
     return digest.hexdigest()[:16]
