@@ -4,12 +4,13 @@ the same data (and only those), their numbers, the stored cut dates, and its abs
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from study_helpers import one_thread, write_spec
+from study_helpers import fake_result, one_thread, write_spec
 from test_data_chronological import write_dated
 from test_report_html import IMG, section
 from test_report_records import make_row, make_study, stored
@@ -20,10 +21,13 @@ from adaptlab.report import render_report
 from adaptlab.report.records import read_runs
 from adaptlab.report.temporal import comparisons
 from adaptlab.study.executors import LocalExecutor
+from adaptlab.study.planner import plan_study
 from adaptlab.study.runner import run_study
+from adaptlab.study.spec import load_spec
 from adaptlab.study.store import StoredRun, load_records
 from adaptlab.train.result import RunResult
 
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "temporal-drift.yaml"
 CUTS = {
     "column": "CreatedDateTimeUtc",
     "periods": [
@@ -98,6 +102,24 @@ def test_the_section_shows_both_splits_the_drift_and_the_cut_dates() -> None:
     ]
     assert len(IMG.findall(part)) == 1
     assert "drift accuracy" in part and "drift macro-F1" in part
+
+
+def test_the_example_study_pairs_every_run() -> None:
+    """examples/temporal-drift.yaml, planned (not trained): each run has its twin."""
+    records = []
+    for run in plan_study(load_spec(EXAMPLE), EXAMPLE.parent):
+        result = fake_result(run.spec, 60.0)
+        result = replace(result, data=replace(result.data, name=run.spec.data))
+        records.append(StoredRun(run.run_id, run.study, run.method_label, result))
+    assert len(records) == 24
+    found = comparisons(read_runs(records))
+    assert [(c.method, c.learning_rate, len(c.pairs)) for c in found] == [
+        ("full", 2e-5, 3),
+        ("houlsby", 1e-3, 3),
+        ("lora", 1e-3, 3),
+        ("bitfit", 1e-3, 3),
+    ]
+    assert {c.chronological.data for c in found} == {"slovenian-opinions-chronological"}
 
 
 @pytest.mark.parametrize(
