@@ -2,12 +2,12 @@
 
 from collections.abc import Sequence
 
-from adaptlab.data.chronology import chronological_split, cut_description, parse_times
+from adaptlab.data.chronology import chronological_split, parse_times, time_split
 from adaptlab.data.files import RowSplits
 from adaptlab.data.labels import ParsedLabel, infer_task, label_order, label_units, parse_label
 from adaptlab.data.readers import RawRow
 from adaptlab.data.splits import SPLIT_SEED, carve_dev, stratum, three_way_split
-from adaptlab.data.types import SPLIT_NAMES, Dataset, Example
+from adaptlab.data.types import SPLIT_NAMES, Dataset, Example, TimeSplit
 from adaptlab.errors import DataError
 from adaptlab.tasks import TaskKind
 
@@ -29,9 +29,9 @@ def _pick(rows: Labelled, indices: Sequence[int]) -> Labelled:
 
 def _split(
     name: str, parts: dict[str, Labelled | None], task: TaskKind, time_column: str | None
-) -> tuple[dict[str, Labelled], str]:
+) -> tuple[dict[str, Labelled], str, TimeSplit | None]:
     """Fill in missing dev/test splits by the fixed seeded rules, or split by time when
-    `time_column` is given; say which rule was used."""
+    `time_column` is given; say which rule was used, and where time cut the splits."""
     train, dev, test = parts["train"] or [], parts["dev"], parts["test"]
     if time_column is not None:
         return _by_time(name, train, dev is not None or test is not None, time_column)
@@ -41,19 +41,20 @@ def _split(
         train_at, dev_at, test_at = three_way_split(keys)
         rule = f"one source split 80/10/10 ({how})"
         picked = {"train": train_at, "dev": dev_at, "test": test_at}
-        return {split: _pick(train, at) for split, at in picked.items()}, rule
+        return {split: _pick(train, at) for split, at in picked.items()}, rule, None
     if test is None:
         raise DataError(f"{name} has a dev split but no test split; add a test split (test.csv)")
     if dev is None:
         train_at, dev_at = carve_dev(keys)
         rule = f"train and test as given; dev carved as 10% of train ({how})"
-        return {"train": _pick(train, train_at), "dev": _pick(train, dev_at), "test": test}, rule
-    return {"train": train, "dev": dev, "test": test}, "train, dev and test as given"
+        carved = {"train": _pick(train, train_at), "dev": _pick(train, dev_at), "test": test}
+        return carved, rule, None
+    return {"train": train, "dev": dev, "test": test}, "train, dev and test as given", None
 
 
 def _by_time(
     name: str, rows: Labelled, given: bool, column: str
-) -> tuple[dict[str, Labelled], str]:
+) -> tuple[dict[str, Labelled], str, TimeSplit]:
     """The chronological split of one source's rows, with its cut dates as the rule."""
     if given:
         raise DataError(
@@ -63,7 +64,8 @@ def _by_time(
     raw = [row for row, _ in rows]
     parts = chronological_split(parse_times(raw))
     picked = {split: _pick(rows, at) for split, at in zip(SPLIT_NAMES, parts, strict=True)}
-    return picked, cut_description(raw, parts, column)
+    cuts = time_split(raw, parts, column)
+    return picked, cuts.describe(), cuts
 
 
 def _check_labels(splits: dict[str, Labelled], index: dict[str, int], names_given: bool) -> None:
@@ -117,7 +119,7 @@ def build_dataset(
         split: None if part is None else [(row, parse_label(row, kind, separator)) for row in part]
         for split, part in zip(SPLIT_NAMES, (rows.train, rows.dev, rows.test), strict=True)
     }
-    splits, rule = _split(name, parts, kind, time_column)
+    splits, rule, cuts = _split(name, parts, kind, time_column)
     for split in SPLIT_NAMES:
         if not splits[split]:
             raise DataError(
@@ -144,4 +146,5 @@ def build_dataset(
         label_names=label_names,
         splits=examples,
         description=f"{source}; {rule}: {sizes}.",
+        time_split=cuts,
     )

@@ -190,8 +190,8 @@ BUILTINS: dict[str, Builtin] = {
         SLOVENIAN_TIME,
     ),
 }
-CHRONOLOGICAL = ("slovenian-opinions-chronological",)
-"""Built-ins split by time by default."""
+CHRONOLOGICAL = {"slovenian-opinions-chronological": "slovenian-opinions"}
+"""Built-ins split by time by default, each with the built-in whose rows it splits at random."""
 
 
 def builtin_datasets() -> dict[str, str]:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from adaptlab.data.readers import RawRow
 from adaptlab.data.splits import DEV_SHARE, TEST_SHARE
+from adaptlab.data.types import SPLIT_NAMES, Period, TimeSplit
 from adaptlab.errors import DataError
 
 
@@ -48,15 +49,19 @@ def chronological_split(times: Sequence[float]) -> tuple[list[int], list[int], l
     return order[:train_end], order[train_end:dev_end], order[dev_end:]
 
 
-def cut_description(rows: Sequence[RawRow], parts: Sequence[Sequence[int]], column: str) -> str:
+def time_split(rows: Sequence[RawRow], parts: Sequence[Sequence[int]], column: str) -> TimeSplit:
     """Where the periods begin and end, in the rows' own time notation."""
-    spans = []
-    for name, part in zip(("train", "dev", "test"), parts, strict=True):
-        if part:
-            spans.append(f"{name} {rows[part[0]].time} .. {rows[part[-1]].time}")
-    return f"chronological by {column} (earliest 80% train, next 10% dev, latest 10% test): " + (
-        "; ".join(spans)
+    periods = tuple(
+        Period(name, _time(rows[part[0]]), _time(rows[part[-1]]))
+        for name, part in zip(SPLIT_NAMES, parts, strict=True)
+        if part
     )
+    return TimeSplit(column, periods)
+
+
+def _time(row: RawRow) -> str:
+    """The row's time as its source wrote it."""
+    return (row.time or "").strip()
 
 
 def _number(text: str) -> float | None:

@@ -18,6 +18,34 @@ class Example:
 
 
 @dataclass(frozen=True)
+class Period:
+    """The first and last time of one split's rows, written as the rows write them."""
+
+    split: str
+    first: str
+    last: str
+
+
+@dataclass(frozen=True)
+class TimeSplit:
+    """How rows were split by time: the column dating them, and each split's period."""
+
+    column: str
+    periods: tuple[Period, ...]
+
+    def spans(self) -> str:
+        """Each split's period: `train 2007-08-21 .. 2015-09-08; dev ...; test ...`."""
+        return "; ".join(f"{p.split} {p.first} .. {p.last}" for p in self.periods)
+
+    def describe(self) -> str:
+        """The rule and its cut dates, for a data set's description and a run's log."""
+        return (
+            f"chronological by {self.column} (earliest 80% train, next 10% dev, latest 10% "
+            f"test): {self.spans()}"
+        )
+
+
+@dataclass(frozen=True)
 class Dataset:
     """A labelled corpus with fixed train/dev/test splits and the story of how they were made.
 
@@ -30,3 +58,5 @@ class Dataset:
     label_names: tuple[str, ...]
     splits: Mapping[str, tuple[Example, ...]] = field(hash=False)
     description: str
+    time_split: TimeSplit | None = None
+    """Where the splits were cut, when they were cut by time (None otherwise)."""

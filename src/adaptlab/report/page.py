@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adaptlab.report import continual, crosslingual, fusion, sections
+from adaptlab.report import continual, crosslingual, fusion, sections, temporal
 from adaptlab.report.markup import Html, join, tag
 from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS
@@ -39,6 +39,7 @@ def render(view: StudyView, title: str, sequences: Sequence[StoredSequence] = ()
             sections.analysis(view),
             fusion.fusion(view),
             crosslingual.crosslingual(view),
+            temporal.temporal(view),
             sections.transferability(view),
             continual.continual(sequences),
             sections.footer(view, title),

@@ -208,10 +208,37 @@ def transfer(
 ) -> str:
     """Zero-shot score against in-language score, one point per method (mean ± std over seeds
     on both axes: in-language x, x std, zero-shot y, y std); the diagonal is no loss."""
+    y_label = f"zero-shot {plain(metric)} on {plain(target)}"
+    return _against(points, colors, f"in-language test {plain(metric)}", y_label, title)
+
+
+def drift(
+    points: Mapping[str, tuple[float, float, float, float]],
+    colors: Mapping[str, Color],
+    metric: str,
+    title: str,
+) -> str:
+    """Test score on the chronological split against the random split, one point per method
+    (mean ± std over seeds on both axes: random x, x std, chronological y, y std); the
+    diagonal is no drift, a point below it scores lower on later data."""
+    name = plain(fmt.metric(metric))
+    return _against(
+        points, colors, f"test {name}, random split", f"test {name}, chronological split", title
+    )
+
+
+def _against(
+    points: Mapping[str, tuple[float, float, float, float]],
+    colors: Mapping[str, Color],
+    x_label: str,
+    y_label: str,
+    title: str,
+) -> str:
+    """One point per key with error bars on both axes, and the dotted diagonal y = x."""
     with matplotlib.rc_context(_STYLE):
         fig = Figure(figsize=(8, 3.8), layout="constrained")
         ax = fig.add_subplot()
-        for method, (x, x_std, y, y_std) in points.items():
+        for key, (x, x_std, y, y_std) in points.items():
             ax.errorbar(
                 [x],
                 [y],
@@ -220,8 +247,8 @@ def transfer(
                 fmt="o",
                 ms=7,
                 capsize=4,
-                color=colors[method],
-                label=plain(method),
+                color=colors[key],
+                label=plain(key),
             )
         low = min(min(x - xs, y - ys) for x, xs, y, ys in points.values())
         high = max(max(x + xs, y + ys) for x, xs, y, ys in points.values())
@@ -233,8 +260,8 @@ def transfer(
             lw=0.8,
             ls=":",
         )
-        ax.set_xlabel(f"in-language test {plain(metric)}")
-        ax.set_ylabel(f"zero-shot {plain(metric)} on {plain(target)}")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)

@@ -6,16 +6,20 @@ The report never trains: everything it shows comes from the runs' typed results
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from adaptlab.data.builtin import CHRONOLOGICAL
+from adaptlab.data.types import TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.study.store import StoredRun
 from adaptlab.tasks import RunTaskKind
 from adaptlab.train.classes import ClassCounts
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.result import EpochRecord
+from adaptlab.train.spec import RunSpec
 from adaptlab.train.transfer import ZeroShotScore
 
 
@@ -71,6 +75,14 @@ class Run:
     """A fusion run's mean weight per fused adapter at each fusion layer, bottom to top."""
     zero_shot: tuple[ZeroShotScore, ...] = ()
     """Scores on other data sets' test splits, zero-shot (the study's `zero_shot` targets)."""
+    split: Literal["random", "chronological"] = "random"
+    """How the run's spec asked its data to be split."""
+    time_split: TimeSplit | None = None
+    """Where the data was cut into splits by time (None for a random split, and in results
+    written before adaptlab stored it)."""
+    split_free_spec: str = ""
+    """The run's spec as JSON with its data's split left out: runs equal in it differ at most
+    in how their data was split."""
 
 
 def read_runs(records: Sequence[StoredRun]) -> list[Run]:
@@ -99,9 +111,10 @@ def _read(stored: StoredRun) -> Run:
     result = stored.result
     spec = result.spec
     size = spec.train_size
+    split, split_free_spec = _split_apart(spec)
     setting = Setting(
         model=spec.model,
-        data=result.data.name,
+        data=_data_name(result.data.name, spec, split),
         train_size=size if size is not None else result.data.sizes["train"],
         full=size is None,
     )
@@ -126,8 +139,30 @@ def _read(stored: StoredRun) -> Run:
         test_classes=result.test_classes,
         fusion=_fusion(result.fusion_weights or ()),
         zero_shot=result.zero_shot or (),
+        split=split,
+        time_split=result.data.time_split,
+        split_free_spec=split_free_spec,
         **_analysis(result.analysis or {}),
     )
+
+
+def _split_apart(spec: RunSpec) -> tuple[Literal["random", "chronological"], str]:
+    """How the spec asks its data to be split, and the spec as JSON without it (a built-in
+    split by time by default named by the built-in whose rows it splits)."""
+    options = dict(spec.data_options)
+    asked = options.pop("split", "random")
+    options.pop("time_column", None)
+    chronological = asked == "chronological" or spec.data in CHRONOLOGICAL
+    rest = {**spec.to_dict(), "data": CHRONOLOGICAL.get(spec.data, spec.data)}
+    rest["data_options"] = options
+    return ("chronological" if chronological else "random"), json.dumps(rest, sort_keys=True)
+
+
+def _data_name(name: str, spec: RunSpec, split: str) -> str:
+    """The data set's name, marked when a split option (not the name) made it chronological,
+    so its runs are never grouped with those of the same data split at random."""
+    marked = split == "chronological" and spec.data not in CHRONOLOGICAL
+    return f"{name} (chronological)" if marked else name
 
 
 def _fusion(sites: Sequence[SiteWeights]) -> tuple[tuple[str, tuple[float, ...]], ...]:

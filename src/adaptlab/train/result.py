@@ -18,6 +18,7 @@ from typing import Any, cast
 import torch
 import transformers
 
+from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
 from adaptlab.train.classes import ClassCounts
@@ -64,15 +65,16 @@ class EpochRecord:
 
 @dataclass(frozen=True)
 class DataInfo:
-    """The data a run saw: data set name, task, label names, the size of each split, and the
+    """The data a run saw: data set name, task, label names, the size of each split, the
     examples per class of its training sample (None for regression, and in results written
-    before adaptlab recorded them)."""
+    before adaptlab recorded them) and, for data split by time, where the splits were cut."""
 
     name: str
     task: RunTaskKind
     labels: tuple[str, ...]
     sizes: Mapping[str, int]
     train_counts: Mapping[str, int] | None = None
+    time_split: TimeSplit | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -83,11 +85,19 @@ class DataInfo:
         }
         if self.train_counts is not None:
             data["train_counts"] = dict(self.train_counts)
+        if self.time_split is not None:
+            data["time_split"] = {
+                "column": self.time_split.column,
+                "periods": [
+                    {"split": p.split, "first": p.first, "last": p.last}
+                    for p in self.time_split.periods
+                ],
+            }
         return data
 
     @classmethod
     def from_json(cls, data: JsonObject) -> DataInfo:
-        data.refuse_unknown(("name", "task", "labels", "sizes", "train_counts"))
+        data.refuse_unknown(("name", "task", "labels", "sizes", "train_counts", "time_split"))
         task = data.text("task")
         if task not in RUN_TASK_KINDS:
             raise ConfigError(
@@ -100,7 +110,20 @@ class DataInfo:
             labels=data.texts("labels"),
             sizes=data.integers("sizes"),
             train_counts=data.integers("train_counts") if "train_counts" in data else None,
+            time_split=_time_split(data.object("time_split")) if "time_split" in data else None,
         )
+
+
+def _time_split(found: JsonObject) -> TimeSplit:
+    """The stored cut dates of data split by time."""
+    found.refuse_unknown(("column", "periods"))
+    periods = found.objects("periods")
+    for period in periods:
+        period.refuse_unknown(("split", "first", "last"))
+    return TimeSplit(
+        column=found.text("column"),
+        periods=tuple(Period(p.text("split"), p.text("first"), p.text("last")) for p in periods),
+    )
 
 
 @dataclass(frozen=True)

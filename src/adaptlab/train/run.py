@@ -144,6 +144,7 @@ def execute(
                 train_counts=training_counts(
                     dataset.task, dataset.splits["train"], dataset.label_names
                 ),
+                time_split=dataset.time_split,
             ),
             metric=history.metric,
             epochs=tuple(history.epochs),
