@@ -1,20 +1,24 @@
-"""What each method keeps for the backward pass: the bytes of activations autograd saves.
+"""Training memory as tensors, exactly: what autograd saves, and the peak of live tensor bytes.
 
 Peak RSS (`methods_step.py`) is what a user sees, but it moves by several percent from one
-process to the next with the allocator's state. The activations a training step's forward pass
-saves for its backward pass are exact and deterministic, and they are most of what a method
-adds to training memory, so this script counts them for the configurations of
-`methods_step.py` that have a peer (adaptlab's LoRA, DoRA, (IA)3 and prefix tuning against
-PEFT's with the same trainable tensors), beside full fine-tuning.
+process to the next with the allocator's state (freed blocks kept or handed back, fragments).
+Two figures that do not depend on it, for the configurations of `methods_step.py` that have a
+peer (adaptlab's LoRA, DoRA, (IA)3 and prefix tuning against PEFT's with the same trainable
+tensors), beside full fine-tuning, on the benchmark's batch (16 x 128 random tokens, seed 0),
+in train mode (dropout on):
 
-Counted: every tensor autograd saves during one forward pass in train mode (dropout on) on the
-benchmark's batch (16 x 128 random tokens, seed 0), through `saved_tensors_hooks`, each storage
-once, leaving out the model's parameters. Everything runs in this one process on 1 thread; the
-figures do not depend on the machine's load.
+- saved activations: every tensor autograd saves during one forward pass for the backward pass
+  (`saved_tensors_hooks`), each storage once, the model's parameters left out;
+- live peak: the highest total of tensor bytes allocated and not yet freed during one training
+  step (zero_grad, forward, backward, AdamW; the step after a first one, so AdamW's state
+  exists), from the allocations and frees torch's profiler records (`profile_memory`), above
+  what was live when the step began.
+
+Everything runs in this one process on 1 thread; neither figure depends on the machine's load.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/saved_activations.py
+    .venv/bin/python benchmarks/step_memory.py
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ import torch
 from step_harness import configure_threads, make_batch
 from step_worker import SETUPS, load_model
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
-OUT = Path(__file__).resolve().parent / "results" / "saved_activations.json"
+OUT = Path(__file__).resolve().parent / "results" / "step_memory.json"
 PAIRS = ("lora", "dora", "ia3", "prefix")
 
 
@@ -56,11 +61,42 @@ def saved_bytes(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[int, 
     return sum(storages.values()), len(storages)
 
 
+def live_peak_bytes(model: nn.Module, batch: dict[str, torch.Tensor]) -> int:
+    """The most tensor bytes live at once during one AdamW training step, above the start."""
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        model(**batch).loss.backward()
+        optimizer.step()
+
+    step()  # AdamW's state now exists, as in every later step
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+        step()
+    changes = sorted(
+        (event.time_range.end, event.self_cpu_memory_usage)
+        for event in profiler.events()
+        if event.self_cpu_memory_usage
+    )
+    live = peak = 0
+    for _, change in changes:
+        live += change
+        peak = max(peak, live)
+    return peak
+
+
 def measure(config: methods_step.Config, folder: Path, batch: dict[str, Any]) -> dict[str, Any]:
-    """One configuration's saved activations."""
+    """One configuration's saved activations and live peak."""
     model, _ = SETUPS[config.framework](load_model(str(folder)), config.method, config.options)
     total, count = saved_bytes(model, batch)
-    return {"key": config.key, "label": config.label, "saved_mb": total / 1e6, "storages": count}
+    return {
+        "key": config.key,
+        "label": config.label,
+        "saved_mb": total / 1e6,
+        "storages": count,
+        "live_peak_mb": live_peak_bytes(model, batch) / 1e6,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,16 +113,26 @@ def main(argv: list[str] | None = None) -> int:
     for name in PAIRS:
         rows += [measure(ours[name], folder, batch), measure(peers[name], folder, batch)]
     by_key = {row["key"]: row for row in rows}
-    lines = [f"{'configuration':16} {'saved MB':>9} {'storages':>9} {'adaptlab / peft':>16}"]
+    lines = [
+        f"{'configuration':16} {'saved MB':>9} {'storages':>9} {'live peak MB':>13} "
+        f"{'saved / peft':>13} {'peak / peft':>12}"
+    ]
     for row in rows:
         name = row["key"].split(":")[1]
-        ratio = ""
+        ratios = ["", ""]
         if row["key"].startswith("adaptlab:") and name in PAIRS:
-            ratio = f"{row['saved_mb'] / by_key[f'peft:{name}']['saved_mb']:.3f}"
-        lines.append(f"{row['label']:16} {row['saved_mb']:9.1f} {row['storages']:9d} {ratio:>16}")
+            peer = by_key[f"peft:{name}"]
+            ratios = [
+                f"{row['saved_mb'] / peer['saved_mb']:.3f}",
+                f"{row['live_peak_mb'] / peer['live_peak_mb']:.3f}",
+            ]
+        lines.append(
+            f"{row['label']:16} {row['saved_mb']:9.1f} {row['storages']:9d} "
+            f"{row['live_peak_mb']:13.1f} {ratios[0]:>13} {ratios[1]:>12}"
+        )
     print("\n".join(lines))
     report = {
-        "benchmark": "saved_activations",
+        "benchmark": "step_memory",
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": [Path(sys.executable).name, *sys.argv],
         "settings": {"batch_size": 16, "seq_len": 128, "seed": 0, "threads": 1},
