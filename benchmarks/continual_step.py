@@ -66,7 +66,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from methods_step import CORES, FOREIGN_CPU_LIMIT, clean_steps, wait_for_quiet, worker_env
+from methods_step import (
+    CORES,
+    FOREIGN_CPU_LIMIT,
+    add_worker_options,
+    clean_steps,
+    step_summary,
+    wait_for_quiet,
+    worker_env,
+)
 from step_harness import configure_threads, make_batch, system_busy_seconds
 from step_worker import set_priority
 from torch import nn
@@ -335,8 +343,6 @@ def summarise(config: Config, results: list[dict[str, Any]], needed: int) -> dic
     if not ok:
         row["error"] = results[-1]["error"] if results else "not run"
         return row
-    clean = [t for r in ok for t in clean_steps(r)]
-    every = [t for r in ok for t in r["measurement"]["step_seconds"]]
     first = ok[0]
     sizes = first["stage_sizes"]
     begin, begin_contended = one_off_seconds([r["begin"] for r in ok])
@@ -345,14 +351,7 @@ def summarise(config: Config, results: list[dict[str, Any]], needed: int) -> dic
         strategy_config=first["strategy_config"],
         method_config=first["method_config"],
         trainable=first["trainable"],
-        step_ms=1000 * statistics.median(clean if len(clean) >= needed else every),
-        contended=len(clean) < needed,
-        clean_steps=len(clean),
-        timed_steps=len(every),
-        step_ms_by_run={
-            r["round"]: 1000 * statistics.median(clean_steps(r) or r["measurement"]["step_seconds"])
-            for r in ok
-        },
+        **step_summary(ok, needed),
         begin_s=begin,
         begin_contended=begin_contended,
         begin_ms_per_example=1000 * begin / sizes[1],
@@ -476,20 +475,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=count, default=16)
     parser.add_argument("--seq-len", type=count, default=128)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--retries", type=int, default=2, help="re-measure passes (default 2)")
-    parser.add_argument(
-        "--max-wait",
-        type=float,
-        default=20.0,
-        help="max s to wait for a quiet machine before each run, unless --nice < 0 (default 20)",
-    )
-    parser.add_argument(
-        "--nice",
-        type=int,
-        default=0,
-        help="run workers at this niceness; on a shared machine a negative value (needs root) "
-        "keeps other processes off the measured steps (default 0)",
-    )
+    add_worker_options(parser)
     parser.add_argument("--project-examples", type=count, default=1000)
     parser.add_argument("--project-epochs", type=count, default=3)
     parser.add_argument(

@@ -474,6 +474,23 @@ def measure_all(
 # ---------------------------------------------------------------------------------------------
 
 
+def step_summary(ok: list[dict[str, Any]], min_clean: int) -> dict[str, Any]:
+    """The step-time fields of a row from its successful runs: the median over their clean
+    steps (over every step, marked contended, when fewer than `min_clean` are clean)."""
+    clean = [t for r in ok for t in clean_steps(r)]
+    every = [t for r in ok for t in r["measurement"]["step_seconds"]]
+    return {
+        "step_ms": 1000 * statistics.median(clean if len(clean) >= min_clean else every),
+        "contended": len(clean) < min_clean,
+        "clean_steps": len(clean),
+        "timed_steps": len(every),
+        "step_ms_by_run": {
+            r["round"]: 1000 * statistics.median(clean_steps(r) or r["measurement"]["step_seconds"])
+            for r in ok
+        },
+    }
+
+
 def summarise(config: Config, results: list[dict[str, Any]], min_clean: int) -> dict[str, Any]:
     """Pooled medians of one configuration over its rounds (clean steps when there are enough)."""
     ok = [r for r in results if "error" not in r]
@@ -494,8 +511,6 @@ def summarise(config: Config, results: list[dict[str, Any]], min_clean: int) -> 
             train_loss=ok[0]["train_loss"],
         )
         return row
-    clean = [t for r in ok for t in clean_steps(r)]
-    every = [t for r in ok for t in r["measurement"]["step_seconds"]]
     first = ok[0]
     row.update(
         trainable=first["trainable"],
@@ -505,14 +520,7 @@ def summarise(config: Config, results: list[dict[str, Any]], min_clean: int) -> 
         peer_default_trainable=first.get("peer_default_trainable"),
         extra_trainable=first.get("extra_trainable"),
         params_without_grad=first["params_without_grad"],
-        step_ms=1000 * statistics.median(clean if len(clean) >= min_clean else every),
-        contended=len(clean) < min_clean,
-        clean_steps=len(clean),
-        timed_steps=len(every),
-        step_ms_by_run={
-            r["round"]: 1000 * statistics.median(clean_steps(r) or r["measurement"]["step_seconds"])
-            for r in ok
-        },
+        **step_summary(ok, min_clean),
         peak_mb=statistics.median(r["measurement"]["peak_delta_bytes"] for r in ok) / 2**20,
         peak_mb_by_run={r["round"]: r["measurement"]["peak_delta_bytes"] / 2**20 for r in ok},
         baseline_rss_mb=statistics.median(r["measurement"]["baseline_rss_bytes"] for r in ok)
@@ -753,6 +761,24 @@ def format_checks(checks: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def add_worker_options(parser: argparse.ArgumentParser) -> None:
+    """--retries, --max-wait and --nice: how workers are re-run, waited for and prioritised."""
+    parser.add_argument("--retries", type=int, default=2, help="re-measure passes (default 2)")
+    parser.add_argument(
+        "--max-wait",
+        type=float,
+        default=20.0,
+        help="max s to wait for a quiet machine before each run, unless --nice < 0 (default 20)",
+    )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="run workers at this niceness; on a shared machine a negative value (needs root) "
+        "keeps other processes off the measured steps (default 0)",
+    )
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -795,20 +821,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="steady: workers' glibc malloc keeps freed memory (no page-fault churn between "
         "steps); default: glibc as shipped (default steady)",
     )
-    parser.add_argument("--retries", type=int, default=2, help="re-measure passes (default 2)")
-    parser.add_argument(
-        "--max-wait",
-        type=float,
-        default=20.0,
-        help="max s to wait for a quiet machine before each run, unless --nice < 0 (default 20)",
-    )
-    parser.add_argument(
-        "--nice",
-        type=int,
-        default=0,
-        help="run workers at this niceness; on a shared machine a negative value (needs root) "
-        "keeps other processes off the measured steps (default 0)",
-    )
+    add_worker_options(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     return parser.parse_args(argv)
 
