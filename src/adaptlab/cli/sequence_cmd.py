@@ -31,6 +31,13 @@ def sequence(
         ),
     ],
     out: Annotated[Path, typer.Option(help=f"Folder to write ({SEQUENCE_FILE}).")],
+    objective: Annotated[
+        str,
+        typer.Option(
+            help="classification (a head per labelled stage, accuracy) or causal-lm (lifelong "
+            "pretraining: each stage a corpus, held-out perplexity)."
+        ),
+    ] = "classification",
     strategy: Annotated[
         str,
         typer.Option(
@@ -80,7 +87,9 @@ def sequence(
     """Train one model through data sets in order and test every stage after each.
 
     Each stage gets a new head; the score matrix is printed with average score, BWT, FWT and
-    forgetting.
+    forgetting. With --objective causal-lm the model is a causal LM (e.g. smollm2-135m) trained
+    on each stage's text in turn, and the matrix holds held-out perplexities (strategies
+    sequential, replay, kd-logit, adapter-per-stage).
 
     Strategies: sequential (keep training one adapter), replay (-s rate=0.01: earlier
     examples per new one), kd-logit (-s weight=1.0 -s temperature=2.0), kd-representation
@@ -92,6 +101,10 @@ def sequence(
         adaptlab sequence --model minilm-l6 --stages reuters-r8,20newsgroups \\
             --method houlsby --strategy replay -s rate=0.01 --train-size 1000 \\
             --test-size 500 --epochs 3 --out runs/seq-replay
+
+        adaptlab sequence --objective causal-lm --model smollm2-135m \\
+            --stages reuters-r8,20newsgroups --method lora --strategy kd-logit \\
+            --train-size 500 --test-size 200 --epochs 1 --max-length 64 --out runs/lm-kd
     """
     spec = SequenceSpec.build(
         model,
@@ -110,6 +123,7 @@ def sequence(
         ),
         device=device,
         single_stage=single_stage,
+        objective=objective,
     )
     result = run_sequence(spec, out, progress=progress, overwrite=overwrite)
     show(result)

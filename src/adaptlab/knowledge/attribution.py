@@ -125,8 +125,11 @@ def token_attribution(
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
         raise ConfigError(f"max_rows must be a whole number of at least 1, got {max_rows!r}")
     goal = DEFAULT_TOLERANCE if tolerance is None else tolerance
-    integrals = {layer: path_integral(rule, steps) for layer in chosen}
     prompt = _prompt(lm, query)
+    # With the prompt cached a row is one position and a pass mostly reads the weights: fewer
+    # passes with more rows each (the adaptive rule's lookahead) cost less.
+    cached = prompt.past is not None
+    integrals = {layer: path_integral(rule, steps, lookahead=cached) for layer in chosen}
     activations = lm.ffn_out[0].weight.new_zeros(lm.num_layers, lm.num_neurons)
     probability = 0.0
     while needed := {layer: nodes for layer, i in integrals.items() if (nodes := i.pending())}:

@@ -12,6 +12,11 @@ it needs, receives h (and P) there, and may ask for more.
   α = 1 is the unmodified row); a layer whose P(α) changes abruptly (SmolLM2's layer 0
   switches the answer on over a short stretch of α) is refined where it does. A fixed rule of
   few nodes (Gauss-Legendre, say) is exact on smooth layers too, but misses such a switch.
+  With `lookahead`, every interval still open is also given the nodes of the rule it would
+  move to next, so an interval that fails moves two rules on per pass over the model; the
+  same intervals are accepted with the same sums, at the price of nodes that may go unused.
+  It pays where a pass costs far more than a row: a causal LM with its prompt cached, whose
+  rows are one position each, so that a pass mostly reads the weights.
 """
 
 from __future__ import annotations
@@ -123,6 +128,11 @@ class _Interval:
         width = self.end - self.start
         return [self.start + width * x for x in self.rule.nodes[:-1]] + [self.end]
 
+    def final(self, max_depth: int) -> bool:
+        """Whether the interval is accepted whatever its error (the last rule, at the depth
+        limit)."""
+        return self.depth >= max_depth and self.level == len(_LEVELS) - 1
+
     def next(self) -> list[_Interval]:
         """The same interval under the next rule, or its two halves after the last rule."""
         if self.level + 1 < len(_LEVELS):
@@ -148,6 +158,7 @@ class AdaptiveLobatto:
     """
 
     max_depth: int = MAX_DEPTH
+    lookahead: bool = False
     _samples: dict[float, torch.Tensor] = field(default_factory=dict)
     _probabilities: dict[float, float] = field(default_factory=dict)
     _open: list[_Interval] = field(default_factory=lambda: [_Interval(0.0, 1.0, 0)])
@@ -155,36 +166,44 @@ class AdaptiveLobatto:
 
     def pending(self) -> list[float]:
         wanted = {a for interval in self._open for a in interval.nodes()}
+        if self.lookahead:
+            for interval in self._open:
+                if not interval.final(self.max_depth):
+                    wanted.update(a for ahead in interval.next() for a in ahead.nodes())
         return sorted(wanted - self._samples.keys())
 
     def add(self, alphas: list[float], values: torch.Tensor, probabilities: list[float]) -> None:
         self._samples.update(zip(alphas, values, strict=True))
         self._probabilities.update(zip(alphas, probabilities, strict=True))
         for interval in self._open:
-            if interval.integral is None and all(a in self._samples for a in interval.nodes()):
-                samples = torch.stack([self._samples[a] for a in interval.nodes()])
-                width = interval.end - interval.start
-                integral = width * (_tensor(interval.rule.weights, samples) @ samples)
-                lower = width * (_tensor(interval.rule.lower, samples) @ samples)
-                change = self._probabilities[interval.end] - self._probabilities[interval.start]
-                interval.integral = integral
-                interval.error = max(
-                    float((integral - lower).norm()), abs(float(integral.sum()) - change)
-                )
+            self._evaluate(interval)
 
     def refine(self, tolerance: float) -> None:
-        still_open = []
-        for interval in self._open:
+        queue, self._open = list(self._open), []
+        while queue:
+            interval = queue.pop(0)
             width = interval.end - interval.start
             if interval.integral is None:
-                still_open.append(interval)
-            elif interval.error <= tolerance * width or (
-                interval.depth >= self.max_depth and interval.level == len(_LEVELS) - 1
-            ):
+                self._open.append(interval)
+            elif interval.error <= tolerance * width or interval.final(self.max_depth):
                 self._accepted.append(interval)
             else:
-                still_open.extend(interval.next())
-        self._open = still_open
+                following = interval.next()
+                for ahead in following:
+                    self._evaluate(ahead)  # where the lookahead sampled its nodes already
+                queue.extend(following)
+
+    def _evaluate(self, interval: _Interval) -> None:
+        """The interval's sum and error estimate, once every one of its nodes has a value."""
+        if interval.integral is not None or not all(a in self._samples for a in interval.nodes()):
+            return
+        samples = torch.stack([self._samples[a] for a in interval.nodes()])
+        width = interval.end - interval.start
+        integral = width * (_tensor(interval.rule.weights, samples) @ samples)
+        lower = width * (_tensor(interval.rule.lower, samples) @ samples)
+        change = self._probabilities[interval.end] - self._probabilities[interval.start]
+        interval.integral = integral
+        interval.error = max(float((integral - lower).norm()), abs(float(integral.sum()) - change))
 
     def value(self) -> torch.Tensor:
         parts = [i.integral for i in (*self._accepted, *self._open) if i.integral is not None]
@@ -196,11 +215,14 @@ def _tensor(values: tuple[float, ...], like: torch.Tensor) -> torch.Tensor:
     return torch.tensor(values, dtype=like.dtype, device=like.device)
 
 
-def path_integral(rule: str = DEFAULT_RULE, steps: int | None = None) -> PathIntegral:
-    """A new integral by rule name; `steps` is the Riemann sum's m (the adaptive rule has none)."""
+def path_integral(
+    rule: str = DEFAULT_RULE, steps: int | None = None, *, lookahead: bool = False
+) -> PathIntegral:
+    """A new integral by rule name; `steps` is the Riemann sum's m (the adaptive rule has none),
+    `lookahead` the adaptive rule's (`AdaptiveLobatto`)."""
     check_rule(rule, steps)
     if rule == "adaptive":
-        return AdaptiveLobatto()
+        return AdaptiveLobatto(lookahead=lookahead)
     return riemann(DEFAULT_STEPS if steps is None else steps)
 
 

@@ -1,7 +1,8 @@
-"""The report's continual-learning section: per strategy of a sequence study, the accuracy
+"""The report's continual-learning section: per strategy of a sequence study, the score
 matrix R (mean over seeds) as a heat map, and a table of its scores with their spread.
 
-R[i][j] is the accuracy on stage j's test set after training stage i. The scores are those of
+R[i][j] is the accuracy on stage j's test set after training stage i (the held-out perplexity
+of corpus j, for a causal-LM sequence). The scores are those of
 `adaptlab.train.continual.metrics` (docs/continual.md): average (GEM's ACC), backward
 transfer (GEM's BWT), forward transfer against each stage trained alone (when the study asked
 for `single_stage: true`) and the average forgetting (Chaudhry et al. 2018), each a mean over
@@ -22,11 +23,13 @@ from adaptlab.study.store import StoredSequence
 from adaptlab.train.continual import SequenceResult
 
 LEAD = (
-    "Each strategy's accuracy matrix, mean over seeds: row i is the model after training "
-    "stage i, column j its accuracy on stage j's test set. Cells above the diagonal test a head "
-    "not trained yet (chance level). Below: average accuracy after the last stage, backward "
+    "Each strategy's score matrix, mean over seeds: row i is the model after training stage i, "
+    "column j its score on stage j's test set (accuracy; held-out perplexity for a causal-LM "
+    "sequence, lower is better). For classification, cells above the diagonal test a head not "
+    "trained yet (chance level). Below: the average score after the last stage, backward "
     "transfer (BWT, negative = forgetting), forward transfer against each stage trained alone "
-    "(FWT) and the average forgetting, each mean ± std over seeds (docs/continual.md)."
+    "(FWT) and the average forgetting (positive = lost), each mean ± std over seeds, in the "
+    "metric's units (docs/continual.md)."
 )
 
 
@@ -38,6 +41,10 @@ class Arm:
     label: str
     stages: tuple[str, ...]
     results: tuple[SequenceResult, ...]
+
+    @property
+    def metric(self) -> str:
+        return self.results[0].metric
 
     def mean_matrix(self) -> list[list[float]]:
         """R averaged cell by cell over the seeds."""
@@ -82,16 +89,20 @@ def continual(sequences: Sequence[StoredSequence]) -> Html:
     for setting in dict.fromkeys(arm.setting for arm in found):
         mine = [arm for arm in found if arm.setting == setting]
         rows = [[arm.label, len(arm.results), *arm.score_cells()] for arm in mine]
+        metric = fmt.metric(mine[0].metric)
         parts += [
             tag("h3", setting),
-            table(["method · strategy", "seeds", "average", "BWT", "FWT", "forgetting"], rows),
+            table(
+                ["method · strategy", "seeds", f"average {metric}", "BWT", "FWT", "forgetting"],
+                rows,
+            ),
         ]
         parts += [
             figure(
-                plots.accuracy_matrix(arm.mean_matrix(), arm.stages, arm.label),
-                f"accuracy matrix of {arm.label}",
-                f"{arm.label}: accuracy after each stage (rows) on each stage (columns), "
-                f"mean of {len(arm.results)} seed{'s' if len(arm.results) > 1 else ''}",
+                plots.score_matrix(arm.mean_matrix(), arm.stages, arm.label, arm.metric),
+                f"{arm.metric} matrix of {arm.label}",
+                f"{arm.label}: {fmt.metric(arm.metric)} after each stage (rows) on each stage "
+                f"(columns), mean of {len(arm.results)} seed{'s' if len(arm.results) > 1 else ''}",
             )
             for arm in mine
         ]
@@ -126,8 +137,9 @@ def _setting(result: SequenceResult) -> str:
     spec = result.spec
     size = "all" if spec.train_size is None else f"{spec.train_size:,}"
     stages = " → ".join(stage.name for stage in result.stages)
+    unit = "documents" if spec.objective == "causal-lm" else "examples"
     return (
-        f"{Path(spec.model).name} · {stages} · {size} examples per stage · "
+        f"{Path(spec.model).name} · {stages} · {size} {unit} per stage · "
         f"lr {fmt.rate(spec.learning_rate())}"
     )
 

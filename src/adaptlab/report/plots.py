@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
+from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.typing import RcKeyType
@@ -20,6 +21,7 @@ from matplotlib.typing import RcKeyType
 from adaptlab.analysis.plots import fusion_figure
 from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import Cell, MeanCurve
+from adaptlab.train.continual.metrics import LOWER_IS_BETTER
 
 _STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "path",
@@ -278,24 +280,31 @@ def encode(fig: Figure) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def accuracy_matrix(matrix: Sequence[Sequence[float]], stages: Sequence[str], title: str) -> str:
+def score_matrix(
+    matrix: Sequence[Sequence[float]], stages: Sequence[str], title: str, metric: str
+) -> str:
     """A continual-learning matrix as a heat map: rows after stage i, columns tested on stage
-    j, each cell written out; cells above the diagonal (heads not trained yet) are paler."""
+    j, each cell written out; cells above the diagonal (not trained yet) are paler. Accuracy
+    is coloured on [0, 1]; perplexity on a log scale, the lowest brightest."""
     size = len(stages)
+    lower_better = metric in LOWER_IS_BETTER
+    values = [value for row in matrix for value in row]
+    norm = LogNorm(min(values), max(values) * 1.0001) if lower_better else Normalize(0.0, 1.0)
     with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
         fig = Figure(figsize=(1.4 * size + 2.6, 1.0 * size + 1.4), layout="constrained")
         ax = fig.add_subplot()
-        image = ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=1.0)
+        image = ax.imshow(matrix, cmap="viridis_r" if lower_better else "viridis", norm=norm)
         for i in range(size):
             for j in range(size):
                 value = matrix[i][j]
+                bright = 1 - norm(value) if lower_better else norm(value)
                 ax.text(
                     j,
                     i,
-                    fmt.score(value),
+                    f"{value:.1f}" if lower_better else fmt.score(value),
                     ha="center",
                     va="center",
-                    color="black" if value > 0.6 else "white",
+                    color="black" if bright > 0.6 else "white",
                     alpha=0.55 if j > i else 1.0,
                 )
         names = [plain(name) for name in stages]
@@ -303,5 +312,5 @@ def accuracy_matrix(matrix: Sequence[Sequence[float]], stages: Sequence[str], ti
         ax.set_yticks(range(size), [f"after {name}" for name in names])
         ax.set_xlabel("tested on")
         ax.set_title(plain(title))
-        fig.colorbar(image, ax=ax, label="accuracy", shrink=0.8)
+        fig.colorbar(image, ax=ax, label=plain(fmt.metric(metric)), shrink=0.8)
         return encode(fig)

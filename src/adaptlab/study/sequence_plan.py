@@ -87,6 +87,7 @@ def plan_sequences(spec: StudySpec, base: Path) -> list[PlannedSequence]:
                 device=spec.device,
                 single_stage=spec.single_stage,
                 stage_options=options if any(options) else (),
+                objective=spec.objective,
             )
             planned.append(
                 PlannedSequence(

@@ -182,10 +182,11 @@ class SequenceProgress(StudyProgress):
 
     def stage_done(self, run: PlannedSequence, index: int, outcome: StageOutcome) -> None:
         record = outcome.record
-        row = " ".join(f"{score:.3f}" for score in outcome.row("accuracy")[: index + 1])
+        metric = run.spec.metric
+        row = " ".join(f"{score:.3f}" for score in outcome.row(metric)[: index + 1])
         self._say(
             f"  stage {index + 1}/{len(run.spec.stages)} {escape(record.name)} in "
-            f"{format_duration(record.seconds)}: accuracy on stages 1-{index + 1}: {row}"
+            f"{format_duration(record.seconds)}: {metric} on stages 1-{index + 1}: {row}"
         )
 
     def sequence_finished(self, outcome: SequenceOutcome) -> None:

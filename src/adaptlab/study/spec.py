@@ -46,6 +46,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.study.analysis import AnalysisName
 from adaptlab.study.yamlfile import YamlDocument, read_yaml
+from adaptlab.train.continual.spec import LM_STRATEGIES, Objective
 from adaptlab.train.continual.strategy import StrategyConfig, strategy_config
 from adaptlab.train.metrics import METRICS
 
@@ -331,6 +332,7 @@ class StudySpec(_Strict):
     description: str = ""
     models: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
     data: list[DataEntry] = []
+    objective: Objective = "classification"
     sequence: list[DataEntry] = []
     methods: Annotated[list[MethodEntry], Field(min_length=1)]
     strategies: list[StrategyEntry] = []
@@ -364,8 +366,9 @@ class StudySpec(_Strict):
                 "sets in order), not both"
             )
         _refuse_repeats(entry.source for entry in values)
-        for entry in values:
-            _check_stage(entry)
+        if info.data.get("objective") == "classification":
+            for entry in values:
+                _check_stage(entry)
         return values
 
     @field_validator("strategies", "test_size", "single_stage")
@@ -389,7 +392,17 @@ class StudySpec(_Strict):
 
     @field_validator("strategies")
     @classmethod
-    def _distinct_strategies(cls, values: list[StrategyEntry]) -> list[StrategyEntry]:
+    def _distinct_strategies(
+        cls, values: list[StrategyEntry], info: ValidationInfo
+    ) -> list[StrategyEntry]:
+        if info.data.get("objective") == "causal-lm":
+            for entry in values:
+                name = entry.strategy[0]
+                if name not in LM_STRATEGIES:
+                    raise ValueError(
+                        f"strategy {name} is for classification sequences; objective: "
+                        f"causal-lm takes {', '.join(LM_STRATEGIES)}"
+                    )
         labels = [entry.display_label for entry in values]
         for index, label in enumerate(labels):
             if label in labels[:index]:
@@ -407,6 +420,8 @@ class StudySpec(_Strict):
             )
         if self.sequence and not self.strategies:
             raise ValueError("sequence: needs strategies:, e.g. strategies: [sequential, replay]")
+        if self.objective != "classification" and not self.sequence:
+            raise ValueError("objective is for a sequence study; it needs sequence:")
         if self.sequence:
             for entry in self.methods:
                 if entry.references or [name for name, _ in entry.method] == ["fusion"]:

@@ -1,5 +1,6 @@
-"""Continual-learning scores of an accuracy matrix R, where R[i][j] is the score on stage j's
-test set after training stage i (stages counted from 0; higher is better).
+"""Continual-learning scores of a score matrix R, where R[i][j] is the score on stage j's
+test set after training stage i (stages counted from 0): accuracy for classification stages,
+perplexity for language-modelling stages.
 
 Definitions (T stages):
 
@@ -14,6 +15,11 @@ Definitions (T stages):
 - forgetting of stage j after the last stage (Chaudhry et al. 2018, RWalk, "forgetting
   measure"): f_j = max over l < T-1 of R[l][j] - R[T-1][j], for j < T-1 (the best score the
   stage ever had, minus the final one); its mean is the average forgetting.
+
+For a metric where lower is better (perplexity), every difference is taken the other way round
+(`gain`: -1), so the signs read the same for every metric: a negative BWT or FWT is a loss, a
+positive forgetting is what was lost (f_j = R[T-1][j] - the lowest earlier R[l][j]), each in the
+metric's own units. The average stays the plain mean.
 """
 
 from __future__ import annotations
@@ -24,6 +30,14 @@ from dataclasses import dataclass
 from adaptlab.errors import ConfigError
 
 Matrix = Sequence[Sequence[float]]
+
+LOWER_IS_BETTER = frozenset({"perplexity"})
+"""Matrix metrics where a smaller value is the better one."""
+
+
+def gain(metric: str) -> int:
+    """+1 where higher is better, -1 where lower is (`LOWER_IS_BETTER`)."""
+    return -1 if metric in LOWER_IS_BETTER else 1
 
 
 @dataclass(frozen=True)
@@ -73,23 +87,24 @@ def average_score(matrix: Matrix) -> float:
     return sum(last) / len(last)
 
 
-def backward_transfer(matrix: Matrix) -> float | None:
-    """GEM's BWT: mean of R[T-1][j] - R[j][j] over j < T-1 (None for one stage)."""
+def backward_transfer(matrix: Matrix, sign: int = 1) -> float | None:
+    """GEM's BWT: mean of R[T-1][j] - R[j][j] over j < T-1, times `sign` (`gain`: -1 for a
+    lower-is-better metric); None for one stage."""
     stages = check_matrix(matrix)
     if stages < 2:
         return None
     last = matrix[-1]
-    return sum(last[j] - matrix[j][j] for j in range(stages - 1)) / (stages - 1)
+    return sign * sum(last[j] - matrix[j][j] for j in range(stages - 1)) / (stages - 1)
 
 
-def forward_transfer(matrix: Matrix, single: Sequence[float]) -> float | None:
-    """Mean of R[j][j] - single[j] over j >= 1: what the earlier stages did for stage j
-    compared with training on it alone (None for one stage)."""
+def forward_transfer(matrix: Matrix, single: Sequence[float], sign: int = 1) -> float | None:
+    """Mean of R[j][j] - single[j] over j >= 1, times `sign`: what the earlier stages did for
+    stage j compared with training on it alone (None for one stage)."""
     stages = check_matrix(matrix)
     _check_reference(single, stages, "single-stage scores")
     if stages < 2:
         return None
-    return sum(matrix[j][j] - single[j] for j in range(1, stages)) / (stages - 1)
+    return sign * sum(matrix[j][j] - single[j] for j in range(1, stages)) / (stages - 1)
 
 
 def gem_forward_transfer(matrix: Matrix, initial: Sequence[float]) -> float | None:
@@ -102,8 +117,9 @@ def gem_forward_transfer(matrix: Matrix, initial: Sequence[float]) -> float | No
     return sum(matrix[j - 1][j] - initial[j] for j in range(1, stages)) / (stages - 1)
 
 
-def forgetting(matrix: Matrix) -> tuple[float, ...]:
-    """Chaudhry et al. (2018): per stage j < T-1, max over l < T-1 of R[l][j] minus R[T-1][j].
+def forgetting(matrix: Matrix, sign: int = 1) -> tuple[float, ...]:
+    """Chaudhry et al. (2018): per stage j < T-1, max over l < T-1 of R[l][j] minus R[T-1][j]
+    (with `sign` -1: R[T-1][j] minus the min, for a lower-is-better metric).
 
     Only rows l >= j count: before stage j was trained its score says nothing of what was
     learnt.
@@ -111,17 +127,22 @@ def forgetting(matrix: Matrix) -> tuple[float, ...]:
     stages = check_matrix(matrix)
     last = matrix[-1]
     return tuple(
-        max(matrix[row][j] for row in range(j, stages - 1)) - last[j] for j in range(stages - 1)
+        max(sign * matrix[row][j] for row in range(j, stages - 1)) - sign * last[j]
+        for j in range(stages - 1)
     )
 
 
-def summarize(matrix: Matrix, single: Sequence[float] | None = None) -> ContinualScores:
-    """Every score of `matrix`; forward transfer only when single-stage scores are given."""
+def summarize(
+    matrix: Matrix, single: Sequence[float] | None = None, metric: str = "accuracy"
+) -> ContinualScores:
+    """Every score of `matrix` of `metric`; forward transfer only when single-stage scores are
+    given."""
+    sign = gain(metric)
     return ContinualScores(
         average=average_score(matrix),
-        backward_transfer=backward_transfer(matrix),
-        forward_transfer=None if single is None else forward_transfer(matrix, single),
-        forgetting=forgetting(matrix),
+        backward_transfer=backward_transfer(matrix, sign),
+        forward_transfer=None if single is None else forward_transfer(matrix, single, sign),
+        forgetting=forgetting(matrix, sign),
     )
 
 

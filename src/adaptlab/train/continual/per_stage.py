@@ -31,10 +31,20 @@ class AdapterPerStage(Strategy):
     """Train stage k's own adapter `stage-k`; test stage j with `stage-j`."""
 
     def adapter_name(self, stage: int) -> str:
-        return f"stage-{stage}"
+        return stage_adapter(stage)
 
     def route(self, model: nn.Module, stage: int, trained: int) -> None:
-        set_active(model, self.adapter_name(min(stage, trained)))
+        route_to_stage(model, stage, trained)
+
+
+def stage_adapter(stage: int) -> str:
+    """The name of stage `stage`'s own adapter."""
+    return f"stage-{stage}"
+
+
+def route_to_stage(model: nn.Module, stage: int, trained: int) -> None:
+    """Run stage `stage`'s adapter, or the last one trained (`trained`) for a later stage."""
+    set_active(model, stage_adapter(min(stage, trained)))
 
 
 register_strategy(

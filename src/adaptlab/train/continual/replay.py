@@ -50,15 +50,23 @@ class Replay(Strategy):
         self._seen = 0
 
     def replayed(self, run: StageRun, new_rows: int, generator: torch.Generator) -> list[Row]:
-        rate = self.config.rate
-        due = math.floor(rate * (self._seen + new_rows)) - math.floor(rate * self._seen)
-        self._seen += new_rows
         sizes = [len(stage.train) for stage in run.stages[: run.index]]
-        total = sum(sizes)
-        if due == 0 or total == 0:
-            return []
-        picks = torch.randint(total, (due,), generator=generator).tolist()
-        return [_locate(pick, sizes) for pick in picks]
+        rows = replay_rows(self.config.rate, self._seen, new_rows, sizes, generator)
+        self._seen += new_rows
+        return rows
+
+
+def replay_rows(
+    rate: float, seen: int, new_rows: int, sizes: list[int], generator: torch.Generator
+) -> list[Row]:
+    """The earlier examples due with `new_rows` new ones after `seen` (the module's rule),
+    drawn uniformly with replacement from earlier stages of `sizes` training examples."""
+    due = math.floor(rate * (seen + new_rows)) - math.floor(rate * seen)
+    total = sum(sizes)
+    if due == 0 or total == 0:
+        return []
+    picks = torch.randint(total, (due,), generator=generator).tolist()
+    return [_locate(pick, sizes) for pick in picks]
 
 
 def _locate(position: int, sizes: list[int]) -> Row:

@@ -159,11 +159,26 @@ class SequenceResult:
             metric=metric,
             matrix=matrix,
             tests=tuple(outcome.tests for outcome in outcomes),
-            scores=summarize(matrix, single),
+            scores=summarize(matrix, single, metric),
             versions=Versions.from_json(result.object("versions")),
             single_stage=single,
             wall_seconds=result.optional_number("wall_seconds"),
         )
+
+
+def sequence_result(spec: SequenceSpec, outcomes: list[StageOutcome]) -> SequenceResult:
+    """The result of `spec`'s finished stages, its matrix (of `spec.metric`) summarised."""
+    metric = spec.metric
+    matrix = tuple(outcome.row(metric) for outcome in outcomes)
+    return SequenceResult(
+        spec=spec,
+        stages=tuple(outcome.record for outcome in outcomes),
+        metric=metric,
+        matrix=matrix,
+        tests=tuple(outcome.tests for outcome in outcomes),
+        scores=summarize(matrix, metric=metric),
+        versions=Versions.current(),
+    )
 
 
 def _list(result: JsonObject, key: str) -> list[Any]:

@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -22,26 +22,27 @@ from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.data.splits import strata_order, stratum, systematic_pick
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.fileio import publish_folder, staging_folder
-from adaptlab.methods import add_adapter, list_adapters, train_adapter
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.heads import StageHeads
+from adaptlab.train.continual.lm_run import StageDone, train_text_sequence
+from adaptlab.train.continual.lm_stages import stage_corpus
 from adaptlab.train.continual.metrics import summarize
-from adaptlab.train.continual.result import SequenceResult, StageOutcome, StageRecord
+from adaptlab.train.continual.result import (
+    SequenceResult,
+    StageOutcome,
+    StageRecord,
+    sequence_result,
+)
 from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import StageData, StageRun
-from adaptlab.train.continual.strategy import SequentialConfig, Strategy, make_strategy
+from adaptlab.train.continual.stages import StageData, StageRun, use_stage_adapter
+from adaptlab.train.continual.strategy import SequentialConfig, make_strategy
 from adaptlab.train.evaluate import evaluate
-from adaptlab.train.metrics import PRIMARY_METRIC
-from adaptlab.train.result import Versions
 
 SEQUENCE_FILE = "sequence.json"
-
-StageDone = Callable[[int, StageOutcome], None]
-"""Called after each stage is trained and tested (and checkpointed): its index and outcome."""
 
 
 def run_sequence(
@@ -67,11 +68,14 @@ def run_sequence(
         raise ConfigError(f"{out_path} exists; pick another --out or pass --overwrite")
     device = torch_device(spec.device)
     resolve_model(spec.model)
-    datasets = [
-        stage_dataset(name, spec, spec.options_of(index)) for index, name in enumerate(spec.stages)
+    text = spec.objective == "causal-lm"
+    load = stage_corpus if text else stage_dataset
+    datasets: list[Any] = [
+        load(name, spec, spec.options_of(index)) for index, name in enumerate(spec.stages)
     ]
+    trainer = train_text_sequence if text else _train_sequence
     saved = SequenceCheckpoint.open(checkpoint, spec) if checkpoint is not None else None
-    result = _train_sequence(spec, datasets, device, progress, saved, on_stage)
+    result = trainer(spec, datasets, device, progress, saved, on_stage)
     if spec.single_stage and len(datasets) > 1:
         alone = [result.matrix[0][0], *(saved.single_stage if saved else [])]
         for index in range(len(alone), len(datasets)):
@@ -80,13 +84,14 @@ def run_sequence(
             if single_scores is not None and key in single_scores:
                 alone.append(single_scores[key])
             else:
-                trained = _train_sequence(single, [datasets[index]], device, progress)
+                trained = trainer(single, [datasets[index]], device, progress)
                 alone.append(trained.matrix[0][0])
             if single_scores is not None:
                 single_scores[key] = alone[-1]
             if saved is not None:
                 saved.save_single(alone[-1])
-        result = replace(result, single_stage=tuple(alone), scores=summarize(result.matrix, alone))
+        scores = summarize(result.matrix, alone, result.metric)
+        result = replace(result, single_stage=tuple(alone), scores=scores)
     result = replace(result, wall_seconds=time.perf_counter() - started)
     if out_path is not None:
         staging = staging_folder(out_path)
@@ -151,17 +156,20 @@ def _train_sequence(
     heads = StageHeads.install(model, [len(d.label_names) for d in datasets], seed)
     stages = [_encoded(dataset, loaded.tokenizer, spec) for dataset in datasets]
     strategy = make_strategy(spec.strategy)
-    metric = PRIMARY_METRIC["single_label"]
     outcomes = list(checkpoint.completed) if checkpoint is not None else []
     if outcomes:
         for index in range(len(outcomes)):
-            _stage_adapter(model, strategy, spec, index)
+            use_stage_adapter(
+                model, strategy.adapter_name(index), spec.methods, spec.train.seed + index
+            )
         assert checkpoint is not None
         strategy.load_state(model, checkpoint.restore(model))
     for index in range(len(outcomes), len(stages)):
         stage = stages[index]
         began = time.perf_counter()
-        _stage_adapter(model, strategy, spec, index)
+        use_stage_adapter(
+            model, strategy.adapter_name(index), spec.methods, spec.train.seed + index
+        )
         heads.select(index)
         heads.train_only(index)
         trained = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -197,24 +205,7 @@ def _train_sequence(
             checkpoint.save_stage(outcome, model, trained, strategy.state())
         if on_stage is not None:
             on_stage(index, outcome)
-    matrix = [outcome.row(metric) for outcome in outcomes]
-    return SequenceResult(
-        spec=spec,
-        stages=tuple(outcome.record for outcome in outcomes),
-        metric=metric,
-        matrix=tuple(matrix),
-        tests=tuple(outcome.tests for outcome in outcomes),
-        scores=summarize(matrix),
-        versions=Versions.current(),
-    )
-
-
-def _stage_adapter(model: nn.Module, strategy: Strategy, spec: SequenceSpec, index: int) -> None:
-    """Add the adapter stage `index` trains (if new) and make it the one that trains."""
-    name = strategy.adapter_name(index)
-    if name not in list_adapters(model):
-        add_adapter(model, name, spec.methods, train_head=False, seed=spec.train.seed + index)
-    train_adapter(model, name)
+    return sequence_result(spec, outcomes)
 
 
 def _encoded(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, spec: SequenceSpec) -> StageData:

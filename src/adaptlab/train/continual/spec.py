@@ -1,10 +1,11 @@
-"""What defines a sequence: one model, ordered stages (data entries), a method, a strategy."""
+"""What defines a sequence: one model, ordered stages (data entries), a method, a strategy,
+and what the stages train for (classification, or causal language modelling of their text)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, get_args
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, resolve
@@ -14,6 +15,11 @@ from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.strategy import StrategyConfig, strategy_config
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import _train_config
+
+Objective = Literal["classification", "causal-lm"]
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
+LM_STRATEGIES = ("sequential", "replay", "kd-logit", "adapter-per-stage")
+"""The strategies a causal-LM sequence (lifelong pretraining) takes."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,12 @@ class SequenceSpec:
     sample), since every stage is tested after every stage. With `single_stage`, each stage
     after the first is also trained alone, for forward transfer. `stage_options`, when given,
     holds each stage's reading options (`load_dataset` keywords: `label_column`, ...).
+
+    `objective` "classification" (the default): task-incremental, one head per labelled stage,
+    scored by accuracy. "causal-lm": lifelong pretraining, each stage a corpus of documents
+    (`load_texts` sources: a built-in's texts, a .txt file, a text column), the model a causal
+    LM trained on next-token prediction, scored by each corpus's held-out perplexity;
+    `train_size` and `test_size` then count documents.
     """
 
     model: str
@@ -37,8 +49,18 @@ class SequenceSpec:
     device: str = "cpu"
     single_stage: bool = False
     stage_options: tuple[Mapping[str, str], ...] = ()
+    objective: Objective = "classification"
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(
+                f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
+            )
+        if self.objective == "causal-lm" and self.strategy.name not in LM_STRATEGIES:
+            raise ConfigError(
+                f"strategy {self.strategy.name} is for classification sequences; a causal-lm "
+                f"sequence takes {', '.join(LM_STRATEGIES)}"
+            )
         if not self.stages or not all(isinstance(s, str) and s for s in self.stages):
             raise ConfigError("a sequence needs at least one stage (a data set name or file)")
         if self.stage_options and len(self.stage_options) != len(self.stages):
@@ -72,6 +94,11 @@ class SequenceSpec:
         config = strategy_config(strategy, strategy_options)
         return cls(model, tuple(stages), resolve(method, {}), config, **settings)
 
+    @property
+    def metric(self) -> str:
+        """What the matrix holds: accuracy, or perplexity for a causal-LM sequence."""
+        return "perplexity" if self.objective == "causal-lm" else "accuracy"
+
     def options_of(self, stage: int) -> dict[str, str]:
         """Stage `stage`'s reading options (none given: {})."""
         return dict(self.stage_options[stage]) if self.stage_options else {}
@@ -99,6 +126,7 @@ class SequenceSpec:
                 if self.stage_options
                 else {}
             ),
+            **({"objective": self.objective} if self.objective != "classification" else {}),
         }
 
     @classmethod
@@ -131,6 +159,7 @@ class SequenceSpec:
                 {str(key): str(value) for key, value in item.data.items()}
                 for item in spec.objects("stage_options", default=[])
             ),
+            objective=spec.text("objective", default="classification"),  # type: ignore[arg-type]
         )
 
 

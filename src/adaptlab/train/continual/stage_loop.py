@@ -1,32 +1,21 @@
-"""Training of one stage of a sequence: the protocol of `adaptlab.train.loop` (AdamW, linear
-warm-up and decay, best epoch on the stage's dev set), with the strategy's replayed examples
-in each batch, each example scored by its own stage's head, the strategy's penalty added, and
-the strategy's `end` called once the best epoch's weights are back."""
+"""Training of one classification stage of a sequence (`stage_epochs.train_epochs`), each
+example scored by its own stage's head, the strategy's penalty added, the best epoch chosen by
+dev accuracy, and the strategy's `end` called once the best epoch's weights are back."""
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
-from adaptlab.progress import Progress
-from adaptlab.train.batches import batch_count
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.continual.stage_epochs import DevScore, StageTraining, train_epochs
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 from adaptlab.train.continual.strategy import Strategy
 from adaptlab.train.evaluate import evaluate
-from adaptlab.train.loop import (
-    BestEpoch,
-    TrainHistory,
-    TrainingError,
-    _linear_warmup,
-    apply_step,
-)
+from adaptlab.train.loop import TrainHistory
 from adaptlab.train.metrics import PRIMARY_METRIC
-from adaptlab.train.result import EpochRecord
 
 
 def train_stage(
@@ -40,48 +29,11 @@ def train_stage(
     """Train the model's trainable tensors on stage `run.index`; keep its best dev epoch."""
     model, heads, stage = run.model, run.heads, run.stage
     device = next(model.parameters()).device
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        [
-            {
-                "params": [p for _, p in trainable if p.ndim >= 2],
-                "weight_decay": config.weight_decay,
-            },
-            {"params": [p for _, p in trainable if p.ndim < 2], "weight_decay": 0.0},
-        ],
-        lr=learning_rate,
-    )
-    total_steps = batch_count(len(stage.train), config.batch_size) * config.epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, _linear_warmup(math.ceil(config.warmup_ratio * total_steps), total_steps)
-    )
-    generator = torch.Generator().manual_seed(config.seed + run.index)
-    torch.manual_seed(config.seed + run.index)  # dropout masks
-    history = TrainHistory(metric=PRIMARY_METRIC["single_label"])
-    best = BestEpoch(trainable, history)
-    step = 0
-    bar = Progress(total_steps, unit="step", enabled=progress, lines=0)
-    for epoch in range(1, config.epochs + 1):
-        model.train()
-        started, losses = time.perf_counter(), []
-        bar.describe(f"stage {run.index + 1}/{len(run.stages)} {stage.name} epoch {epoch}")
-        order = torch.randperm(len(stage.train), generator=generator).tolist()
-        for start in range(0, len(order), config.batch_size):
-            rows: list[Row] = [(run.index, i) for i in order[start : start + config.batch_size]]
-            rows += strategy.replayed(run, len(rows), generator)
-            loss = _batch_loss(run, strategy, rows, device)
-            if not torch.isfinite(loss):
-                bar.close()
-                raise TrainingError(
-                    f"loss became {loss.item()} in stage {stage.name}, epoch {epoch}, step "
-                    f"{step + 1}; lower the learning rate (now {learning_rate:g})"
-                )
-            losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
-            step += 1
-            bar.update()
-            bar.show(loss=f"{losses[-1]:.4f}")
+    metric = PRIMARY_METRIC["single_label"]
+
+    def dev() -> DevScore:
         heads.select(run.index)
-        dev = evaluate(
+        tested = evaluate(
             model,
             stage.encoder,
             stage.dev,
@@ -89,21 +41,19 @@ def train_stage(
             stage.label_names,
             config.eval_batch_size,
         )
-        history.epochs.append(
-            EpochRecord(
-                epoch=epoch,
-                step=step,
-                train_loss=sum(losses) / len(losses),
-                dev_loss=dev.loss,
-                dev_metrics=dev.metrics,
-                seconds=time.perf_counter() - started,
-            )
-        )
-        score = dev.metrics[history.metric]
-        best.offer(epoch, score)
-        bar.line()
-    bar.close()
-    best.restore()
+        return DevScore(tested.loss, tested.metrics, tested.metrics[metric])
+
+    training = StageTraining(
+        name=stage.name,
+        index=run.index,
+        stages=len(run.stages),
+        examples=len(stage.train),
+        metric=metric,
+        batch_loss=lambda rows: _batch_loss(run, strategy, rows, device),
+        replayed=lambda rows, generator: strategy.replayed(run, rows, generator),
+        dev=dev,
+    )
+    history = train_epochs(model, training, config, learning_rate, progress=progress)
     strategy.end(run)
     return history
 

@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 from adaptlab.data import TextEncoder
+from adaptlab.methods import add_adapter, list_adapters, train_adapter
+from adaptlab.methods.config import MethodConfig
 from adaptlab.train.continual.heads import StageHeads
 
 Row = tuple[int, int]
@@ -58,3 +60,13 @@ def own_rows(run: StageRun, rows: Sequence[Row]) -> tuple[list[int], list[int]]:
     their indices into its training set."""
     positions = [position for position, (stage, _) in enumerate(rows) if stage == run.index]
     return positions, [rows[position][1] for position in positions]
+
+
+def use_stage_adapter(
+    model: nn.Module, name: str, methods: Sequence[MethodConfig], seed: int
+) -> None:
+    """Add adapter `name` of `methods` (if new, initialised from `seed`) and make it the one
+    that trains."""
+    if name not in list_adapters(model):
+        add_adapter(model, name, methods, train_head=False, seed=seed)
+    train_adapter(model, name)
