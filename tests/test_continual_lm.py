@@ -246,9 +246,7 @@ def test_a_study_plans_causal_lm_sequences(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="strategy ewc is for classification sequences"):
         StudySpec.model_validate({**data, "strategies": ["ewc"]})
     with pytest.raises(ValueError, match="objective is for a sequence study"):
-        StudySpec.model_validate(
-            {**data, "sequence": [], "strategies": [], "data": ["reuters-r8"]}
-        )
+        StudySpec.model_validate({**data, "sequence": [], "strategies": [], "data": ["reuters-r8"]})
 
 
 def test_the_report_draws_a_perplexity_matrix() -> None:
