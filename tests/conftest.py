@@ -1,4 +1,5 @@
-"""Shared pytest set-up: keep tests offline and quiet; in CI, refuse to skip the serve tests."""
+"""Shared pytest set-up: keep tests offline and quiet; in CI, refuse to skip the serve tests;
+the fixtures several test modules share."""
 
 import importlib.util
 import os
@@ -21,3 +22,20 @@ def pytest_configure(config: pytest.Config) -> None:
             f"ADAPTLAB_REQUIRE_EXTRAS=1 but {', '.join(missing)} cannot be imported: install "
             "the extras (make setup) so that the serve tests run instead of skipping"
         )
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random BERT with the MiniLM tokenizer, saved once per test module."""
+    from tiny_models import save_tiny_bert
+
+    return save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Two small learnable classification stages (CSV files), written once per test module."""
+    from test_continual_sequence import write_stage
+
+    folder = tmp_path_factory.mktemp("stages")
+    return write_stage(folder, "sentiment"), write_stage(folder, "topic")

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from study_helpers import one_thread
+from test_continual_resume import Stop
 from tiny_models import save_tiny_llama, tiny_model
 
 from adaptlab.errors import ConfigError
@@ -49,10 +50,6 @@ WORDS = {
     ],
     "sport": ["match", "goal", "team", "player", "coach", "season", "league", "score", "final"],
 }
-
-
-class Stop(Exception):
-    """Stands for the process dying after a stage."""
 
 
 def write_corpus(folder: Path, name: str, documents: int = 40) -> str:

