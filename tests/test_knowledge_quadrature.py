@@ -98,10 +98,11 @@ def test_adaptive_rule_refines_where_the_integrand_switches(width: float) -> Non
         assert abs(riemann_value.item() - exact.item()) > 1e-2
 
 
-def _passes(integral: PathIntegral, h: Integrand, tolerance: float) -> int:
-    """How many times the integral asks for nodes (passes over the model)."""
+def _passes(integral: PathIntegral, h: Integrand, tolerance: float, ahead: int = 0) -> int:
+    """How many times the integral asks for nodes (passes over the model), `ahead` levels of
+    refinement sampled in advance."""
     passes = 0
-    while nodes := integral.pending():
+    while nodes := integral.pending(ahead):
         values, probabilities = h(torch.tensor(nodes, dtype=torch.float64))
         integral.add(nodes, values, probabilities.tolist())
         integral.refine(tolerance)
@@ -111,16 +112,18 @@ def _passes(integral: PathIntegral, h: Integrand, tolerance: float) -> int:
 
 @pytest.mark.parametrize("width", [0.04, 0.001])
 def test_lookahead_gives_the_same_sum_in_fewer_passes(width: float) -> None:
-    plain, ahead = AdaptiveLobatto(), AdaptiveLobatto(lookahead=True)
-    plain_passes = _passes(plain, _switch(width), 1e-3)
-    ahead_passes = _passes(ahead, _switch(width), 1e-3)
-    assert ahead_passes < plain_passes
-    assert [(i.start, i.end, i.level) for i in ahead._accepted] == [
-        (i.start, i.end, i.level) for i in plain._accepted
+    plain, one, three = AdaptiveLobatto(), AdaptiveLobatto(), AdaptiveLobatto()
+    passes = [
+        _passes(i, _switch(width), 1e-3, ahead) for i, ahead in ((plain, 0), (one, 1), (three, 3))
     ]
-    torch.testing.assert_close(ahead.value(), plain.value(), rtol=1e-12, atol=1e-15)
-    smooth = AdaptiveLobatto(lookahead=True)
-    assert _passes(smooth, _cubic, 0.3) == 1  # one pass: Simpson's and Lobatto's nodes at once
+    assert passes[0] > passes[1] > passes[2]
+    for ahead in (one, three):
+        assert [(i.start, i.end, i.level) for i in ahead._accepted] == [
+            (i.start, i.end, i.level) for i in plain._accepted
+        ]
+        torch.testing.assert_close(ahead.value(), plain.value(), rtol=1e-12, atol=1e-15)
+    smooth = AdaptiveLobatto()
+    assert _passes(smooth, _cubic, 0.3, ahead=1) == 1  # Simpson's and Lobatto's nodes at once
     torch.testing.assert_close(smooth.value(), torch.tensor([1 / 4, 1 / 2], dtype=torch.float64))
 
 

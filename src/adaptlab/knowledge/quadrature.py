@@ -12,11 +12,12 @@ it needs, receives h (and P) there, and may ask for more.
   α = 1 is the unmodified row); a layer whose P(α) changes abruptly (SmolLM2's layer 0
   switches the answer on over a short stretch of α) is refined where it does. A fixed rule of
   few nodes (Gauss-Legendre, say) is exact on smooth layers too, but misses such a switch.
-  With `lookahead`, every interval still open is also given the nodes of the rule it would
-  move to next, so an interval that fails moves two rules on per pass over the model; the
-  same intervals are accepted with the same sums, at the price of nodes that may go unused.
-  It pays where a pass costs far more than a row: a causal LM with its prompt cached, whose
-  rows are one position each, so that a pass mostly reads the weights.
+  Asked for nodes some levels `ahead`, every interval still open also gives the nodes of the
+  rules it would move to next (and of the ones after, for more levels), so an interval that
+  fails moves several rules on per pass over the model; the same intervals are accepted with
+  the same sums, at the price of nodes that may go unused. It pays where a pass costs far more
+  than a row: a causal LM with its prompt cached, whose rows are one position each, so that a
+  pass mostly reads the weights.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ _LEVELS = (_SIMPSON, _LOBATTO)
 class PathIntegral(Protocol):
     """∫_0^1 h(α) dα of a vector integrand h, from values at the nodes it asks for."""
 
-    def pending(self) -> list[float]:
-        """Nodes α whose values the integral needs next (none when it is done)."""
+    def pending(self, ahead: int = 0) -> list[float]:
+        """Nodes α whose values the integral needs next (none when it is done), and those of
+        `ahead` levels of refinement after them, for a rule that refines."""
         ...
 
     def add(self, alphas: list[float], values: torch.Tensor, probabilities: list[float]) -> None:
@@ -91,7 +93,7 @@ class FixedRule:
     weights: tuple[float, ...]
     _value: torch.Tensor | None = None
 
-    def pending(self) -> list[float]:
+    def pending(self, ahead: int = 0) -> list[float]:
         return list(self.nodes) if self._value is None else []
 
     def add(self, alphas: list[float], values: torch.Tensor, probabilities: list[float]) -> None:
@@ -158,18 +160,17 @@ class AdaptiveLobatto:
     """
 
     max_depth: int = MAX_DEPTH
-    lookahead: bool = False
     _samples: dict[float, torch.Tensor] = field(default_factory=dict)
     _probabilities: dict[float, float] = field(default_factory=dict)
     _open: list[_Interval] = field(default_factory=lambda: [_Interval(0.0, 1.0, 0)])
     _accepted: list[_Interval] = field(default_factory=list)
 
-    def pending(self) -> list[float]:
-        wanted = {a for interval in self._open for a in interval.nodes()}
-        if self.lookahead:
-            for interval in self._open:
-                if not interval.final(self.max_depth):
-                    wanted.update(a for ahead in interval.next() for a in ahead.nodes())
+    def pending(self, ahead: int = 0) -> list[float]:
+        frontier = list(self._open)
+        wanted = {a for interval in frontier for a in interval.nodes()}
+        for _ in range(ahead):
+            frontier = [n for i in frontier if not i.final(self.max_depth) for n in i.next()]
+            wanted.update(a for interval in frontier for a in interval.nodes())
         return sorted(wanted - self._samples.keys())
 
     def add(self, alphas: list[float], values: torch.Tensor, probabilities: list[float]) -> None:
@@ -215,14 +216,11 @@ def _tensor(values: tuple[float, ...], like: torch.Tensor) -> torch.Tensor:
     return torch.tensor(values, dtype=like.dtype, device=like.device)
 
 
-def path_integral(
-    rule: str = DEFAULT_RULE, steps: int | None = None, *, lookahead: bool = False
-) -> PathIntegral:
-    """A new integral by rule name; `steps` is the Riemann sum's m (the adaptive rule has none),
-    `lookahead` the adaptive rule's (`AdaptiveLobatto`)."""
+def path_integral(rule: str = DEFAULT_RULE, steps: int | None = None) -> PathIntegral:
+    """A new integral by rule name; `steps` is the Riemann sum's m (the adaptive rule has none)."""
     check_rule(rule, steps)
     if rule == "adaptive":
-        return AdaptiveLobatto(lookahead=lookahead)
+        return AdaptiveLobatto()
     return riemann(DEFAULT_STEPS if steps is None else steps)
 
 

@@ -147,12 +147,7 @@ def _train(
             penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
             if penalty is not None:
                 loss = loss + penalty
-            if not torch.isfinite(loss):
-                bar.close()
-                raise TrainingError(
-                    f"loss became {loss.item()} at epoch {epoch}, step {step + 1}; "
-                    f"lower the learning rate (now {learning_rate:g})"
-                )
+            stop_unless_finite(loss, f"at epoch {epoch}, step {step + 1}", learning_rate, bar)
             losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
             step += 1
             bar.update()
@@ -206,6 +201,15 @@ def optimizer_and_schedule(
         optimizer, _linear_warmup(math.ceil(config.warmup_ratio * total_steps), total_steps)
     )
     return optimizer, scheduler
+
+
+def stop_unless_finite(loss: torch.Tensor, where: str, learning_rate: float, bar: Progress) -> None:
+    """Close the progress bar and stop with one line when the loss is not a finite number."""
+    if not torch.isfinite(loss):
+        bar.close()
+        raise TrainingError(
+            f"loss became {loss.item()} {where}; lower the learning rate (now {learning_rate:g})"
+        )
 
 
 def apply_step(

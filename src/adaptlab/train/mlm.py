@@ -46,9 +46,9 @@ from adaptlab.train.config import TrainConfig
 from adaptlab.train.loop import (
     BestEpoch,
     TrainHistory,
-    TrainingError,
     apply_step,
     optimizer_and_schedule,
+    stop_unless_finite,
 )
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.train.metrics import PRIMARY_METRIC
@@ -181,12 +181,7 @@ def train_mlm(
         )
         for batch in batches:
             loss, _, _ = masked_lm_loss(model, batch)
-            if not torch.isfinite(loss):
-                bar.close()
-                raise TrainingError(
-                    f"loss became {loss.item()} at epoch {epoch}, step {step + 1}; "
-                    f"lower the learning rate (now {learning_rate:g})"
-                )
+            stop_unless_finite(loss, f"at epoch {epoch}, step {step + 1}", learning_rate, bar)
             losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
             step += 1
             bar.update()

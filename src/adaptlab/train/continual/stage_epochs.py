@@ -18,9 +18,9 @@ from adaptlab.train.continual.stages import Row
 from adaptlab.train.loop import (
     BestEpoch,
     TrainHistory,
-    TrainingError,
     apply_step,
     optimizer_and_schedule,
+    stop_unless_finite,
 )
 from adaptlab.train.result import EpochRecord
 
@@ -77,12 +77,8 @@ def train_epochs(
             rows: list[Row] = [(stage.index, i) for i in order[start : start + config.batch_size]]
             rows += stage.replayed(len(rows), generator)
             loss = stage.batch_loss(rows)
-            if not torch.isfinite(loss):
-                bar.close()
-                raise TrainingError(
-                    f"loss became {loss.item()} in stage {stage.name}, epoch {epoch}, step "
-                    f"{step + 1}; lower the learning rate (now {learning_rate:g})"
-                )
+            where = f"in stage {stage.name}, epoch {epoch}, step {step + 1}"
+            stop_unless_finite(loss, where, learning_rate, bar)
             losses.append(apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
             step += 1
             bar.update()
