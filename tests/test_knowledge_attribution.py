@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import torch
 from test_knowledge_lm import MASKED_LMS, tiny_lm
 
 from adaptlab.errors import ConfigError
-from adaptlab.knowledge.attribution import PHASE, attribute, token_attribution
+from adaptlab.knowledge import attribution
+from adaptlab.knowledge.attribution import PHASE, _needed, attribute, token_attribution
 from adaptlab.knowledge.hooks import pre_hook
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import TokenQuery, token_queries
+from adaptlab.knowledge.quadrature import path_integral
 
 PROMPT = ("The capital of [X] is [Y].", "France", "Paris")
 
@@ -171,3 +174,33 @@ def test_the_profiler_sees_each_phase(arch: str, phases: int) -> None:
     seen = {event.key for event in profiler.key_averages() if event.key.startswith(PHASE)}
     expected = ["forward", "head", "backward", "prompt"][:phases]
     assert seen == {PHASE + name for name in expected}
+
+
+def test_cached_prompts_look_ahead_further_on_layer_zero_first() -> None:
+    fresh = {layer: path_integral() for layer in range(3)}
+    assert _needed(fresh, cached=False, first=True) == {layer: [0.0, 0.5, 1.0] for layer in fresh}
+    needed = _needed(fresh, cached=True, first=True)
+    assert len(needed[1]) == len(needed[2]) == 5  # Simpson's 3 nodes and Lobatto's 2 more
+    assert 5 < len(needed[0]) <= attribution.LOOKAHEAD_ROWS
+
+
+def test_looking_further_ahead_changes_the_passes_not_the_scores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lm = tiny_lm("llama")
+    query = _query(lm)
+    passes: list[int] = []
+    batch = attribution._batch
+
+    def counted(*args: Any) -> None:
+        passes[-1] += 1
+        batch(*args)
+
+    monkeypatch.setattr(attribution, "_batch", counted)
+    scores = []
+    for budget in (0, attribution.LOOKAHEAD_ROWS):  # one rule ahead only, then further
+        monkeypatch.setattr(attribution, "LOOKAHEAD_ROWS", budget)
+        passes.append(0)
+        scores.append(token_attribution(lm, query, tolerance=1e-5).scores)
+    assert passes[1] < passes[0]
+    _close(scores[1], scores[0])

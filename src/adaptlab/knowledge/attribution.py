@@ -54,9 +54,9 @@ from adaptlab.knowledge.quadrature import (
 MAX_ROWS = 192
 """Rows one batch holds at most, unless one layer alone needs more."""
 LOOKAHEAD_ROWS = 24
-"""Rows a pass over a cached prompt may grow to with refinement levels sampled ahead beyond the
-first (at the GPT-Neo-125M shape on a CPU, a pass of 7 rows costs about as much as 25 more
-rows)."""
+"""Nodes the layers that look more than one level ahead may sample in one pass over a cached
+prompt (at the GPT-Neo-125M shape on a CPU a pass costs about as much as 60 more rows; 24
+was the fastest of 24 and 48 there, 48 on SmolLM2)."""
 LOOKAHEAD_LEVELS = 2 * MAX_DEPTH
 """Levels sampled ahead at most: Simpson and Lobatto at every depth."""
 PHASE = "adaptlab.attribution."
@@ -137,7 +137,9 @@ def token_attribution(
     integrals = {layer: path_integral(rule, steps) for layer in chosen}
     activations = lm.ffn_out[0].weight.new_zeros(lm.num_layers, lm.num_neurons)
     probability = 0.0
-    while needed := _needed(integrals, cached=prompt.past is not None):
+    cached, first = prompt.past is not None, True
+    while needed := _needed(integrals, cached, first):
+        first = False
         for group in _groups(needed, max_rows):
             _batch(lm, prompt, group)
             for part in group:
@@ -158,18 +160,28 @@ def token_attribution(
     return Attribution(scores.cpu(), activations.cpu(), probability)
 
 
-def _needed(integrals: dict[int, PathIntegral], cached: bool) -> dict[int, list[float]]:
-    """Each unfinished layer's nodes for the next pass. With the prompt cached a row is one
-    position and a pass mostly reads the weights, so fewer passes with more rows each cost
-    less: the integrals also sample one level of refinement ahead, and more while the pass
-    stays within `LOOKAHEAD_ROWS` rows."""
+def _needed(
+    integrals: dict[int, PathIntegral], cached: bool, first: bool
+) -> dict[int, list[float]]:
+    """Each unfinished layer's nodes for the next pass (the `first` or a later one).
+
+    With the prompt cached a row is one position and a pass mostly reads the weights, so
+    fewer passes with more rows each cost less: every integral also samples one level of
+    refinement ahead, and more levels while the nodes of the layers that look further stay
+    within `LOOKAHEAD_ROWS`. On a later pass those are all the layers still open; on the first,
+    only layer 0, the one whose integrand switches (at GPT-Neo's shape and in SmolLM2, layer 0
+    was refined the most on every capital prompt, and most later passes held it alone).
+    """
     needed = {layer: nodes for layer, i in integrals.items() if (nodes := i.pending())}
-    ahead = 1
-    while cached and ahead <= LOOKAHEAD_LEVELS:
-        deeper = {layer: integrals[layer].pending(ahead) for layer in needed}
-        if ahead > 1 and sum(len(nodes) for nodes in deeper.values()) > LOOKAHEAD_ROWS:
+    if not cached:
+        return needed
+    further = [layer for layer in needed if layer == 0 or not first]
+    needed = {layer: integrals[layer].pending(1) for layer in needed}
+    for ahead in range(2, LOOKAHEAD_LEVELS + 1) if further else ():
+        deeper = {layer: integrals[layer].pending(ahead) for layer in further}
+        if sum(len(nodes) for nodes in deeper.values()) > LOOKAHEAD_ROWS:
             break
-        needed, ahead = deeper, ahead + 1
+        needed.update(deeper)
     return needed
 
 
