@@ -86,9 +86,8 @@ from adaptlab.methods.compose import resolve
 from adaptlab.models.loading import load_model
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import SequenceSpec, StageHeads, list_strategies, make_strategy
-from adaptlab.train.continual.run import _stage_adapter
 from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import StageData, StageRun
+from adaptlab.train.continual.stages import StageData, StageRun, use_stage_adapter
 from adaptlab.train.continual.strategy import Strategy
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -201,7 +200,7 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
 
     def stage_run(index: int) -> StageRun:
         """Stage `index` made ready as `adaptlab sequence` does: its adapter and head train."""
-        _stage_adapter(model, strategy, spec, index)
+        use_stage_adapter(model, strategy.adapter_name(index), spec.methods, seed + index)
         heads.select(index)
         heads.train_only(index)
         return StageRun(model, heads, stages, index, seed, spec.train.eval_batch_size)
