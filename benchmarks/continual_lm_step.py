@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 from continual_step import StepClock, stopwatch
-from methods_step import CORES, FOREIGN_CPU_LIMIT
+from methods_step import CORES, step_summary
 from step_harness import configure_threads
 
 import adaptlab
@@ -76,8 +76,9 @@ def random_corpus(
     return TextStage(name, train, dev, dev)
 
 
-def measure(strategy_name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Train the first corpus briefly, then time the second corpus's steps and `begin`."""
+def measure(strategy_name: str, round_index: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Train the first corpus briefly, then time the second corpus's steps and `begin` (the
+    steps as `methods_step.step_summary` reads them)."""
     train = TrainConfig(
         epochs=1, batch_size=args.batch_size, max_length=args.length, seed=args.seed
     )
@@ -114,13 +115,15 @@ def measure(strategy_name: str, args: argparse.Namespace) -> dict[str, Any]:
     handle = model.register_forward_pre_hook(clock)
     train_text_stage(second, strategy, train, LEARNING_RATE, progress=False)
     handle.remove()
-    steps = list(zip(clock.wall, clock.foreign, strict=True))[args.warmup :]
     cache = 0
     if isinstance(strategy, TextLogitDistillation):
         cache = sum(t.ids.nbytes + t.log_probs.nbytes for t in strategy.teacher)
     return {
-        "steps": [wall for wall, _ in steps],
-        "clean": [wall for wall, foreign in steps if foreign <= FOREIGN_CPU_LIMIT * wall * CORES],
+        "round": round_index,
+        "measurement": {
+            "step_seconds": clock.wall[args.warmup :],
+            "step_foreign_cpu": clock.foreign[args.warmup :],
+        },
         "begin_s": begins[1]["seconds"],
         "documents": len(stages[1].train),
         "cache_bytes": cache,
@@ -133,17 +136,11 @@ def summarize(
     """One row per strategy: median step, ratio to sequential, teacher cost and projection."""
     rows = []
     for name, runs in results.items():
-        clean = [t for r in runs for t in r["clean"]]
-        every = [t for r in runs for t in r["steps"]]
-        step = statistics.median(clean if len(clean) >= MIN_CLEAN else every)
         begin = statistics.median(r["begin_s"] / r["documents"] for r in runs)
         rows.append(
             {
                 "strategy": name,
-                "step_ms": 1000 * step,
-                "contended": len(clean) < MIN_CLEAN,
-                "clean_steps": len(clean),
-                "timed_steps": len(every),
+                **step_summary(runs, MIN_CLEAN),
                 "begin_ms_per_document": 1000 * begin,
                 "cache_bytes_per_document": runs[0]["cache_bytes"] / runs[0]["documents"],
             }
@@ -206,7 +203,7 @@ def main() -> None:
     started = time.perf_counter()
     for round_index in range(args.rounds):
         for name in names if round_index % 2 == 0 else reversed(names):
-            results[name].append(measure(name, args))
+            results[name].append(measure(name, round_index, args))
             print(f"round {round_index + 1}/{args.rounds} {name}: done", flush=True)
     rows = summarize(results, args)
     print_table(rows, args)

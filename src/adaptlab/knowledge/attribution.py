@@ -55,8 +55,8 @@ MAX_ROWS = 192
 """Rows one batch holds at most, unless one layer alone needs more."""
 LOOKAHEAD_ROWS = 24
 """Nodes the layers that look more than one level ahead may sample in one pass over a cached
-prompt (at the GPT-Neo-125M shape on a CPU a pass costs about as much as 60 more rows; 24
-was the fastest of 24 and 48 there, 48 on SmolLM2)."""
+prompt (a pass there mostly reads the weights; of 24 and 48, 24 was the faster at the
+GPT-Neo-125M shape on a CPU, 48 on SmolLM2)."""
 LOOKAHEAD_LEVELS = 2 * MAX_DEPTH
 """Levels sampled ahead at most: Simpson and Lobatto at every depth."""
 PHASE = "adaptlab.attribution."
