@@ -155,3 +155,21 @@ def test_the_example_study_plans_the_whole_experiment():
             (("lang-en", f"{RUN_REFERENCE}{sources[1].run_id}/lang-sl"),) if swapped else ()
         )
         assert (sources[1].run_id in run.needs) == swapped
+
+
+def test_the_cpu_example_is_the_whole_experiment_shrunk():
+    """The same sources, methods, seeds and zero-shot target at 1,000 examples; only the
+    training length and learning rates differ."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    whole = plan_study(load_spec(examples / "xling-e5.yaml"), examples)
+    shrunk = plan_study(load_spec(examples / "xling-e5-cpu.yaml"), examples)
+    at_1000 = whole[:2] + [run for run in whole[2:] if run.spec.train_size == 1000]
+    assert len(shrunk) == 2 + 8 * 3
+    for small, big in zip(shrunk, at_1000, strict=True):
+        assert small.method_label == big.method_label
+        for part in ("model", "data", "data_options"):
+            assert getattr(small.spec, part) == getattr(big.spec, part)
+        assert small.spec.train.seed == big.spec.train.seed
+        assert len(small.spec.stack) == len(big.spec.stack)
+        targets = [(t.data, len(t.stack_swap)) for t in small.spec.zero_shot]
+        assert targets == [(t.data, len(t.stack_swap)) for t in big.spec.zero_shot]
