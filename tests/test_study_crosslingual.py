@@ -90,10 +90,12 @@ def test_a_swap_of_an_adapter_no_method_stacks_on_is_refused(model, tmp_path):
 
 
 def test_the_study_runs_stores_zero_shot_scores_and_reports_them(model, tmp_path):
-    path = crosslingual_spec(tmp_path, model)
+    path = crosslingual_spec(tmp_path, model, seeds=[0, 1])
     with one_thread():
         summary = run_study(path)
     assert not summary.failed
+    ran = [(o.run.method_label, o.run.spec.train.seed) for o in summary.outcomes]
+    assert ran[2:] == [("bitfit", 0), ("mad-x", 0), ("bitfit", 1), ("mad-x", 1)]  # seeds first
     stored = load_records(tmp_path / "xling.db")
     records = {r.method_label: r.result for r in stored}
     assert records["lang-en"].data.task == "mlm" and records["lang-en"].zero_shot is None

@@ -177,13 +177,20 @@ def _run(
 
 
 def _stages(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
-    """`runs` in groups, each after the groups holding the runs it builds on (plan order kept)."""
-    depth: dict[str, int] = {}
+    """`runs` in plan order, cut before each run that builds on one of its own group.
+
+    An executor may run a group's runs side by side; the groups run one after another. Plan
+    order (seeds outermost) is kept, so a study stopped half-way holds every method, those
+    stacked on sources included, compared on the first seeds.
+    """
+    stages: list[list[PlannedRun]] = []
+    current: set[str] = set()
     for run in runs:  # the planner puts every run after those it builds on
-        depth[run.run_id] = 1 + max((depth.get(n, -1) for n in run.needs), default=-1)
-    stages: list[list[PlannedRun]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
-    for run in runs:
-        stages[depth[run.run_id]].append(run)
+        if not stages or current.intersection(run.needs):
+            stages.append([])
+            current = set()
+        stages[-1].append(run)
+        current.add(run.run_id)
     return stages
 
 
