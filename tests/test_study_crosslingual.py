@@ -90,7 +90,11 @@ def test_a_swap_of_an_adapter_no_method_stacks_on_is_refused(model, tmp_path):
 
 
 def test_the_study_runs_stores_zero_shot_scores_and_reports_them(model, tmp_path):
-    path = crosslingual_spec(tmp_path, model, seeds=[0, 1])
+    sources = [  # English from the grid's own texts: the report keeps its masked-LM run apart
+        {"label": "lang-en", "data": {"reviews.csv": {"task": "mlm"}}, "method": "pfeiffer"},
+        {"label": "lang-sl", "data": {"sl.txt": {"task": "mlm"}}, "method": "pfeiffer"},
+    ]
+    path = crosslingual_spec(tmp_path, model, seeds=[0, 1], sources=sources)
     with one_thread():
         summary = run_study(path)
     assert not summary.failed
@@ -108,6 +112,7 @@ def test_the_study_runs_stores_zero_shot_scores_and_reports_them(model, tmp_path
     assert records["mad-x"].zero_shot[0].composition == "Stack('lang-sl', 'default')"  # type: ignore[index]
     html = write_report(stored, tmp_path / "xling.html", title="xling").read_text()
     assert "Cross-lingual transfer" in html and "reviews-sl" in html and "mad-x" in html
+    assert "reviews (masked LM) · " in html  # the language adapter on the grid's own texts
 
 
 def test_a_zero_shot_target_with_other_labels_fails_before_training(model, tmp_path):

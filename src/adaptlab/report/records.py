@@ -15,7 +15,7 @@ from adaptlab.data.builtin import CHRONOLOGICAL
 from adaptlab.data.types import TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.study.store import StoredRun
-from adaptlab.tasks import RunTaskKind
+from adaptlab.tasks import MLM, RunTaskKind
 from adaptlab.train.classes import ClassCounts
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.result import EpochRecord
@@ -114,7 +114,7 @@ def _read(stored: StoredRun) -> Run:
     split, split_free_spec = _split_apart(spec)
     setting = Setting(
         model=spec.model,
-        data=_data_name(result.data.name, spec, split),
+        data=_data_name(result.data.name, spec, split, result.data.task),
         train_size=size if size is not None else result.data.sizes["train"],
         full=size is None,
     )
@@ -158,9 +158,12 @@ def _split_apart(spec: RunSpec) -> tuple[Literal["random", "chronological"], str
     return ("chronological" if chronological else "random"), json.dumps(rest, sort_keys=True)
 
 
-def _data_name(name: str, spec: RunSpec, split: str) -> str:
-    """The data set's name, marked when a split option (not the name) made it chronological,
-    so its runs are never grouped with those of the same data split at random."""
+def _data_name(name: str, spec: RunSpec, split: str, task: RunTaskKind) -> str:
+    """The data set's name, marked when its runs must never be grouped with those of the same
+    name: a split option (not the name) made it chronological, or its texts trained a masked LM
+    (a language adapter on a labelled corpus)."""
+    if task == MLM:
+        name = f"{name} (masked LM)"
     marked = split == "chronological" and spec.data not in CHRONOLOGICAL
     return f"{name} (chronological)" if marked else name
 
