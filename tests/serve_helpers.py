@@ -11,7 +11,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 
 import adaptlab
@@ -91,6 +93,33 @@ def save_random_adapter(
         metrics={"test": {"accuracy": 0.5}},
     )
     return out
+
+
+NEAR_TIE = 0.5 + 1e-5
+"""A top probability up to this leaves room for another class within rounding of the top one."""
+
+
+def assert_same_predictions(served: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    """`served` answers as `expected` does (single-label or token predictions): the same texts
+    and words, probabilities within 1e-5, and the same label wherever one wins by more than
+    rounding.
+
+    Batches mix other requests' texts and padding, which round differently on some CPUs, so a
+    label may differ where two classes are tied to within rounding; only a top probability
+    of at most 1/2 leaves room for such a tie.
+    """
+    assert len(served) == len(expected)
+    for got, want in zip(served, expected, strict=True):
+        assert got.keys() == want.keys()
+        assert got["text"] == want["text"] and got.get("words") == want.get("words")
+        assert got["probability"] == pytest.approx(want["probability"], abs=1e-5)
+        if "words" in want:  # a token task: a tag and its probability per word
+            labels, wanted, tops = got["label"], want["label"], want["probability"]
+        else:
+            labels, wanted, tops = [got["label"]], [want["label"]], [want["probability"]]
+        assert len(labels) == len(wanted) == len(tops)
+        for label, expected_label, top in zip(labels, wanted, tops, strict=True):
+            assert label == expected_label or top <= NEAR_TIE, (got, want)
 
 
 def free_port() -> int:

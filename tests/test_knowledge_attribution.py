@@ -16,7 +16,7 @@ from adaptlab.knowledge.attribution import PHASE, _needed, attribute, token_attr
 from adaptlab.knowledge.hooks import pre_hook
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import TokenQuery, token_queries
-from adaptlab.knowledge.quadrature import path_integral
+from adaptlab.knowledge.quadrature import MAX_DEPTH, path_integral
 
 PROMPT = ("The capital of [X] is [Y].", "France", "Paris")
 
@@ -198,9 +198,14 @@ def test_looking_further_ahead_changes_the_passes_not_the_scores(
 
     monkeypatch.setattr(attribution, "_batch", counted)
     scores = []
+    # A tolerance far below float32 rounding refines every interval to the depth limit on any
+    # CPU, so the passes depend on the algorithm alone: one depth (Simpson, then Lobatto) per
+    # pass without looking further, several depths at once on the first pass with it. One
+    # layer fills one batch whatever its rows, so passes are not split by `max_rows` either.
     for budget in (0, attribution.LOOKAHEAD_ROWS):  # one rule ahead only, then further
         monkeypatch.setattr(attribution, "LOOKAHEAD_ROWS", budget)
         passes.append(0)
-        scores.append(token_attribution(lm, query, tolerance=1e-5).scores)
+        scores.append(token_attribution(lm, query, layers=[0], tolerance=1e-12).scores)
+    assert passes[0] == MAX_DEPTH + 1
     assert passes[1] < passes[0]
     _close(scores[1], scores[0])

@@ -4,7 +4,9 @@ frozen blocks do not run after the first epoch."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import transformers as T
@@ -13,7 +15,9 @@ from tiny_models import VOCAB, tiny_model
 import adaptlab
 from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError
+from adaptlab.train import loop
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.evaluate import Evaluation, evaluate
 from adaptlab.train.loop import train
 
 
@@ -35,6 +39,14 @@ def features(count: int, seed: int) -> list[dict]:
 
 
 def run(arch: str, method: str, mode: str, tokenizer, folder: Path | None = None, **options):
+    """Training history, the dev logits after each epoch, and block 0's training forwards.
+
+    Runs are compared by what they compute, not by their weights: a weight whose gradient is 0
+    by symmetry (a key bias under the softmax) receives rounding noise, which AdamW scales up
+    to steps of up to the learning rate, and the frozen front's outputs round differently in
+    other batches on some CPUs. The restored best epoch is left out too: it is picked by dev
+    accuracy, whose ties on a random model rounding can break either way.
+    """
     model = tiny_model(arch)
     adaptlab.adapt(model, method, **options)
     frozen = model.get_submodule(adaptlab.get_handle(model).backbone.blocks[0].query)
@@ -42,21 +54,39 @@ def run(arch: str, method: str, mode: str, tokenizer, folder: Path | None = None
     frozen.register_forward_pre_hook(lambda m, a: calls.append(m.training))
     config = TrainConfig(epochs=3, batch_size=8, eval_batch_size=8, seed=3)
     encoder = TextEncoder(tokenizer, "single_label", 3)
-    history = train(
-        model,
-        encoder,
-        features(24, 0),
-        features(8, 1),
-        "single_label",
-        ["a", "b", "c"],
-        config,
-        1e-2,
-        progress=False,
-        frozen_cache=mode,
-        cache_folder=folder,
-    )
-    trained = {n: p.detach().clone() for n, p in adaptlab.get_handle(model).tensors().items()}
-    return history, trained, sum(calls)  # forward calls of block 0 in training mode
+    dev_logits: list[np.ndarray] = []
+
+    def kept(*args: Any, **kwargs: Any) -> Evaluation:
+        evaluation = evaluate(*args, **kwargs)
+        dev_logits.append(evaluation.outputs)
+        return evaluation
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loop, "evaluate", kept)
+        history = train(
+            model,
+            encoder,
+            features(24, 0),
+            features(8, 1),
+            "single_label",
+            ["a", "b", "c"],
+            config,
+            1e-2,
+            progress=False,
+            frozen_cache=mode,
+            cache_folder=folder,
+        )
+    return history, dev_logits, sum(calls)  # forward calls of block 0 in training mode
+
+
+def assert_same_runs(plain: Any, cached: Any, plain_logits: list, cached_logits: list) -> None:
+    """Losses and dev logits of every epoch agree to well above rounding (about 1e-7)."""
+    for a, b in zip(plain.epochs, cached.epochs, strict=True):
+        assert abs(a.train_loss - b.train_loss) <= 1e-5
+        assert abs(a.dev_loss - b.dev_loss) <= 1e-5
+    assert len(plain_logits) == len(cached_logits) == 3
+    for a, b in zip(plain_logits, cached_logits, strict=True):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -69,29 +99,21 @@ def run(arch: str, method: str, mode: str, tokenizer, folder: Path | None = None
     ],
 )
 def test_training_with_the_cache_equals_training_without(arch, method, options, tokenizer):
-    plain, plain_weights, plain_calls = run(arch, method, "off", tokenizer, **options)
-    cached, cached_weights, cached_calls = run(arch, method, "memory", tokenizer, **options)
+    plain, plain_logits, plain_calls = run(arch, method, "off", tokenizer, **options)
+    cached, cached_logits, cached_calls = run(arch, method, "memory", tokenizer, **options)
     assert plain_calls == 3 * 3 and cached_calls == 3  # 3 batches an epoch; then replayed
-    for a, b in zip(plain.epochs, cached.epochs, strict=True):
-        assert abs(a.train_loss - b.train_loss) <= 1e-5
-        assert abs(a.dev_loss - b.dev_loss) <= 1e-5
-    for name, tensor in plain_weights.items():
-        assert (tensor - cached_weights[name]).abs().max().item() <= 1e-5, name
+    assert_same_runs(plain, cached, plain_logits, cached_logits)
 
 
 def test_on_disk_with_left_padding(tokenizer, tmp_path: Path) -> None:
     tokenizer.padding_side = "left"
     try:
-        plain, weights, _ = run("llama", "head", "off", tokenizer)
-        cached, cached_weights, calls = run("llama", "head", "disk", tokenizer, folder=tmp_path)
+        plain, plain_logits, _ = run("llama", "head", "off", tokenizer)
+        cached, cached_logits, calls = run("llama", "head", "disk", tokenizer, folder=tmp_path)
     finally:
         tokenizer.padding_side = "right"
     assert calls == 3
-    assert all(
-        abs(a.train_loss - b.train_loss) <= 1e-5
-        for a, b in zip(plain.epochs, cached.epochs, strict=True)
-    )
-    assert all((weights[n] - cached_weights[n]).abs().max() <= 1e-5 for n in weights)
+    assert_same_runs(plain, cached, plain_logits, cached_logits)
     assert list(tmp_path.iterdir()) == []  # scratch files deleted when training ends
 
 

@@ -64,9 +64,12 @@ def test_frozen_cache_off_gives_the_same_run(
     cached = train(tiny_bert, reviews, tmp_path / "on", ["--method", method], capsys)
     off = ["--method", method, "--frozen-cache", "off"]
     plain = train(tiny_bert, reviews, tmp_path / "off", off, capsys)
+    # Losses, not accuracies: the front's outputs replayed from the first epoch round unlike
+    # ones recomputed in other batches on some CPUs, and that can tip a near-tied prediction of
+    # the barely trained model, and with it dev accuracy, the best epoch and the test scores.
     for with_cache, without in zip(cached["epochs"], plain["epochs"], strict=True):
         assert with_cache["train_loss"] == pytest.approx(without["train_loss"], abs=1e-5)
-    assert cached["test"]["accuracy"] == plain["test"]["accuracy"]
+        assert with_cache["dev_loss"] == pytest.approx(without["dev_loss"], abs=1e-5)
 
 
 def test_a_bad_frozen_cache_mode_is_refused(

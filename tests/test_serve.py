@@ -23,6 +23,7 @@ httpx = pytest.importorskip("httpx")
 from serve_helpers import (  # noqa: E402
     MOODS,
     TOPICS,
+    assert_same_predictions,
     free_port,
     running,
     save_random_adapter,
@@ -96,15 +97,6 @@ def url(service: AdapterService) -> Any:
         yield base_url
 
 
-def assert_same(served: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    assert len(served) == len(expected)
-    for got, want in zip(served, expected, strict=True):
-        assert got.keys() == want.keys()
-        assert got["text"] == want["text"] and got["label"] == want["label"]
-        assert got.get("words") == want.get("words")
-        assert got["probability"] == pytest.approx(want["probability"], abs=1e-5)
-
-
 def post(url: str, body: Any, **kwargs: Any) -> Any:
     return httpx.post(f"{url}/predict", json=body, timeout=60, **kwargs)
 
@@ -137,7 +129,7 @@ def test_every_adapter_answers_as_adaptlab_predict(
         response = post(url, {"adapter": adapter, "texts": TEXTS})
         assert response.status_code == 200, response.text
         assert response.json()["adapter"] == adapter
-        assert_same(response.json()["predictions"], expected[adapter])
+        assert_same_predictions(response.json()["predictions"], expected[adapter])
     assert expected["ner"][2]["words"] == ["Rome", "is", "nice"]  # token tags per word
     assert {p["label"] for p in expected["topics"]} <= set(TOPICS)
 
@@ -161,7 +153,9 @@ def test_concurrent_mixed_adapters_each_get_their_own_answers(
     for (adapter, rows), response in zip(requests, responses, strict=True):
         assert response.status_code == 200, response.text
         assert response.json()["adapter"] == adapter
-        assert_same(response.json()["predictions"], [expected[adapter][i] for i in rows])
+        assert_same_predictions(
+            response.json()["predictions"], [expected[adapter][i] for i in rows]
+        )
     assert len(service.pool.names) <= 3  # the LRU cap held under mixed traffic
 
 
@@ -275,10 +269,10 @@ def test_reload_picks_up_new_adapters_and_drops_removed_ones(
             assert reloaded == {"adapters": ["old-run", "topics"], "refused": {}}
             response = post(url, {"adapter": "topics", "texts": TEXTS})
             assert response.status_code == 200
-            assert_same(response.json()["predictions"], expected["topics"])
+            assert_same_predictions(response.json()["predictions"], expected["topics"])
             response = post(url, {"adapter": "old-run", "texts": TEXTS})
             assert response.status_code == 200
-            assert_same(response.json()["predictions"], expected["rt-lora"])
+            assert_same_predictions(response.json()["predictions"], expected["rt-lora"])
             assert post(url, {"adapter": "rt-lora", "texts": TEXTS}).status_code == 404
             assert service.pool.names == ["topics", "old-run"]
     finally:

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("prometheus_client")
 
-from serve_helpers import MOODS, free_port, train, write_csv  # noqa: E402
+from serve_helpers import MOODS, assert_same_predictions, free_port, train, write_csv  # noqa: E402
 from tiny_models import save_tiny_bert  # noqa: E402
 
 from adaptlab.errors import ConfigError  # noqa: E402
@@ -59,9 +59,7 @@ def test_ray_serve_replicas_answer_like_the_local_service(local_ray: None, tmp_p
         local.close()
     for response in answers:
         assert response.status_code == 200, response.text
-        for got, want in zip(response.json()["predictions"], expected, strict=True):
-            assert got["label"] == want["label"]
-            assert got["probability"] == pytest.approx(want["probability"], abs=1e-5)
+        assert_same_predictions(response.json()["predictions"], expected)
     refused = httpx.post(f"{url}/predict", json={"adapter": "../x", "texts": ["a"]}, timeout=60)
     assert refused.status_code == 400 and "never a path" in refused.json()["error"]
     listing = httpx.get(f"{url}/adapters", timeout=60).json()
