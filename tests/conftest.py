@@ -3,6 +3,7 @@ the fixtures several test modules share."""
 
 import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,21 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     from tiny_models import save_tiny_bert
 
     return save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_model_dir: str) -> Path:
+    """The tiny random BERT's folder as a Path."""
+    return Path(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished one-epoch run folder of the tiny BERT on a learnable CSV, once per module."""
+    from cli_cases import train_run, write_reviews
+
+    folder = tmp_path_factory.mktemp("trained")
+    return train_run(tiny_model_dir, write_reviews(folder / "reviews.csv"), folder / "run")
 
 
 @pytest.fixture(scope="module")

@@ -59,6 +59,25 @@ def write_spec(folder: Path, model: str, data: str, **keys: Any) -> Path:
     return path
 
 
+def one_run_store(folder: Path) -> Path:
+    """`folder`/s.db, the store of study `s` (spec s.yaml beside it) with one finished run."""
+    from test_report_records import make_record
+
+    from adaptlab.study import ResultStore
+    from adaptlab.study.planner import plan_study
+    from adaptlab.study.spec import load_spec
+
+    spec = folder / "s.yaml"
+    spec.write_text("name: s\nmodels: [minilm-l6]\ndata: [rotten-tomatoes]\nmethods: [lora]\n")
+    (run,) = plan_study(load_spec(spec), folder)
+    path = folder / "s.db"
+    with ResultStore(path) as results:
+        results.set_plan("s", [run])
+        results.start(run)
+        results.finish(run.run_id, make_record(study="s", method="lora").result)
+    return path
+
+
 def old_record() -> dict[str, Any]:
     """The 0.1.0 result as JSON data."""
     data: dict[str, Any] = json.loads(OLD_RECORD.read_text())

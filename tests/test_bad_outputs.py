@@ -7,26 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_cases import copy_tree, read_only, refused, run_cli, train_run, unchanged, write_reviews
-from test_report_records import make_record
-from tiny_models import save_tiny_bert
+from cli_cases import copy_tree, read_only, refused, run_cli, unchanged, write_reviews
+from study_helpers import one_run_store
 
 import adaptlab.analysis.api as analysis_api
-from adaptlab.study import ResultStore
 from adaptlab.study.lock import lock_path
-from adaptlab.study.planner import plan_study
-from adaptlab.study.spec import load_spec
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return Path(save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert"))))
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("trained")
-    return train_run(str(tiny_model), write_reviews(folder / "reviews.csv"), folder / "run")
 
 
 @pytest.fixture
@@ -40,15 +25,7 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def store(work: Path) -> Path:
     """A results store with one finished run."""
-    spec = work / "s.yaml"
-    spec.write_text("name: s\nmodels: [minilm-l6]\ndata: [rotten-tomatoes]\nmethods: [lora]\n")
-    (run,) = plan_study(load_spec(spec), work)
-    path = work / "s.db"
-    with ResultStore(path) as results:
-        results.set_plan("s", [run])
-        results.start(run)
-        results.finish(run.run_id, make_record(study="s", method="lora").result)
-    return path
+    return one_run_store(work)
 
 
 @pytest.fixture

@@ -16,21 +16,9 @@ from pathlib import Path
 
 import pytest
 from cli_cases import copy_tree, refused, run_cli, train_run, unchanged, write_reviews
-from tiny_models import save_tiny_bert
 
 from adaptlab.fileio import STAGING_OWNER, remove_dead_staging, staging_folder
 from adaptlab.study.lock import lock_path
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return Path(save_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert"))))
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("trained")
-    return train_run(str(tiny_model), write_reviews(folder / "reviews.csv"), folder / "run")
 
 
 @pytest.fixture
@@ -198,7 +186,12 @@ def test_an_earlier_run_needs_overwrite_and_then_is_replaced(
         refused(args, capsys, "it holds an earlier run: pass --overwrite to replace it")
     code, out, err = run_cli([*args, "--overwrite"], capsys)
     assert code == 0, err
-    assert sorted(p.name for p in run.iterdir()) == ["adapter", "metrics.json", "train.log"]
+    assert sorted(p.name for p in run.iterdir()) == [
+        "adapter",
+        "metrics.json",
+        "splits.json",
+        "train.log",
+    ]
     assert '"lora"' in (run / "metrics.json").read_text()
     assert (work / "notes.txt").read_text() == "mine\n"
 
@@ -242,6 +235,7 @@ def test_a_killed_runs_staging_folder_is_removed_by_the_next_run(
     assert sorted(p.name for p in (work / "run").iterdir()) == [
         "adapter",
         "metrics.json",
+        "splits.json",
         "train.log",
     ]
     assert remove_dead_staging(work) == []

@@ -70,7 +70,7 @@ def test_rank_validates_against_a_study_of_the_same_candidates(
             "--models",
             f"{model}@first1,{model}@reinit",
             "--write-controls",
-            str(tmp_path / "models"),
+            str(tmp_path / "controls"),
         ],
         capsys,
     )
@@ -79,8 +79,8 @@ def test_rank_validates_against_a_study_of_the_same_candidates(
         "name": "transfer",
         "models": [
             model,
-            str(tmp_path / "models" / "tiny-first1"),
-            str(tmp_path / "models" / "tiny-reinit"),
+            str(tmp_path / "controls" / "tiny-first1"),
+            str(tmp_path / "controls" / "tiny-reinit"),
         ],
         "data": [data],
         "methods": ["head"],

@@ -54,7 +54,12 @@ def spec(model: str, data: Path, method: str = "houlsby", **kwargs: Any) -> RunS
 def test_run_writes_folder_and_record(tiny_model_dir: str, reviews: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = execute(spec(tiny_model_dir, reviews), out, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["adapter", "metrics.json", "train.log"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "adapter",
+        "metrics.json",
+        "splits.json",
+        "train.log",
+    ]
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["test"] == result.test
     assert read_result(out / "metrics.json") == replace(result, wall_seconds=saved["wall_seconds"])

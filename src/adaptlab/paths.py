@@ -1,6 +1,7 @@
 """Paths a user gives, checked before any work: inputs must be files (not folders), and outputs
-must be writable, be files or folders as the command needs, and never replace anything that
-adaptlab did not write there itself."""
+must be writable, be files or folders as the command needs, never be a symbolic link, never
+overlap an input of the same command, and never replace anything that adaptlab did not write
+there itself."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from adaptlab.errors import ConfigError, DataError
 
 JSON_OUTPUT_LIMIT = 64 << 20
 """A JSON file larger than this is no output of adaptlab's (and is not read to find out)."""
+
+Inputs = Sequence[tuple[Path, str]]
+"""A command's input paths, each with its name for messages ("data file", "stacked adapter")."""
 
 
 def input_file(path: Path, what: str) -> Path:
@@ -55,21 +59,55 @@ def check_writable(folder: Path, what: str, fix: str = "choose a folder you can 
         raise ConfigError(f"cannot write {what} ({reason}); {fix}")
 
 
+def check_not_link(path: Path, what: str) -> None:
+    """Fail if `path` itself is a symbolic link (dangling or not): an output replaces what is at
+    its path, so writing through a link would replace the link, not what it points to."""
+    if path.is_symlink():
+        raise ConfigError(
+            f"{what} {path} is a symbolic link (to {os.readlink(path)}); give the real path"
+        )
+
+
+def check_apart(output: Path, what: str, inputs: Inputs) -> None:
+    """Fail unless `output` is none of the command's `inputs`, lies inside none and holds none
+    (compared after following links), so that writing it can change no input."""
+    target = Path(os.path.realpath(output))
+    for source, name in inputs:
+        real = Path(os.path.realpath(source))
+        if target == real:
+            where = "is"
+        elif real in target.parents:
+            where = "is inside"
+        elif target in real.parents:
+            where = "holds"
+        else:
+            continue
+        raise ConfigError(
+            f"{what} {output} {where} the {name} {source}; an output never touches an input: "
+            "give another path"
+        )
+
+
+def existing(paths: Sequence[tuple[str | Path | None, str]]) -> list[tuple[Path, str]]:
+    """The (path, name) pairs whose path is given and exists here (names of built-ins and hub
+    models are no paths)."""
+    return [(Path(path), name) for path, name in paths if path and Path(path).expanduser().exists()]
+
+
 def check_output_file(
     path: Path,
     what: str,
     *,
     replaceable: Callable[[Path], bool],
-    inputs: Sequence[tuple[Path, str]] = (),
+    inputs: Inputs = (),
 ) -> None:
-    """Fail, before any work, unless `path` can take the output `what`: not a folder, not one of
-    the command's `inputs` (path, name), writable, and either new or an earlier output of the
-    same kind (`replaceable`), so that nothing else is ever overwritten."""
+    """Fail, before any work, unless `path` can take the output `what`: not a folder or a link,
+    apart from the command's `inputs` (`check_apart`), writable, and either new or an earlier
+    output of the same kind (`replaceable`), so that nothing else is ever overwritten."""
+    check_not_link(path, what)
     if path.is_dir():
         raise ConfigError(f"{what} {path} is a folder; give a file name (inside it, say)")
-    for source, name in inputs:
-        if path.exists() and source.exists() and os.path.samefile(path, source):
-            raise ConfigError(f"{what} {path} is the {name} itself; give another file name")
+    check_apart(path, what, inputs)
     if path.exists() and not replaceable(path):
         raise ConfigError(
             f"{path} exists and is not an earlier {what}; adaptlab replaces only its own "
@@ -78,20 +116,36 @@ def check_output_file(
     check_writable(path.parent, what)
 
 
-def check_output_folder(path: Path, what: str) -> None:
-    """Fail, before any work, unless `path` is a folder (or can be made) that can be written."""
+def check_output_folder(path: Path, what: str, inputs: Inputs = ()) -> None:
+    """Fail, before any work, unless `path` is a folder (or can be made) that can be written,
+    not a link and apart from the command's `inputs` (`check_apart`)."""
+    check_not_link(path, what)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{what} {path} is a file; give a folder")
+    check_apart(path, what, inputs)
     check_writable(path, what)
 
 
-def check_new_folder(path: Path, what: str) -> None:
+def check_new_folder(path: Path, what: str, inputs: Inputs = ()) -> None:
     """Fail, before any work, unless `path` is a folder to be made or an empty one (commands
     that write a folder without an overwrite rule never mix files into an existing one)."""
-    check_output_folder(path, what)
+    check_output_folder(path, what, inputs)
     if path.is_dir() and any(path.iterdir()):
         raise ConfigError(
             f"{what} {path} exists and is not empty; give a new folder (or remove that one)"
+        )
+
+
+def check_own_folder(folder: Path, what: str, ours: Callable[[Path], bool]) -> None:
+    """Fail if `folder` holds anything that `ours` does not know as an earlier output of the
+    command: no command mixes its files into a folder it did not make unless it is empty."""
+    if not folder.is_dir():
+        return
+    foreign = sorted(entry.name for entry in folder.iterdir() if not ours(entry))
+    if foreign:
+        raise ConfigError(
+            f"{what} {folder} holds {listed(foreign)}, which adaptlab did not write there; give "
+            "a new or empty folder"
         )
 
 

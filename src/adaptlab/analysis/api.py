@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -10,17 +9,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN, alphas, loss_landscape
+from adaptlab.analysis.landscape import (
+    DEFAULT_POINTS,
+    DEFAULT_SPAN,
+    alphas,
+    check_finite,
+    loss_landscape,
+)
 from adaptlab.analysis.plots import fusion_figure, landscape_figure, layer_figure, save_png
-from adaptlab.analysis.similarity import compare_to_base, get_measure
+from adaptlab.analysis.similarity import MEASURES, check_tokens, compare_to_base, get_measure
 from adaptlab.analysis.target import load_target
 from adaptlab.analysis.tokens import DEFAULT_TOKENS, sample_tokens
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
+from adaptlab.finite import finite_json
 from adaptlab.methods import get_handle
-from adaptlab.paths import check_output_file, check_output_folder, has_prefix, json_with_key
+from adaptlab.paths import (
+    check_output_file,
+    check_output_folder,
+    check_own_folder,
+    existing,
+    has_prefix,
+    json_with_key,
+)
 from adaptlab.train.fusion_weights import mean_fusion_weights
-from adaptlab.train.outputs import ANALYSIS_FOLDER
+from adaptlab.train.outputs import ADAPTER_FOLDER, ANALYSIS_FOLDER
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -49,8 +62,9 @@ def similarity_analysis(
     progress: bool = True,
 ) -> Written:
     """Per-layer `measure` (rsa, cka, cka-debiased) of the trained run against its base."""
-    get_measure(measure)  # an unknown measure fails before anything loads
-    folder = _output_folder(path, out, measure)
+    get_measure(measure)  # an unknown measure, or too few tokens, fails before anything loads
+    check_tokens(measure, tokens)
+    folder = _output_folder(path, out, measure, data, model)
     started = time.perf_counter()
     target = load_target(path, data, data_options, split=split, device=device, model=model)
     sample = sample_tokens(target.features, target.special_ids, tokens, seed)
@@ -71,7 +85,7 @@ def similarity_analysis(
         "seconds": time.perf_counter() - started,
     }
     fig = layer_figure({str(path): scores.scores}, measure, f"{measure.upper()}: {target.data}")
-    return _write(result, fig, folder, measure)
+    return _write(result, fig, folder, measure, "the representations are not finite")
 
 
 def landscape_analysis(
@@ -90,7 +104,7 @@ def landscape_analysis(
 ) -> Written:
     """The loss along theta0 + a (theta1 - theta0) on `split` (§5)."""
     grid = alphas(points, span)
-    folder = _output_folder(path, out, "landscape")
+    folder = _output_folder(path, out, "landscape", data, model)
     started = time.perf_counter()
     target = load_target(path, data, data_options, split=split, device=device, model=model)
     curve = loss_landscape(
@@ -103,6 +117,7 @@ def landscape_analysis(
         batch_size=batch_size,
         progress=progress,
     )
+    check_finite(curve)
     result = {
         "analysis": "landscape",
         "adapter": str(path),
@@ -111,7 +126,7 @@ def landscape_analysis(
         "seconds": time.perf_counter() - started,
     }
     fig = landscape_figure({str(path): (curve.alphas, curve.losses)}, f"loss: {target.data}")
-    return _write(result, fig, folder, "landscape")
+    return _write(result, fig, folder, "landscape", "the losses are not finite; lower --span")
 
 
 def fusion_analysis(
@@ -126,7 +141,7 @@ def fusion_analysis(
     batch_size: int = 64,
 ) -> Written:
     """A trained fusion's mean weight per adapter at each fusion layer on `split`."""
-    folder = _output_folder(path, out, "fusion")
+    folder = _output_folder(path, out, "fusion", data, model)
     started = time.perf_counter()
     target = load_target(path, data, data_options, split=split, device=device, model=model)
     fusion = get_handle(target.model)
@@ -142,16 +157,28 @@ def fusion_analysis(
     }
     layers = {a: [site.weights[a] for site in sites] for a in fusion.fused}
     fig = fusion_figure(layers, f"fusion weights: {target.data}")
-    return _write(result, fig, folder, "fusion")
+    hint = "the fusion's weights are not finite, so the run diverged; train it again"
+    return _write(result, fig, folder, "fusion", hint)
 
 
 def _output_folder(
-    path: str | os.PathLike[str], out: str | os.PathLike[str] | None, name: str
+    path: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None,
+    name: str,
+    data: str,
+    model: str | None,
 ) -> Path:
-    """The folder the results go to, checked before any work: writable, and `name`.json and
-    .png in it new or earlier results of this analysis (nothing else is replaced)."""
-    folder = Path(out) if out is not None else Path(path) / ANALYSIS_FOLDER
-    check_output_folder(folder, "the analysis folder")
+    """The folder the results go to, checked before any work: writable, new or holding only
+    earlier analysis results, apart from the adapter analysed (the default `analysis/` beside
+    or inside it excepted), and `name`.json and .png in it new or earlier results of this
+    analysis (nothing else is replaced); apart from the `data` and `model` too."""
+    default = Path(path) / ANALYSIS_FOLDER
+    folder = Path(out) if out is not None else default
+    adapter = Path(path) / ADAPTER_FOLDER if (Path(path) / ADAPTER_FOLDER).is_dir() else Path(path)
+    inputs = existing([(data, "data"), (model, "base model")])
+    if os.path.realpath(folder) != os.path.realpath(default):
+        inputs.append((adapter, "adapter"))
+    check_output_folder(folder, "the analysis folder", inputs)
     check_output_file(
         folder / f"{name}.json",
         "analysis result",
@@ -160,12 +187,24 @@ def _output_folder(
     check_output_file(
         folder / f"{name}.png", "analysis plot", replaceable=lambda p: has_prefix(p, PNG_SIGNATURE)
     )
+    check_own_folder(folder, "the analysis folder", _earlier_analysis)
     return folder
 
 
-def _write(result: dict[str, Any], fig: Any, folder: Path, name: str) -> Written:
-    folder.mkdir(parents=True, exist_ok=True)
+def _earlier_analysis(path: Path) -> bool:
+    """Whether `path` is a result or plot an analysis writes (what a folder of them holds)."""
+    names = (*MEASURES, "landscape", "fusion")
+    if path.suffix == ".json" and path.stem in names:
+        return json_with_key(path, "analysis")
+    return path.suffix == ".png" and path.stem in names and has_prefix(path, PNG_SIGNATURE)
+
+
+def _write(result: dict[str, Any], fig: Any, folder: Path, name: str, hint: str) -> Written:
+    """The result as `name`.json and the figure as `name`.png in `folder`; nothing is written
+    when a number of the result is NaN or infinite (a DataError naming it, then `hint`)."""
     json_path, png_path = folder / f"{name}.json", folder / f"{name}.png"
-    atomic_write(json_path, json.dumps(result, indent=2).encode())
+    data = finite_json(result, json_path.name, hint)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(json_path, data)
     save_png(fig, png_path)
     return Written(result=result, json_path=json_path, png_path=png_path)

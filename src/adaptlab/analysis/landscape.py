@@ -9,6 +9,7 @@ and of the head. The model is restored bit-exactly afterwards.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from torch import nn
 
 from adaptlab import checks
 from adaptlab.data import TextEncoder
-from adaptlab.errors import ConfigError
+from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods import get_handle
 from adaptlab.progress import track
 from adaptlab.tasks import TaskKind
@@ -26,6 +27,12 @@ from adaptlab.train.evaluate import evaluate
 
 DEFAULT_POINTS = 20
 DEFAULT_SPAN = 2.0
+MAX_POINTS = 200
+"""Each point is one pass over the split; 200 already draw a smooth curve."""
+MIN_SPAN, MAX_SPAN = 0.01, 100.0
+"""alpha counts training steps theta1 - theta0: a narrower span keeps every point within 1% of
+the start, a wider one takes the weights 100 steps past the trained ones, where the loss of
+any model overflows."""
 
 
 @dataclass(frozen=True)
@@ -44,9 +51,21 @@ class Landscape:
 
 
 def alphas(points: int = DEFAULT_POINTS, span: float = DEFAULT_SPAN) -> tuple[float, ...]:
-    """`points` evenly spaced coefficients in [-span, span], plus 0 and 1."""
+    """`points` evenly spaced coefficients in [-span, span], plus 0 and 1; ConfigError outside
+    2 .. MAX_POINTS points and a span of MIN_SPAN .. MAX_SPAN."""
     checks.at_least(points, 2, "--points")
     checks.positive_finite(span, "--span")
+    if points > MAX_POINTS:
+        raise ConfigError(
+            f"--points must be at most {MAX_POINTS} (each point is one pass over the split), "
+            f"got {points}"
+        )
+    if not MIN_SPAN <= span <= MAX_SPAN:
+        raise ConfigError(
+            f"--span must be from {MIN_SPAN:g} to {MAX_SPAN:g} (alpha counts training steps: "
+            "narrower stays within 1% of the start, wider overflows the loss), got "
+            f"{span:g}"
+        )
     grid = torch.linspace(-span, span, points, dtype=torch.float64).tolist()
     return tuple(sorted({*(round(a, 12) for a in grid), 0.0, 1.0}))
 
@@ -86,3 +105,22 @@ def loss_landscape(
         for name in names:
             params[name].copy_(trained[name])
     return Landscape(alphas=grid, losses=tuple(losses))
+
+
+def check_finite(curve: Landscape) -> None:
+    """Refuse, in one line, a landscape with a NaN or infinite loss: a diverged curve is not a
+    result, and the message says where it diverged and what to change."""
+    pairs = zip(curve.alphas, curve.losses, strict=True)
+    bad = [(a, loss) for a, loss in pairs if not math.isfinite(loss)]
+    if not bad:
+        return
+    where = ", ".join(f"{loss} at alpha {a:g}" for a, loss in bad[:3])
+    where += f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    ends = {a for a, _ in bad} & {0.0, 1.0}
+    if 1.0 in ends:
+        advice = "the trained model itself gives it, so the run diverged; train it again"
+    elif ends:
+        advice = "the starting model itself gives it; are its weights finite?"
+    else:
+        advice = "the weights interpolated that far overflow the loss; lower --span"
+    raise DataError(f"the loss landscape diverged (loss {where}); {advice}")

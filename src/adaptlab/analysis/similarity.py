@@ -19,7 +19,7 @@ from adaptlab.analysis.features import layer_features, layer_names
 from adaptlab.analysis.rsa import rsa
 from adaptlab.analysis.tokens import TokenSample
 from adaptlab.data import TextEncoder
-from adaptlab.errors import ConfigError
+from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods import disabled
 
 Measure = Callable[[torch.Tensor, torch.Tensor], float]
@@ -29,6 +29,18 @@ MEASURES: dict[str, Measure] = {
     "cka": linear_cka,
     "cka-debiased": partial(linear_cka, debiased=True),
 }
+
+
+MIN_TOKENS = {"rsa": 3, "cka": 2, "cka-debiased": 4}
+"""Tokens each measure needs: RSA two similarity pairs, CKA two rows, debiased CKA four (its
+estimator divides by N - 3)."""
+
+
+def check_tokens(name: str, tokens: int) -> None:
+    """`tokens` is enough for measure `name`; checked before any model loads."""
+    least = MIN_TOKENS[name]
+    if tokens < least:
+        raise ConfigError(f"--tokens must be at least {least} for {name}, got {tokens}")
 
 
 def get_measure(name: str) -> Measure:
@@ -97,6 +109,14 @@ def compare_to_base(
         model, encoder, features, sample, batch_size=batch_size, progress=progress
     )
     names = tuple(layer_names(model))
+    for name, *pair in zip(names, base, adapted, strict=True):
+        for side, values in zip(("base", "adapted"), pair, strict=True):
+            if not torch.isfinite(values).all():
+                raise DataError(
+                    f"layer {name}: the {side} model's representations hold NaN or infinite "
+                    "values, so no similarity can be measured; are the run's weights finite "
+                    "(did its training diverge)?"
+                )
     return {
         name: LayerScores(
             measure=name,

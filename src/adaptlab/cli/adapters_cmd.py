@@ -16,7 +16,7 @@ from adaptlab.methods import save_adapter
 from adaptlab.methods.manifest import MEMBERS, Manifest, parse_manifest
 from adaptlab.methods.peft_format import export_peft, import_peft
 from adaptlab.models.loading import load_model
-from adaptlab.paths import check_new_folder
+from adaptlab.paths import check_new_folder, existing
 from adaptlab.tasks import TASK_KINDS
 from adaptlab.train.restore import adapter_folder, load_trained
 
@@ -107,7 +107,8 @@ def export(
         adaptlab export --adapter runs/rt-lora --format peft runs/rt-lora-peft
     """
     _check_format(format)
-    check_new_folder(out, "export folder")
+    inputs = existing([(adapter, "adapter"), (model, "base model")])
+    check_new_folder(out, "export folder", inputs)
     loaded, manifest = load_trained(adapter, device, model=model)
     export_peft(
         loaded.model,
@@ -140,7 +141,9 @@ def import_(
     names = [label.strip() for label in labels.split(",")]
     if not all(names) or len(set(names)) != len(names):
         raise ConfigError(f"--labels must be distinct non-empty names, got {labels!r}")
-    check_new_folder(out, "adapter folder")
+    check_new_folder(
+        out, "adapter folder", existing([(source, "PEFT folder"), (model, "base model")])
+    )
     loaded = load_model(model, task, label_names=names)  # type: ignore[arg-type]
     handle = import_peft(loaded.model, source)
     save_adapter(

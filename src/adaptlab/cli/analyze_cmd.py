@@ -9,7 +9,13 @@ import typer
 from rich.table import Table
 
 from adaptlab.analysis import Written, fusion_analysis, landscape_analysis, similarity_analysis
-from adaptlab.analysis.landscape import DEFAULT_POINTS, DEFAULT_SPAN
+from adaptlab.analysis.landscape import (
+    DEFAULT_POINTS,
+    DEFAULT_SPAN,
+    MAX_POINTS,
+    MAX_SPAN,
+    MIN_SPAN,
+)
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.cli.console import console
 from adaptlab.cli.options import (
@@ -107,10 +113,21 @@ def landscape(
     adapter: AdapterOption,
     data: DataOption,
     points: Annotated[
-        int, typer.Option(help="Evenly spaced alphas (0 and 1 are added).", callback=at_least_two)
+        int,
+        typer.Option(
+            help=f"Evenly spaced alphas (0 and 1 are added), 2 to {MAX_POINTS}: each is one "
+            "pass over the split.",
+            callback=at_least_two,
+        ),
     ] = DEFAULT_POINTS,
     span: Annotated[
-        float, typer.Option(help="alpha runs from -span to span.", callback=positive_finite)
+        float,
+        typer.Option(
+            help=f"alpha runs from -span to span, {MIN_SPAN:g} to {MAX_SPAN:g}: alpha counts "
+            "training steps (1 = trained), so a narrower span stays within 1% of the start and "
+            "a wider one overflows the loss.",
+            callback=positive_finite,
+        ),
     ] = DEFAULT_SPAN,
     split: Split = "dev",
     out: Out = None,

@@ -204,5 +204,14 @@ def _print_rows(console: Console, title: str, rows: list[dict[str, Any]]) -> Non
     for column in rows[0] if rows else []:
         table.add_column(column.replace("_", " "), justify="right")  # headers wrap at spaces
     for row in rows:
-        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()))
+        table.add_row(*(_cell(v) for v in row.values()))
     console.print(table)
+    if any(value is None for row in rows for value in row.values()):
+        console.print("n/a: not measured, the facts file holds no facts of other relations")
+
+
+def _cell(value: object) -> str:
+    """A number to 4 digits; `n/a` for one not measured (no facts of other relations)."""
+    if value is None:
+        return "n/a"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -34,6 +36,7 @@ from adaptlab.paths import (
     check_output_file,
     check_output_folder,
     check_writable,
+    existing,
     json_with_key,
 )
 from adaptlab.select import (
@@ -53,6 +56,7 @@ from adaptlab.select import (
 from adaptlab.select.features import Pooling
 from adaptlab.select.layers import Aggregate
 from adaptlab.study import ResultStore, load_records
+from adaptlab.study.store import store_files
 
 _console = console()
 
@@ -82,6 +86,14 @@ def rank_models(
     seed: Annotated[
         int, typer.Option(help="Seed of the sample (and of @reinit weights).", callback=seed)
     ] = 0,
+    drop_rare_classes: Annotated[
+        bool,
+        typer.Option(
+            help="Leave out of the sample the classes with fewer examples than the chosen "
+            "estimators need (each states its minimum: 2 for most, knn k // 2 + 2, nleep 6); "
+            "the output says how many examples and classes that drops."
+        ),
+    ] = False,
     pooling: Annotated[str, typer.Option(help="mean (over tokens) or first (token).")] = "mean",
     aggregate: Annotated[
         str, typer.Option(help="last layer, best layer (per estimator), or mean of the layers.")
@@ -137,8 +149,14 @@ def rank_models(
             _console.print(f"wrote {write_candidate(candidate, write_controls, seed)}")
         return
     if json_out is not None:
+        inputs = existing(
+            [(data, "data"), *((candidate.base, "base model") for candidate in candidates)]
+        )
         check_output_file(
-            json_out, "rank result", replaceable=lambda path: json_with_key(path, "ranking")
+            json_out,
+            "rank result",
+            replaceable=lambda path: json_with_key(path, "ranking"),
+            inputs=[*inputs, *(store_files(store) if store is not None else [])],
         )
     chosen = make_estimators(estimators)
     if aggregate not in AGGREGATES or pooling not in POOLINGS:  # before any long work
@@ -160,6 +178,7 @@ def rank_models(
         use_cache=cache,
         device=device,
         progress=progress,
+        drop_rare_classes=drop_rare_classes,
     )
     started = time.perf_counter()
     ranking = rank(
@@ -171,6 +190,8 @@ def rank_models(
         per_layer=layers,
     )
     seconds = time.perf_counter() - started
+    if ranking.dropped is not None:
+        _console.print(ranking.dropped.describe(ranking.examples), highlight=False)
     title = f"{dataset.name}: scores ({aggregate} layer{'s' if aggregate == 'mean' else ''})"
     _print_scores(ranking, ranking.rows, title, show_layer=aggregate == "best")
     if layers:
@@ -199,25 +220,39 @@ def rank_models(
 
 
 def check_control_folders(candidates: list[Candidate], out: Path) -> None:
-    """Fail, before any model loads, unless every candidate's folder under `out` is new."""
+    """Fail, before any model loads, unless `out` is new or empty and apart from every
+    candidate's base model folder."""
     check_output_folder(out, "the control models")
     for candidate in candidates:
         check_new_folder(out / candidate.folder_name, "control model folder")
+    inputs = existing([(candidate.base, "base model") for candidate in candidates])
+    check_new_folder(out, "the control models folder", inputs)
 
 
 def fine_tuned_scores(store: Path, data_name: str) -> dict[str, float]:
     """Mean test score per model (keyed by built-in name or folder name) of a study's done runs
-    on `data_name`, in each run's own metric."""
+    on `data_name`, in each run's own metric; a run whose score is NaN or infinite (it
+    diverged) is left out, and said so."""
     by_model: dict[str, list[float]] = defaultdict(list)
+    diverged = 0
     for stored in load_records(store, planned_only=True):
         result = stored.result
         if result.data.name != data_name:
             continue
         value = result.test.get(result.metric)
-        if value is not None:
+        if value is not None and not math.isfinite(value):
+            diverged += 1
+        elif value is not None:
             by_model[Path(result.spec.model).name].append(value)
+    if diverged:
+        _console.print(
+            f"left out {diverged} run{'s' if diverged > 1 else ''} of {store} whose test score "
+            "is NaN or infinite (diverged)",
+            highlight=False,
+        )
     if not by_model:
-        raise DataError(f"study store {store} holds no finished runs on {data_name!r}")
+        finite = " with a finite test score" if diverged else ""
+        raise DataError(f"study store {store} holds no finished runs on {data_name!r}{finite}")
     return {model: sum(values) / len(values) for model, values in by_model.items()}
 
 
@@ -276,6 +311,7 @@ def _ranking_json(ranking: Ranking) -> dict[str, Any]:
         "extract_seconds": ranking.extract_seconds,
         "score_seconds": ranking.score_seconds,
         "cache_hits": ranking.cache_hits,
+        "dropped": None if ranking.dropped is None else asdict(ranking.dropped),
         "order": {name: ranking.order(name) for name in ranking.estimators},
         "tiers": {name: ranking.tiers(name) for name in ranking.estimators},
     }

@@ -35,7 +35,7 @@ def sequence(
         str,
         typer.Option(
             help="classification (a head per labelled stage, accuracy) or causal-lm (lifelong "
-            "pretraining: each stage a corpus, held-out perplexity)."
+            "pretraining of a decoder-only causal LM: each stage a corpus, held-out perplexity)."
         ),
     ] = "classification",
     strategy: Annotated[

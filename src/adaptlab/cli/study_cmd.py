@@ -19,7 +19,13 @@ from adaptlab.study.progress import format_duration
 from adaptlab.study.runner import default_store, run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import StudyStatus, study_status
-from adaptlab.study.store import load_records, load_sequences, load_unplanned, load_validations
+from adaptlab.study.store import (
+    load_records,
+    load_sequences,
+    load_unplanned,
+    load_validations,
+    store_files,
+)
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 
@@ -201,7 +207,7 @@ def report(
 
     path = _store_path(store)
     target = out or path.with_suffix(".html")
-    check_output_file(target, "report", replaceable=is_report, inputs=[(path, "results store")])
+    check_output_file(target, "report", replaceable=is_report, inputs=store_files(path))
     records = load_records(path, planned_only=True)
     sequences = load_sequences(path, planned_only=True)
     unplanned = load_unplanned(path)

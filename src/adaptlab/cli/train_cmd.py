@@ -50,7 +50,8 @@ def train(
     ],
     data: DataOption,
     out: Annotated[
-        Path, typer.Option(help="Run folder to write (adapter/, metrics.json, train.log).")
+        Path,
+        typer.Option(help="Run folder to write (adapter/, metrics.json, splits.json, train.log)."),
     ],
     method: Annotated[
         str, typer.Option(help="Method or combination, e.g. houlsby, lora+bitfit.")

@@ -4,7 +4,14 @@ from collections.abc import Sequence
 
 from adaptlab.data.chronology import chronological_split, parse_times, time_split
 from adaptlab.data.files import RowSplits
-from adaptlab.data.labels import ParsedLabel, infer_task, label_order, label_units, parse_label
+from adaptlab.data.labels import (
+    ParsedLabel,
+    infer_task,
+    label_order,
+    label_units,
+    parse_label,
+    refuse_numeric_classes,
+)
 from adaptlab.data.readers import RawRow
 from adaptlab.data.splits import SPLIT_SEED, carve_dev, stratum, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Dataset, Example, TimeSplit
@@ -61,10 +68,9 @@ def _by_time(
             f"{name} comes with its own dev/test split; a chronological split cuts one set of "
             "rows by time: give them in one file"
         )
-    raw = [row for row, _ in rows]
-    parts = chronological_split(parse_times(raw))
+    parts = chronological_split(parse_times([row for row, _ in rows]))
     picked = {split: _pick(rows, at) for split, at in zip(SPLIT_NAMES, parts, strict=True)}
-    cuts = time_split(raw, parts, column)
+    cuts = time_split(column, {split: [row.time for row, _ in picked[split]] for split in picked})
     return picked, cuts.describe(), cuts
 
 
@@ -97,7 +103,7 @@ def _example(row: RawRow, label: ParsedLabel, task: TaskKind, index: dict[str, i
         value = tuple(index[tag] for tag in label)
     else:
         value = tuple(sorted(index[name] for name in label))
-    return Example(text=row.text, label=value, text_pair=row.text_pair)
+    return Example(row.text, value, row.text_pair, origin=row.origin, time=row.time)
 
 
 def build_dataset(
@@ -108,13 +114,18 @@ def build_dataset(
     separator: str,
     names: tuple[str, ...] | None = None,
     time_column: str | None = None,
+    label_column: str = "label",
 ) -> Dataset:
     """Build a Dataset from raw rows; `names` fixes the label order (else sorted train labels).
 
     With `time_column` (the column the rows' times came from) the rows are split by time.
+    Labels inferred to be classes must not be a column of numbers (`refuse_numeric_classes`,
+    naming `label_column`).
     """
     every = rows.train + (rows.dev or []) + (rows.test or [])
     kind = task or infer_task(every, separator)
+    if task is None and kind == "single_label":
+        refuse_numeric_classes(every, label_column)
     parts = {
         split: None if part is None else [(row, parse_label(row, kind, separator)) for row in part]
         for split, part in zip(SPLIT_NAMES, (rows.train, rows.dev, rows.test), strict=True)

@@ -5,8 +5,6 @@ Split rules and measured sizes are tabled in docs/data.md; labels get ids in the
 """
 
 import bz2
-import csv
-import io
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
@@ -15,12 +13,20 @@ from pathlib import Path
 
 from adaptlab.data.assemble import build_dataset
 from adaptlab.data.files import RowSplits
-from adaptlab.data.readers import RawRow, decode_utf8, read_bio, read_bytes
-from adaptlab.data.types import Dataset
+from adaptlab.data.readers import (
+    RawRow,
+    TableRecord,
+    decode_utf8,
+    keep_row,
+    read_bio,
+    read_bytes,
+    table_records,
+)
+from adaptlab.data.types import Dataset, Origin
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.tasks import TaskKind
 
-Records = Iterable[Mapping[str, str]]
+Records = Iterable[TableRecord]
 SENTIMENT = ("negative", "neutral", "positive")
 SLOVENIAN_SCORES = {"-1.0": "negative", "0.0": "neutral", "1.0": "positive"}
 SLOVENIAN_TIME = "CreatedDateTimeUtc"
@@ -45,33 +51,38 @@ def _rows(
     records: Records,
     text: str,
     label: Callable[[Mapping[str, str]], str | None],
-    origin: str,
+    path: Path,
     time: str | None = None,
 ) -> list[RawRow]:
-    """Raw rows from records, skipping rows with blank text or no label (label -> None); with
-    `time`, each row keeps that column's value as its time."""
+    """Raw rows from records, skipping those with no label (label -> None) and dropping those
+    with blank text (`keep_row`); with `time`, each row keeps that column's value as its time."""
     rows = []
-    for number, record in enumerate(records, start=1):
-        body, value = record.get(text) or "", label(record)
-        if value is not None and body.strip():
-            when = record.get(time) if time else None
-            rows.append(RawRow(body, value, f"{origin} row {number}", time=when))
+    for record in records:
+        body, value, where = record.fields[text], label(record.fields), record.where(path.name)
+        if value is not None and keep_row(body, value, where):
+            when = record.fields[time] if time else None
+            origin = Origin(path.name, record.first)
+            rows.append(RawRow(body, value, where, origin, time=when))
     return rows
 
 
+def _table(path: Path, text: str, delimiter: str, skip: int = 0) -> tuple[TableRecord, ...]:
+    """Every record of a built-in's delimited file (`table_records`, read as csv reads it)."""
+    _, records = table_records(path, text, delimiter, strict=False, skip=skip)
+    return tuple(records)
+
+
 @lru_cache(maxsize=2)
-def _orange_table(path: Path) -> tuple[dict[str, str], ...]:
-    """Records of an Orange .tab file: tab-separated, three header rows (names, types, flags)."""
-    lines = csv.reader(io.StringIO(decode_utf8(read_bytes(path), path), newline=""), delimiter="\t")
-    header = next(lines)
-    next(lines), next(lines)
-    return tuple(dict(zip(header, row, strict=False)) for row in lines if any(map(str.strip, row)))
+def _orange_table(path: Path) -> tuple[TableRecord, ...]:
+    """Records of an Orange .tab file: tab-separated, three header rows (names, types, flags);
+    blank lines are dropped."""
+    return _table(path, decode_utf8(read_bytes(path), path), "\t", skip=2)
 
 
 def _orange_topics(paths: tuple[Path, ...]) -> RowSplits:
     """An Orange train/test pair with Category and Text columns."""
     train, test = (
-        _rows(_orange_table(path), "Text", lambda record: record["Category"], path.name)
+        _rows(_orange_table(path), "Text", lambda record: record["Category"], path)
         for path in paths
     )
     return RowSplits(train=train, test=test)
@@ -85,7 +96,7 @@ def _slovenian(column: str, names: Mapping[str, str]) -> Callable[[tuple[Path, .
 
     def read(paths: tuple[Path, ...]) -> RowSplits:
         records = _orange_table(paths[0])
-        return RowSplits(train=_rows(records, "Content", label, paths[0].name, SLOVENIAN_TIME))
+        return RowSplits(train=_rows(records, "Content", label, paths[0], SLOVENIAN_TIME))
 
     return read
 
@@ -98,17 +109,14 @@ def _review_label(record: Mapping[str, str]) -> str | None:
 def _rotten_tomatoes(paths: tuple[Path, ...]) -> RowSplits:
     """Review snippets marked fresh or rotten; the plot-summary rows are left out."""
     with bz2.open(paths[0], "rt", encoding="utf-8", newline="") as handle:
-        records = list(csv.DictReader(handle))
-    return RowSplits(train=_rows(records, "text", _review_label, paths[0].name))
+        records = _table(paths[0], handle.read(), ",")
+    return RowSplits(train=_rows(records, "text", _review_label, paths[0]))
 
 
 def _twitter(paths: tuple[Path, ...]) -> RowSplits:
     """Tweets with a sentiment column; the file is latin-1, so it is decoded as such."""
-    text = read_bytes(paths[0]).decode("latin-1")
-    records = csv.DictReader(io.StringIO(text, newline=""))
-    return RowSplits(
-        train=_rows(records, "text", lambda record: record["sentiment"], paths[0].name)
-    )
+    records = _table(paths[0], read_bytes(paths[0]).decode("latin-1"), ",")
+    return RowSplits(train=_rows(records, "text", lambda record: record["sentiment"], paths[0]))
 
 
 def _bio(paths: tuple[Path, ...]) -> RowSplits:

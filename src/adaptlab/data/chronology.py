@@ -9,12 +9,12 @@ than any dev example, and no dev example later than any test example.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from adaptlab.data.readers import RawRow
 from adaptlab.data.splits import DEV_SHARE, TEST_SHARE
-from adaptlab.data.types import SPLIT_NAMES, Period, TimeSplit
+from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import DataError
 
 
@@ -49,19 +49,18 @@ def chronological_split(times: Sequence[float]) -> tuple[list[int], list[int], l
     return order[:train_end], order[train_end:dev_end], order[dev_end:]
 
 
-def time_split(rows: Sequence[RawRow], parts: Sequence[Sequence[int]], column: str) -> TimeSplit:
-    """Where the periods begin and end, in the rows' own time notation."""
+def time_split(column: str, times: Mapping[str, Sequence[str | None]]) -> TimeSplit:
+    """Where each split's period begins and ends, in the rows' own time notation: the times of
+    its first and last row (the rows of a split cut by time are in time order)."""
     periods = tuple(
-        Period(name, _time(rows[part[0]]), _time(rows[part[-1]]))
-        for name, part in zip(SPLIT_NAMES, parts, strict=True)
-        if part
+        Period(split, _time(found[0]), _time(found[-1])) for split, found in times.items() if found
     )
     return TimeSplit(column, periods)
 
 
-def _time(row: RawRow) -> str:
-    """The row's time as its source wrote it."""
-    return (row.time or "").strip()
+def _time(text: str | None) -> str:
+    """A time as its source wrote it."""
+    return (text or "").strip()
 
 
 def _number(text: str) -> float | None:

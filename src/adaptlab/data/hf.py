@@ -9,6 +9,7 @@ from typing import Any
 
 from adaptlab.data.files import RowSplits
 from adaptlab.data.readers import Columns, RawRow, row_from_record
+from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
 HF_SPLITS = {"train": ("train",), "dev": ("validation", "dev"), "test": ("test",)}
@@ -43,7 +44,7 @@ def _rows(part: Any, columns: Columns, origin: str) -> list[RawRow]:
                     f"{where} has label {record[columns.label]!r}, which is no class "
                     "(an unlabelled split?); pick a labelled dataset or split"
                 ) from None
-        row = row_from_record(record, columns, where)
+        row = row_from_record(record, columns, where, Origin(origin, number))
         if row is not None:
             rows.append(row)
     return rows

@@ -34,6 +34,40 @@ def infer_task(rows: Sequence[RawRow], separator: str) -> TaskKind:
     return "single_label"
 
 
+def _spells_nan(text: str) -> bool:
+    """Whether a label is NaN (`nan`, `NaN`): how numeric tools write a missing value."""
+    try:
+        return math.isnan(float(text))
+    except ValueError:
+        return False
+
+
+def refuse_numeric_classes(rows: Sequence[RawRow], column: str) -> None:
+    """Fail when labels about to be taken for classes are a column of numbers: most of them
+    numeric, and the numbers not all whole or more distinct than half the rows (fewer than two
+    examples a class). Trained as classes, such a column gives one class per value."""
+    labels = [row for row in rows if isinstance(row.label, str)]
+    values = [_number(str(row.label)) for row in labels]
+    numbers = {value for value in values if value is not None}
+    if sum(value is not None for value in values) * 2 <= len(labels):
+        return
+    if all(value.is_integer() for value in numbers) and len(numbers) * 2 <= len(labels):
+        return
+    found = (
+        f"label column '{column}' has {len(numbers):,} distinct numeric values in "
+        f"{len(labels):,} rows"
+    )
+    odd = next((row for row, value in zip(labels, values, strict=True) if value is None), None)
+    if odd is None:
+        raise DataError(
+            f"{found}; use --task regression (--task single_label keeps them as classes)"
+        )
+    raise DataError(
+        f"{found}, and {odd.label!r} ({odd.where}) is not a number; fill it in or drop that "
+        "row, and use --task regression"
+    )
+
+
 def parse_label(row: RawRow, task: TaskKind, separator: str) -> ParsedLabel:
     """Parse one raw label for the task, failing on a label that cannot mean that task."""
     if task == "token":
@@ -64,6 +98,11 @@ def parse_label(row: RawRow, task: TaskKind, separator: str) -> ParsedLabel:
         return value
     if not row.label:
         raise DataError(f"{row.where} has an empty label; fill it in or drop the row")
+    if _spells_nan(row.label):
+        raise DataError(
+            f"{row.where} has label {row.label!r}, a missing value rather than a class; fill it "
+            "in or drop the row"
+        )
     return row.label
 
 

@@ -41,6 +41,7 @@ def load_dataset(
         raise ConfigError(f"unknown task '{task}'; use one of {', '.join(TASK_KINDS)}")
     if not label_separator:
         raise ConfigError("label_separator must not be empty; the default is '|'")
+    _check_roles(text_column, text_pair_column, label_column)
     chronological = _chronological(split, time_column, source in BUILTINS)
     if source in BUILTINS:
         return load_builtin(source, task, chronological)
@@ -50,19 +51,42 @@ def load_dataset(
     if source.startswith("hf:"):
         spec = source.removeprefix("hf:")
         rows = read_hf(spec, columns)
+        where = f"Hugging Face dataset {spec}"
         return build_dataset(
-            spec, f"Hugging Face dataset {spec}", rows, task, label_separator, None, time_column
+            spec, where, rows, task, label_separator, None, time_column, label_column
         )
     path = Path(source).expanduser()
     if path.exists() or _looks_like_path(source):
         rows = read_path(path, columns)
         kind = "folder" if path.is_dir() else "file"
         name = path.stem if path.is_file() else path.resolve().name
-        return build_dataset(name, f"{kind} {path}", rows, task, label_separator, None, time_column)
+        return build_dataset(
+            name, f"{kind} {path}", rows, task, label_separator, None, time_column, label_column
+        )
     raise DataError(
         f"unknown data source '{source}': no such file or folder, and not a built-in "
         f"({', '.join(BUILTINS)}); give a CSV/TSV/JSONL/BIO path, hf:NAME, or a built-in name"
     )
+
+
+def _check_roles(text: str, pair: str | None, label: str) -> None:
+    """Refuse one column in two roles: a model that reads its label as its text is scored on
+    reading the answer, and a text paired with itself is no pair."""
+    if text == label:
+        raise ConfigError(
+            f"the text column and the label column are both '{text}': the model would read the "
+            "answer; set --text-column (text_column) to the column holding the text"
+        )
+    if pair == label:
+        raise ConfigError(
+            f"the text pair column and the label column are both '{pair}': the model would read "
+            "the answer; set --text-pair-column (text_pair_column) to the second text's column"
+        )
+    if pair == text:
+        raise ConfigError(
+            f"the text pair column and the text column are both '{text}': a text paired with "
+            "itself; set --text-pair-column (text_pair_column) to the second text's column"
+        )
 
 
 def _chronological(split: str, time_column: str | None, builtin: bool) -> bool:

@@ -3,11 +3,12 @@
 import csv
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
 
@@ -24,13 +25,28 @@ class Columns:
 
 @dataclass(frozen=True)
 class RawRow:
-    """A record as read, before its label is parsed; `where` locates it in error messages."""
+    """A record as read, before its label is parsed; `where` locates it in error messages,
+    `origin` in the split record a run keeps."""
 
     text: str | tuple[str, ...]
     label: str | tuple[str, ...]
     where: str
+    origin: Origin
     text_pair: str | None = None
     time: str | None = None
+
+
+@dataclass(frozen=True)
+class TableRecord:
+    """One record of a delimited file: its fields by column, and the lines it spans."""
+
+    first: int
+    last: int
+    fields: dict[str, str]
+
+    def where(self, path: Path | str) -> str:
+        """`reviews.csv line 7`, or `lines 7-9` for a quoted field over several lines."""
+        return f"{path} {_lines(self.first, self.last)}"
 
 
 def decode_utf8(raw: bytes, path: Path) -> str:
@@ -84,13 +100,25 @@ def _refuse_repeated(found: list[str], columns: Columns, where: str) -> None:
             )
 
 
-def _is_blank(text: str | tuple[str, ...] | None) -> bool:
-    """Whether a text cell holds nothing worth training on."""
-    if text is None:
+def _is_blank(value: object) -> bool:
+    """Whether a text or label cell holds nothing: None, spaces, an empty list."""
+    if value is None:
         return True
-    if isinstance(text, str):
-        return not text.strip()
-    return not text
+    if isinstance(value, str):
+        return not value.strip()
+    return isinstance(value, tuple | list) and not value
+
+
+def keep_row(text: object, label: object, where: str, label_read: bool = True) -> bool:
+    """Whether to keep a record: one with a blank text is dropped, unless its label (when a
+    label is read) is blank too: a record with neither is a broken line, not a text to skip."""
+    if not _is_blank(text):
+        return True
+    if label_read and _is_blank(label):
+        raise DataError(
+            f"{where} has an empty text and an empty label; fill them in or delete that record"
+        )
+    return False
 
 
 def _lines(first: int, last: int) -> str:
@@ -111,39 +139,77 @@ def _csv_error(path: Path, line: int, error: csv.Error) -> DataError:
     return DataError(f"{path} line {line} is not valid CSV/TSV: {reason}; fix that record")
 
 
-def read_table(path: Path, delimiter: str, columns: Columns) -> list[RawRow]:
-    """Read a CSV or TSV file with a header row; rows with blank text are dropped.
+def _field_count(record: TableRecord, path: Path, found: int, header: int, delimiter: str) -> str:
+    """The error for a record with more or fewer fields than its header, and the usual cause."""
+    fix = (
+        f"quote text that contains {'commas' if delimiter == ',' else 'tabs'}"
+        if found > header
+        else "fill in the missing fields, and quote text that contains line breaks"
+    )
+    fields = "field" if found == 1 else "fields"
+    return f"{record.where(path)} has {found} {fields}, the header has {header}: {fix}"
+
+
+def table_records(
+    path: Path, text: str, delimiter: str, *, strict: bool = True, skip: int = 0
+) -> tuple[list[str], Iterator[TableRecord]]:
+    """The header row of a delimited text, and its records as they are read (after `skip`
+    more header rows). Lines with nothing but spaces on them are skipped; a record with more or
+    fewer fields than the header is an error naming its lines, since its columns would shift.
 
     Errors name the line a record starts on (a quoted field may run over several lines)."""
-    text = decode_utf8(read_bytes(path), path)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    ended = 0  # the last line of the record read before
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=strict)
     try:
         header = next(reader, [])
-        ended = reader.line_num
-        if not header:
-            raise no_rows(path)
-        _check_columns(header, columns, str(path))
-        _refuse_repeated(header, columns, str(path))
-        rows = []
+        for _ in range(skip):
+            next(reader, None)
+    except csv.Error as error:
+        raise _csv_error(path, reader.line_num + 1, error) from None
+    return header, _records(reader, header, path, delimiter)
+
+
+def _records(reader: Any, header: list[str], path: Path, delimiter: str) -> Iterator[TableRecord]:
+    """The records after the header, numbered by the lines they span."""
+    ended = reader.line_num  # the last line of the record read before
+    try:
         for values in reader:
-            first, ended = ended + 1, reader.line_num
-            record = dict(zip(header, values, strict=False))
-            value = record.get(columns.text)
-            if _is_blank(value):
-                continue
-            pair = None if columns.text_pair is None else record.get(columns.text_pair) or ""
-            rows.append(
-                RawRow(
-                    text=value or "",
-                    label=(record.get(columns.label) or "").strip(),
-                    where=f"{path} {_lines(first, ended)}",
-                    text_pair=pair,
-                    time=None if columns.time is None else record.get(columns.time) or "",
-                )
+            record = TableRecord(
+                ended + 1, reader.line_num, dict(zip(header, values, strict=False))
             )
+            ended = record.last
+            if len(values) <= 1 and not "".join(values).strip():
+                continue
+            if len(values) != len(header):
+                raise DataError(_field_count(record, path, len(values), len(header), delimiter))
+            yield record
     except csv.Error as error:
         raise _csv_error(path, ended + 1, error) from None
+
+
+def read_table(path: Path, delimiter: str, columns: Columns) -> list[RawRow]:
+    """Read a CSV or TSV file with a header row; blank lines are skipped, and records with a
+    blank text dropped (see `keep_row`)."""
+    header, records = table_records(path, decode_utf8(read_bytes(path), path), delimiter)
+    if not header:
+        raise no_rows(path)
+    _check_columns(header, columns, str(path))
+    _refuse_repeated(header, columns, str(path))
+    rows = []
+    for record in records:
+        where, fields = record.where(path), record.fields
+        text, label = fields[columns.text], fields[columns.label].strip()
+        if not keep_row(text, label, where, columns.label != columns.text):
+            continue
+        rows.append(
+            RawRow(
+                text=text,
+                label=label,
+                where=where,
+                origin=Origin(path.name, record.first),
+                text_pair=None if columns.text_pair is None else fields[columns.text_pair],
+                time=None if columns.time is None else fields[columns.time],
+            )
+        )
     if not rows:
         raise no_rows(path)
     return rows
@@ -174,11 +240,15 @@ def _json_text(value: object, where: str) -> str | tuple[str, ...] | None:
     raise DataError(f"{where}: text must be a string or a list of words, not {value!r}")
 
 
-def row_from_record(record: Mapping[str, object], columns: Columns, where: str) -> RawRow | None:
-    """Turn one JSON-like record into a raw row, or None when its text is blank."""
+def row_from_record(
+    record: Mapping[str, object], columns: Columns, where: str, origin: Origin
+) -> RawRow | None:
+    """Turn one JSON-like record into a raw row, or None when its text is blank (`keep_row`)."""
     _check_columns(list(record), columns, where)
     text = _json_text(record[columns.text], where)
-    if text is None or _is_blank(text):
+    if text is None or not keep_row(
+        text, record[columns.label], where, columns.label != columns.text
+    ):
         return None
     pair = None
     if columns.text_pair is not None:
@@ -187,7 +257,7 @@ def row_from_record(record: Mapping[str, object], columns: Columns, where: str) 
     time = None
     if columns.time is not None:
         time = "" if record[columns.time] is None else str(record[columns.time])
-    return RawRow(text, _json_label(record[columns.label], where), where, pair, time)
+    return RawRow(text, _json_label(record[columns.label], where), where, origin, pair, time)
 
 
 def _json_line(line: str) -> tuple[object, list[str]]:
@@ -219,7 +289,7 @@ def read_jsonl(path: Path, columns: Columns) -> list[RawRow]:
         if not isinstance(record, dict):
             raise DataError(f"{where} is not a JSON object; write one {{...}} per line")
         _refuse_repeated(keys, columns, where)
-        row = row_from_record(record, columns, where)
+        row = row_from_record(record, columns, where, Origin(path.name, number))
         if row is not None:
             rows.append(row)
     if not rows:
@@ -233,23 +303,33 @@ def _valid_tag(tag: str) -> bool:
 
 
 def read_bio(path: Path) -> list[RawRow]:
-    """Read one 'WORD ... TAG' token a line, sentences separated by blank lines."""
+    """Read one 'WORD ... TAG' token a line, sentences separated by blank lines; every token
+    line has as many columns as the first (a word with a space in it would shift them)."""
     rows: list[RawRow] = []
     words: list[str] = []
     tags: list[str] = []
     start = 1
+    first: tuple[int, int] | None = None  # the first token line and its number of columns
     lines = decode_utf8(read_bytes(path), path).splitlines()
     for number, line in enumerate([*lines, ""], start=1):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             if words:
-                rows.append(RawRow(tuple(words), tuple(tags), f"{path} line {start}"))
+                where = f"{path} line {start}"
+                rows.append(RawRow(tuple(words), tuple(tags), where, Origin(path.name, start)))
             words, tags, start = [], [], number + 1
             continue
         if len(fields) < 2 or not _valid_tag(fields[-1]):
             raise DataError(
                 f"{path} line {number}: expected a word and a BIO tag (O, B-TYPE, I-TYPE) "
                 f"separated by whitespace, got {line.strip()!r}"
+            )
+        first = first or (number, len(fields))
+        if len(fields) != first[1]:
+            raise DataError(
+                f"{path} line {number} has {len(fields)} columns, line {first[0]} has "
+                f"{first[1]}: a word cannot contain spaces; give every token line the same "
+                "columns (WORD ... TAG)"
             )
         words.append(fields[0])
         tags.append(fields[-1])

@@ -1,19 +1,23 @@
 """Low-resource subsets of a dataset, following He et al. (2021), §3.2 and Appendix A.1."""
 
+from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
 
+from adaptlab.data.chronology import time_split
 from adaptlab.data.splits import strata_order, stratum, systematic_pick
-from adaptlab.data.types import Dataset
+from adaptlab.data.types import SPLIT_NAMES, Dataset, Example
 from adaptlab.errors import ConfigError, DataError
 
 
 def low_resource(
     dataset: Dataset, train_size: int, seed: int, *, dev_size: int | None = None
 ) -> Dataset:
-    """Sample `train_size` training examples and a dev set from the rest; keep the test split.
+    """Sample `train_size` training examples and a dev set; keep the test split.
 
-    The dev set has `dev_size` examples (default: `train_size`), or all that remain if fewer.
+    The dev set has `dev_size` examples (default: `train_size`), or all there are if fewer. It
+    is drawn from the rest of the training split, or, for data split by time, from the dev
+    split, so that dev stays later than train (the best epoch is picked on the later period).
     """
     # Protocol of "On the Effectiveness of Adapter-based Tuning for Pretrained Language Model
     # Adaptation" (He et al., ACL 2021), §3.2 and Appendix A.1: randomly sample the new training
@@ -26,29 +30,43 @@ def low_resource(
     if wanted_dev < 1:
         raise ConfigError(f"dev_size must be at least 1, got {dev_size}")
     train = dataset.splits["train"]
+    by_time = dataset.time_split is not None
     if train_size > len(train):
         raise DataError(
             f"train_size {train_size} is larger than the training split of {dataset.name} "
             f"({len(train)} examples); pick at most {len(train)}"
         )
-    if train_size == len(train):
+    if train_size == len(train) and not by_time:
         raise DataError(
             f"train_size {train_size} uses the whole training split of {dataset.name}, leaving "
             f"no examples for dev; pick at most {len(train) - 1}"
         )
-    outside = dataset.label_names.index("O") if "O" in dataset.label_names else None
-    keys = [stratum(example.label, dataset.task, outside) for example in train]
-    stream = [index for group in strata_order(keys, seed) for index in group]
-    picked, rest = systematic_pick(stream, Fraction(train_size, len(stream)))
+    picked, rest = systematic_pick(_stream(dataset, train, seed), Fraction(train_size, len(train)))
+    pool = dataset.splits["dev"] if by_time else train
+    if by_time:
+        rest = _stream(dataset, pool, seed)  # the dev period, not what training left over
     dev_count = min(wanted_dev, len(rest))
     dev, _ = systematic_pick(rest, Fraction(dev_count, len(rest)))
     splits = {
         "train": tuple(train[index] for index in sorted(picked)),
-        "dev": tuple(train[index] for index in sorted(dev)),
+        "dev": tuple(pool[index] for index in sorted(dev)),
         "test": dataset.splits["test"],
     }
+    origin = "drawn from the dev period" if by_time else "drawn from the rest of train"
     note = (
         f" Low-resource subset (He et al. 2021, §3.2): {train_size} train examples sampled "
-        f"with seed {seed}, {dev_count} dev examples drawn from the rest of train, test kept."
+        f"with seed {seed}, {dev_count} dev examples {origin}, test kept."
     )
-    return replace(dataset, splits=splits, description=dataset.description + note)
+    cuts = dataset.time_split
+    if cuts is not None:
+        times = {split: [example.time for example in splits[split]] for split in SPLIT_NAMES}
+        cuts = time_split(cuts.column, times)
+        note += f" Periods of the subset: {cuts.spans()}."
+    return replace(dataset, splits=splits, description=dataset.description + note, time_split=cuts)
+
+
+def _stream(dataset: Dataset, examples: Sequence[Example], seed: int) -> list[int]:
+    """Indices of `examples` grouped by stratum, each group shuffled with `seed`."""
+    outside = dataset.label_names.index("O") if "O" in dataset.label_names else None
+    keys = [stratum(example.label, dataset.task, outside) for example in examples]
+    return [index for group in strata_order(keys, seed) for index in group]

@@ -22,19 +22,25 @@ from adaptlab.data.files import read_file
 from adaptlab.data.hf import read_hf
 from adaptlab.data.readers import Columns, decode_utf8, no_rows, read_bytes
 from adaptlab.data.splits import carve_dev, systematic_pick, three_way_split
-from adaptlab.data.types import SPLIT_NAMES
+from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import ConfigError, DataError
 
 TEXT_FILE = ".txt"
 
+Documents = Sequence[tuple[str, Origin | None]]
+"""Documents with where each came from."""
+
 
 @dataclass(frozen=True)
 class TextCorpus:
-    """Documents in fixed train / dev / test splits, and how they were made."""
+    """Documents in fixed train / dev / test splits, and how they were made; `origins` holds
+    where each document came from (split by split, in the same order), or None where that was
+    not kept."""
 
     name: str
     splits: Mapping[str, tuple[str, ...]]
     description: str
+    origins: Mapping[str, tuple[Origin | None, ...]] | None = None
 
 
 def load_texts(source: str, *, text_column: str = "text", **options: object) -> TextCorpus:
@@ -47,7 +53,7 @@ def load_texts(source: str, *, text_column: str = "text", **options: object) -> 
     if source in BUILTINS:
         dataset = load_builtin(source, None)
         splits = {
-            split: [_joined(example.text) for example in dataset.splits[split]]
+            split: [(_joined(example.text), example.origin) for example in dataset.splits[split]]
             for split in SPLIT_NAMES
         }
         return _corpus(source, f"the texts of built-in {source}, labels unused", splits)
@@ -57,7 +63,9 @@ def load_texts(source: str, *, text_column: str = "text", **options: object) -> 
         spec = source.removeprefix("hf:")
         rows = read_hf(spec, columns)
         parts = {"train": rows.train, "dev": rows.dev, "test": rows.test}
-        texts = {k: [_joined(r.text) for r in v] for k, v in parts.items() if v is not None}
+        texts = {
+            k: [(_joined(r.text), r.origin) for r in v] for k, v in parts.items() if v is not None
+        }
         return _split(spec, f"Hugging Face dataset {spec}", texts)
     path = Path(source).expanduser()
     if path.is_dir():
@@ -79,14 +87,17 @@ def sample_texts(corpus: TextCorpus, train_size: int, seed: int) -> TextCorpus:
             f"{corpus.name}; pick 1 to {len(train)}"
         )
     splits = dict(corpus.splits)
+    origins = None if corpus.origins is None else dict(corpus.origins)
     for split in ("train", "dev"):
         texts = corpus.splits[split]
         order = list(range(len(texts)))
         random.Random(seed).shuffle(order)
         picked, _ = systematic_pick(order, Fraction(min(train_size, len(texts)), len(texts)))
         splits[split] = tuple(texts[i] for i in sorted(picked))
+        if origins is not None:
+            origins[split] = tuple(origins[split][i] for i in sorted(picked))
     note = f" Sampled with seed {seed}: {train_size} train, {len(splits['dev'])} dev documents."
-    return replace(corpus, splits=splits, description=corpus.description + note)
+    return replace(corpus, splits=splits, description=corpus.description + note, origins=origins)
 
 
 def _joined(text: str | tuple[str, ...]) -> str:
@@ -94,22 +105,26 @@ def _joined(text: str | tuple[str, ...]) -> str:
     return text if isinstance(text, str) else " ".join(text)
 
 
-def _file_texts(path: Path, columns: Columns) -> list[str]:
+def _file_texts(path: Path, columns: Columns) -> Documents:
     """A .txt file's non-blank lines, or a data file's text column."""
     if path.suffix.lower() == TEXT_FILE:
         # Only newlines end a document: str.splitlines would also split at U+2028, U+0085,
         # form feeds and other separators that tweets and scraped text carry inside a line.
         lines = decode_utf8(read_bytes(path), path).split("\n")
-        documents = [line.strip() for line in lines if line.strip()]
+        documents: Documents = [
+            (line.strip(), Origin(path.name, number))
+            for number, line in enumerate(lines, start=1)
+            if line.strip()
+        ]
         if not documents:
             raise no_rows(path)
         return documents
-    return [_joined(row.text) for row in read_file(path, columns)]
+    return [(_joined(row.text), row.origin) for row in read_file(path, columns)]
 
 
-def _folder_texts(folder: Path, columns: Columns) -> dict[str, list[str]]:
+def _folder_texts(folder: Path, columns: Columns) -> dict[str, Documents]:
     """The `train.*` and optional `dev.*` and `test.*` files of a folder."""
-    texts: dict[str, list[str]] = {}
+    texts: dict[str, Documents] = {}
     for split in SPLIT_NAMES:
         files = sorted(folder.glob(f"{split}.*"))
         if len(files) > 1:
@@ -122,7 +137,7 @@ def _folder_texts(folder: Path, columns: Columns) -> dict[str, list[str]]:
     return texts
 
 
-def _split(name: str, source: str, texts: Mapping[str, list[str]]) -> TextCorpus:
+def _split(name: str, source: str, texts: Mapping[str, Documents]) -> TextCorpus:
     """Fill in missing dev / test splits by the fixed rules labelled data follows (seed 0)."""
     train = texts["train"]
     if "dev" not in texts and "test" not in texts:
@@ -135,22 +150,23 @@ def _split(name: str, source: str, texts: Mapping[str, list[str]]) -> TextCorpus
         raise DataError(f"{name} has a dev split but no test split; add one (test.txt)")
     if "dev" not in texts:
         train_at, dev_at = carve_dev([None] * len(train))
-        splits = {
+        carved = {
             "train": [train[i] for i in train_at],
             "dev": [train[i] for i in dev_at],
             "test": texts["test"],
         }
-        return _corpus(name, f"{source}, dev carved as 10% of train (seed 0)", splits)
+        return _corpus(name, f"{source}, dev carved as 10% of train (seed 0)", carved)
     return _corpus(name, f"{source}, splits as given", texts)
 
 
-def _corpus(name: str, source: str, splits: Mapping[str, Sequence[str]]) -> TextCorpus:
+def _corpus(name: str, source: str, splits: Mapping[str, Documents]) -> TextCorpus:
     for split in SPLIT_NAMES:
         if not splits[split]:
             raise DataError(f"the {split} split of {name} has no text; add more documents")
     sizes = ", ".join(f"{split} {len(splits[split])}" for split in SPLIT_NAMES)
     return TextCorpus(
         name=name,
-        splits={split: tuple(splits[split]) for split in SPLIT_NAMES},
+        splits={split: tuple(text for text, _ in splits[split]) for split in SPLIT_NAMES},
         description=f"{source}: {sizes} documents.",
+        origins={split: tuple(origin for _, origin in splits[split]) for split in SPLIT_NAMES},
     )

@@ -9,12 +9,26 @@ SPLIT_NAMES: tuple[str, ...] = ("train", "dev", "test")
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Where a record is in its source: the file's name and the line the record starts on
+    (1 = the file's first line, a header included); for an hf: source, the split's name and the
+    row's position in it (from 1). A run's split record lists these."""
+
+    file: str
+    row: int
+
+
+@dataclass(frozen=True)
 class Example:
-    """One labelled input; `text` is a tuple of words for token tasks."""
+    """One labelled input; `text` is a tuple of words for token tasks. `origin` and `time`
+    (its time column's value, for data split by time) say where it came from; they take no
+    part in comparing examples."""
 
     text: str | tuple[str, ...]
     label: int | tuple[int, ...] | float
     text_pair: str | None = None
+    origin: Origin | None = field(default=None, compare=False)
+    time: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

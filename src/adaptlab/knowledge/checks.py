@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from pathlib import Path
 
 from adaptlab import paths
 from adaptlab.checks import at_least
 from adaptlab.errors import ConfigError
+
+SHOWN = 60
+"""Characters of a bad value that an error message shows."""
+
+
+def shown(value: object) -> str:
+    """`value` as Python writes it, cut to `SHOWN` characters (so a message stays one short
+    line whatever a file holds)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to write out
+        text = "a number too long to show"
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
 
 
 def check_count(option: str, value: int | None, low: int = 1) -> None:
@@ -40,11 +54,17 @@ def check_kind(kind: str | None) -> None:
 
 
 def check_output_folder(
-    folder: Path, outputs: dict[str, tuple[str, ...]], option: str = "--out"
+    folder: Path,
+    outputs: dict[str, tuple[str, ...]],
+    option: str = "--out",
+    *,
+    own: Collection[str] = (),
+    inputs: paths.Inputs = (),
 ) -> None:
     """`folder` can take the files named in `outputs`: it is a folder or can be made one that
-    can be written, and each file is free or one adaptlab wrote before (a PNG; a JSON object
-    with the keys `outputs` lists), which it then replaces."""
+    can be written, apart from the command's `inputs`, holding nothing but files named in `own`
+    (what the neurons commands write), and each file is free or one adaptlab wrote before (a
+    PNG; a JSON object with the keys `outputs` lists), which it then replaces."""
     paths.check_output_folder(folder, option)
     for name, keys in outputs.items():
         path = folder / name
@@ -54,6 +74,8 @@ def check_output_folder(
                 f"{option} {str(folder)!r} holds {what} named {name!r}; move it or choose "
                 "another folder"
             )
+    paths.check_apart(folder, option, inputs)
+    paths.check_own_folder(folder, option, lambda entry: entry.name in own and entry.is_file())
 
 
 _PNG = b"\x89PNG\r\n\x1a\n"

@@ -6,7 +6,8 @@ top prediction is no longer t's first token, the success rate the share predicti
 token; Δ PPL is the perplexity change on other facts of the same relation (intra) and of
 other relations (inter). Erasing (slides, "Erasing Relations"): zero the value slots of the
 union of a relation's knowledge neurons; perplexity of that relation and of the others, before
-and after. Every edit is undone before the next.
+and after. Every edit is undone before the next. Without facts of other relations, their
+perplexities are None (not measured), never a NaN.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ class UpdateRow:
     success_rate: float
     intra_ppl_before: float
     intra_ppl_after: float
-    inter_ppl_before: float
-    inter_ppl_after: float
+    inter_ppl_before: float | None  # None: no facts of other relations
+    inter_ppl_after: float | None
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class EraseResult:
     count: int
     relation_before: float
     relation_after: float
-    others_before: float
-    others_after: float
+    others_before: float | None  # None: no facts of other relations
+    others_after: float | None
 
 
 def _predictions(lm: KnowledgeLM, facts: FactSet, fact: Fact, new: str) -> tuple[float, float]:
@@ -83,7 +84,7 @@ def update_experiment(
     pool = [r.fact for r in results]
     objects = sorted({fact.object for fact in pool})
     inter = rng.sample(others.facts, min(SAMPLE, len(others.facts)))
-    inter_before = perplexity(lm, others, inter)  # the unedited model: the same for every fact
+    inter_before = _perplexity(lm, others, inter)  # the unedited model: the same for every fact
     for result in track(results, desc="updating", unit="fact", enabled=progress):
         fact = result.fact
         choices = [o for o in objects if o != fact.object]
@@ -105,7 +106,7 @@ def update_experiment(
                 update_fact(edit, neurons, old_token, new_token, lambda1, lambda2)
                 change, success = _predictions(lm, facts, fact, new)
                 intra_after = perplexity(lm, facts, intra)
-                inter_after = perplexity(lm, others, inter)
+                inter_after = _perplexity(lm, others, inter)
             rows.append(
                 UpdateRow(
                     fact.subject,
@@ -123,20 +124,31 @@ def update_experiment(
     return rows
 
 
-def summarise_updates(rows: list[UpdateRow]) -> dict[str, dict[str, float]]:
-    """The slides' table: mean change and success rates and Δ perplexities, per neuron set."""
-    table: dict[str, dict[str, float]] = {}
+def summarise_updates(rows: list[UpdateRow]) -> dict[str, dict[str, float | None]]:
+    """The slides' table: mean change and success rates and Δ perplexities, per neuron set
+    (Δ inter None when no other relation was measured)."""
+    table: dict[str, dict[str, float | None]] = {}
     for name in ("knowledge", "random"):
         chosen = [r for r in rows if r.neurons == name]
         n = max(len(chosen), 1)
+        inter = [
+            r.inter_ppl_after - r.inter_ppl_before
+            for r in chosen
+            if r.inter_ppl_after is not None and r.inter_ppl_before is not None
+        ]
         table[name] = {
             "facts": len(chosen),
             "change_rate": sum(r.change_rate for r in chosen) / n,
             "success_rate": sum(r.success_rate for r in chosen) / n,
             "delta_intra_ppl": sum(r.intra_ppl_after - r.intra_ppl_before for r in chosen) / n,
-            "delta_inter_ppl": sum(r.inter_ppl_after - r.inter_ppl_before for r in chosen) / n,
+            "delta_inter_ppl": sum(inter) / len(inter) if inter else None,
         }
     return table
+
+
+def _perplexity(lm: KnowledgeLM, facts: FactSet, items: list[Fact]) -> float | None:
+    """The perplexity of `items`; None when there are none (no other relation to measure)."""
+    return perplexity(lm, facts, items) if items else None
 
 
 def relation_neurons(results: list[FactNeurons]) -> list[Neuron]:
@@ -158,7 +170,7 @@ def erase_experiment(
     inter = rng.sample(others.facts, min(SAMPLE * 4, len(others.facts)))
     neurons = relation_neurons(results)
     relation_before = perplexity(lm, facts, own)
-    others_before = perplexity(lm, others, inter)
+    others_before = _perplexity(lm, others, inter)
     found = []
     for name, chosen in (
         ("knowledge", neurons),
@@ -166,7 +178,7 @@ def erase_experiment(
     ):
         with value_slot_edit(lm) as edit:
             erase(edit, chosen)
-            after = perplexity(lm, facts, own), perplexity(lm, others, inter)
+            after = perplexity(lm, facts, own), _perplexity(lm, others, inter)
         found.append(
             EraseResult(
                 relation, name, len(chosen), relation_before, after[0], others_before, after[1]

@@ -34,13 +34,18 @@ class EffectRow:
     random: float  # with as many random neurons of the same layers scaled
 
     @property
-    def knowledge_change(self) -> float:
-        """Relative change; NaN when the answer had probability 0 before."""
-        return (self.knowledge - self.before) / self.before if self.before else math.nan
+    def knowledge_change(self) -> float | None:
+        """Relative change; None when the answer had probability 0 before (no relative change
+        exists)."""
+        return _relative(self.knowledge, self.before)
 
     @property
-    def random_change(self) -> float:
-        return (self.random - self.before) / self.before if self.before else math.nan
+    def random_change(self) -> float | None:
+        return _relative(self.random, self.before)
+
+
+def _relative(after: float, before: float) -> float | None:
+    return (after - before) / before if before else None
 
 
 def random_control(neurons: list[Neuron], num_neurons: int, rng: random.Random) -> list[Neuron]:
@@ -99,6 +104,6 @@ def summarise(rows: list[EffectRow]) -> dict[str, float]:
         return {"facts": 0, "knowledge_change": math.nan, "random_change": math.nan}
     return {
         "facts": len(rows),
-        "knowledge_change": sum(r.knowledge_change for r in rows) / len(rows),
-        "random_change": sum(r.random_change for r in rows) / len(rows),
+        "knowledge_change": sum((r.knowledge - r.before) / r.before for r in rows) / len(rows),
+        "random_change": sum((r.random - r.before) / r.before for r in rows) / len(rows),
     }

@@ -21,6 +21,7 @@ from adaptlab.models import BUILTIN_MODELS, load_model
 from adaptlab.models.device import torch_device
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
+from adaptlab.train.continual.decoder import check_causal_lm
 
 LMKind = Literal["masked", "causal"]
 
@@ -31,7 +32,8 @@ class KnowledgeLM:
 
     `ffn_out[l]` is block l's FFN output (down) projection: its input is the intermediate
     activation, one value per neuron (for gated FFNs the product of gate and up projections).
-    `blocks[l]` is block l itself.
+    `blocks[l]` is block l itself. `window` is the most tokens the model reads at once (None
+    when its config states no limit).
     """
 
     model: PreTrainedModel
@@ -40,6 +42,7 @@ class KnowledgeLM:
     ffn_out: list[nn.Linear]
     blocks: list[nn.Module]
     model_id: str = ""
+    window: int | None = None
 
     @property
     def num_layers(self) -> int:
@@ -73,7 +76,21 @@ def wrap_lm(
         layers.append(module)
     blocks = [get_module(model, block.name) for block in backbone.blocks]
     assert isinstance(model, PreTrainedModel)
-    return KnowledgeLM(model.eval(), tokenizer, kind, layers, blocks, model_id)
+    window = model_window(model, get_module(model, backbone.embeddings))
+    return KnowledgeLM(model.eval(), tokenizer, kind, layers, blocks, model_id, window)
+
+
+def model_window(model: nn.Module, embeddings: nn.Module) -> int | None:
+    """The most positions the model reads: its config's `max_position_embeddings`, less the
+    positions a table of learnt positions reserves below its first one (RoBERTa's numbering
+    starts after the padding index); None when the config states no limit."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions < 1:
+        return None
+    table = getattr(embeddings, "position_embeddings", None)
+    if isinstance(table, nn.Embedding) and table.padding_idx is not None:
+        return min(positions, table.num_embeddings - table.padding_idx - 1)
+    return positions
 
 
 def load_lm(name_or_path: str, kind: str | None = None, device: str = "cpu") -> KnowledgeLM:
@@ -101,6 +118,8 @@ def load_lm(name_or_path: str, kind: str | None = None, device: str = "cpu") -> 
                 source.location, local_files_only=source.local_files_only
             )
         kind = "masked" if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES else "causal"
+    elif kind == "causal":
+        check_causal_lm(name_or_path, "--kind causal")
     lm_kind: LMKind = "masked" if kind == "masked" else "causal"
     loaded = load_model(name_or_path, "masked_lm" if lm_kind == "masked" else "causal_lm")
     model: nn.Module = loaded.model

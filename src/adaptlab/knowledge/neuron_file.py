@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from adaptlab.errors import DataError
-from adaptlab.fileio import atomic_write
+from adaptlab.knowledge.checks import shown
 from adaptlab.knowledge.facts import Fact
 from adaptlab.knowledge.hooks import Neuron
 from adaptlab.knowledge.lm import KnowledgeLM
@@ -24,8 +24,6 @@ from adaptlab.knowledge.quadrature import MAX_STEPS, RULES
 NEURONS_FILE = "neurons.json"
 NEURON_KEYS = ("model", "kind", "facts", "relation", "results")
 """The fields every neuron file holds."""
-_SHOWN = 60
-"""Characters of a bad value that an error message shows."""
 
 
 @dataclass
@@ -52,10 +50,9 @@ class NeuronFile:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
 
 
-def save_neurons(path: Path, found: NeuronFile) -> None:
-    """Write `found` as JSON (atomically)."""
-    data = {**found.meta(), "results": [asdict(result) for result in found.results]}
-    atomic_write(path, json.dumps(data, indent=2).encode("utf-8"))
+def neuron_data(found: NeuronFile) -> dict[str, Any]:
+    """`found` as the JSON object a neuron file holds."""
+    return {**found.meta(), "results": [asdict(result) for result in found.results]}
 
 
 class _Fields:
@@ -71,7 +68,7 @@ class _Fields:
         place = self._place(name)
         what = f"field {place!r}" if place else "the file"
         raise DataError(
-            f"{self.path}: {what} {problem}, got {_shown(value)}; is it a {NEURONS_FILE} "
+            f"{self.path}: {what} {problem}, got {shown(value)}; is it a {NEURONS_FILE} "
             "written by `adaptlab neurons find`?"
         )
 
@@ -137,15 +134,6 @@ class _Fields:
             seen.add(neuron)
             found.append(neuron)
         return found
-
-
-def _shown(value: Any) -> str:
-    """`value` as Python writes it, cut to `_SHOWN` characters."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long to write out
-        text = "a number too long to show"
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
 def _is_whole(value: Any, low: int) -> bool:
@@ -236,7 +224,7 @@ def check_fits(path: Path, found: NeuronFile, lm: KnowledgeLM) -> None:
             for i, (layer, index) in enumerate(getattr(result, name)):
                 if layer >= lm.num_layers or index >= lm.num_neurons:
                     raise DataError(
-                        f"{path}: field 'results[{k}].{name}[{i}]' is {_shown([layer, index])}, "
+                        f"{path}: field 'results[{k}].{name}[{i}]' is {shown([layer, index])}, "
                         f"but the model has layers 0..{lm.num_layers - 1} and neurons "
                         f"0..{lm.num_neurons - 1}"
                     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from adaptlab.errors import ConfigError
+from adaptlab.knowledge.checks import shown
 from adaptlab.knowledge.lm import KnowledgeLM
 
 SUBJECT, OBJECT = "[X]", "[Y]"
@@ -42,6 +43,32 @@ def answer_ids(lm: KnowledgeLM, template: str, answer: str) -> list[int]:
     return list(ids)
 
 
+def _longest_input(
+    lm: KnowledgeLM, template: str, subject: str, answer: str
+) -> tuple[list[int], list[int]]:
+    """The longest input a fact's queries read, and the answer's tokens.
+
+    The subject is put into the template's two parts around [Y], so a subject that holds
+    "[Y]" is text like any other.
+    """
+    check_template(template, causal=lm.kind == "causal")
+    head, tail = template.split(OBJECT)
+    before, after = head.replace(SUBJECT, subject), tail.replace(SUBJECT, subject)
+    answer_tokens = answer_ids(lm, template, answer)
+    if lm.kind == "causal":
+        prompt = lm.tokenizer(before[:-1] if before.endswith(" ") else before)["input_ids"]
+        return [*prompt, *answer_tokens[:-1]], answer_tokens
+    mask = lm.tokenizer.mask_token
+    assert isinstance(mask, str)
+    masks = " ".join([mask] * len(answer_tokens))
+    return list(lm.tokenizer(before + masks + after)["input_ids"]), answer_tokens
+
+
+def input_length(lm: KnowledgeLM, template: str, subject: str, answer: str) -> int:
+    """Tokens the fact's longest query reads: what must fit the model's window."""
+    return len(_longest_input(lm, template, subject, answer)[0])
+
+
 def token_queries(lm: KnowledgeLM, template: str, subject: str, answer: str) -> list[TokenQuery]:
     """One query per answer token.
 
@@ -49,24 +76,20 @@ def token_queries(lm: KnowledgeLM, template: str, subject: str, answer: str) -> 
     (teacher forcing). Masked LMs read the prompt with one mask per answer token; each query
     predicts one mask while the others stay masked.
     """
-    check_template(template, causal=lm.kind == "causal")
-    text = template.replace(SUBJECT, subject)
-    before, after = text.split(OBJECT)
-    answer_tokens = answer_ids(lm, template, answer)
+    longest, answer_tokens = _longest_input(lm, template, subject, answer)
     if lm.kind == "causal":
-        prompt = lm.tokenizer(before[:-1] if before.endswith(" ") else before)["input_ids"]
+        prompt = len(longest) - len(answer_tokens) + 1
         queries = []
         for j, target in enumerate(answer_tokens):
-            ids = torch.tensor([*prompt, *answer_tokens[:j]], device=lm.model.device)
+            ids = torch.tensor(longest[: prompt + j], device=lm.model.device)
             queries.append(TokenQuery(ids, len(ids) - 1, target))
         return queries
-    mask = lm.tokenizer.mask_token
-    assert isinstance(mask, str)
-    ids = torch.tensor(
-        lm.tokenizer(before + " ".join([mask] * len(answer_tokens)) + after)["input_ids"],
-        device=lm.model.device,
-    )
+    ids = torch.tensor(longest, device=lm.model.device)
     positions = (ids == lm.tokenizer.mask_token_id).nonzero().flatten().tolist()
     if len(positions) != len(answer_tokens):
-        raise ConfigError(f"template {template!r}: the mask tokens did not survive tokenization")
+        raise ConfigError(
+            f"template {template!r} with subject {shown(subject)}: the prompt holds "
+            f"{len(positions)} mask tokens where the answer needs {len(answer_tokens)}; the "
+            f"template and subject must not hold {lm.tokenizer.mask_token!r}"
+        )
     return [TokenQuery(ids, p, t) for p, t in zip(positions, answer_tokens, strict=True)]

@@ -6,7 +6,6 @@ model, so a mistake ends in one line before any work.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from adaptlab import checks
 from adaptlab.errors import DataError
 from adaptlab.fileio import atomic_write
+from adaptlab.finite import finite_json
 from adaptlab.knowledge.checks import (
     check_count,
     check_finite,
@@ -35,17 +35,29 @@ from adaptlab.knowledge.neuron_file import (
     NeuronFile,
     check_fits,
     load_neurons,
-    save_neurons,
+    neuron_data,
 )
 from adaptlab.knowledge.neurons import FactNeurons, find_neurons, layer_histogram
 from adaptlab.knowledge.plots import effect_plot, layer_histogram_plot
 from adaptlab.knowledge.quadrature import DEFAULT_RULE, check_rule
 from adaptlab.knowledge.scoring import known_facts
+from adaptlab.knowledge.window import check_window
 from adaptlab.models.device import torch_device
+from adaptlab.paths import existing
 
 LAYERS_PLOT = "layers.png"
+OUTPUT_FILES = (
+    NEURONS_FILE,
+    LAYERS_PLOT,
+    *(f"{name}.{kind}" for name in ("suppress", "amplify") for kind in ("json", "png")),
+    "edit.json",
+    "erase.json",
+)
+"""Every file the neurons commands write into a neurons folder (and all that it may hold)."""
 SCALING_KEYS = ("factor", "summary", "rows")
 """What marks a suppress.json or amplify.json as written here (and so replaceable)."""
+SAME_MODEL = "is it the model `find` ran on, with finite weights?"
+"""What to check when a model's answers come out NaN or infinite."""
 
 
 @dataclass
@@ -83,11 +95,14 @@ def run_find(
     check_fraction("--min-correct", min_correct)
     check_kind(kind)
     torch_device(device)
-    check_output_folder(out, {NEURONS_FILE: NEURON_KEYS, LAYERS_PLOT: ()})
+    inputs = existing([(facts_source, "facts"), (templates, "templates"), (model, "model")])
+    outputs = {NEURONS_FILE: NEURON_KEYS, LAYERS_PLOT: ()}
+    check_output_folder(out, outputs, own=OUTPUT_FILES, inputs=inputs)
     facts = load_facts(facts_source, templates).of_relation(relation)
     if not facts.facts:
         raise DataError(f"{facts.name}: no facts of relation {relation!r}")
     lm = load_lm(model, kind, device)
+    check_window(lm, facts)
     known, checked = known_facts(lm, facts, min_correct, limit, progress)
     if not known.facts:
         raise DataError(
@@ -113,8 +128,10 @@ def run_find(
         known=len(known.facts),
         histogram=histogram,
     )
+    hint = "the model's answer probabilities or scores overflow; are its weights finite?"
+    data = finite_json(neuron_data(found), NEURONS_FILE, hint)
     out.mkdir(parents=True, exist_ok=True)
-    save_neurons(out / NEURONS_FILE, found)
+    atomic_write(out / NEURONS_FILE, data)
     plot = out / LAYERS_PLOT
     layer_histogram_plot(histogram, f"{relation}: knowledge neurons per layer ({model})", plot)
     return FindReport(results, histogram, checked, len(known.facts), [out / NEURONS_FILE, plot])
@@ -124,7 +141,7 @@ def _read(neurons_file: Path, outputs: dict[str, tuple[str, ...]], device: str) 
     """The checked neuron file, once the device and the output files beside it are checked."""
     torch_device(device)
     found = load_neurons(neurons_file)
-    check_output_folder(neurons_file.parent, outputs, option="--neurons folder")
+    check_output_folder(neurons_file.parent, outputs, option="--neurons folder", own=OUTPUT_FILES)
     if not any(result.neurons for result in found.results):
         facts = f"{len(found.results)} facts" if found.results else "no facts"
         raise DataError(
@@ -135,14 +152,21 @@ def _read(neurons_file: Path, outputs: dict[str, tuple[str, ...]], device: str) 
 
 
 def _load(
-    neurons_file: Path, found: NeuronFile, model: str | None, device: str
+    neurons_file: Path,
+    found: NeuronFile,
+    model: str | None,
+    device: str,
+    others: bool = False,
 ) -> tuple[KnowledgeLM, FactSet, dict[str, Any]]:
     """The neuron file's fact set and its model (or `model`) on `device`, checked against the
-    file; and the file's fields to record with the results (the model as loaded)."""
+    file, and every prompt the job reads (the relation's, and with `others` the other
+    relations') against the model's window; and the file's fields to record with the results
+    (the model as loaded)."""
     facts = load_facts(found.facts, found.templates)
-    facts.of_relation(found.relation)  # the relation is known
+    own = facts.of_relation(found.relation)  # the relation is known
     lm = load_lm(model or found.model, found.kind, device)
     check_fits(neurons_file, found, lm)
+    check_window(lm, facts if others else own)
     return lm, facts, {**found.meta(), "model": lm.model_id}
 
 
@@ -150,8 +174,10 @@ def _others(facts: FactSet, relation: str) -> FactSet:
     return facts.with_facts([f for f in facts.facts if f.relation != relation])
 
 
-def _write(path: Path, data: dict[str, Any]) -> Path:
-    atomic_write(path, json.dumps(data, indent=2).encode("utf-8"))
+def _write(path: Path, data: dict[str, Any], hint: str) -> Path:
+    """`data` as JSON at `path`; a DataError naming the field (and `hint`) where a number came
+    out NaN or infinite."""
+    atomic_write(path, finite_json(data, path.name, hint))
     return path
 
 
@@ -186,8 +212,9 @@ def run_scaling(
         for r in rows
     ]
     plot = out / f"{name}.png"
+    path = _write(out / f"{name}.json", data, f"the scaled model's answers overflow; {SAME_MODEL}")
     effect_plot(summary["knowledge_change"], summary["random_change"], f"{name} x{factor:g}", plot)
-    return summary, [_write(out / f"{name}.json", data), plot]
+    return summary, [path, plot]
 
 
 def run_update(
@@ -199,7 +226,7 @@ def run_update(
     progress: bool = True,
     device: str = "cpu",
     model: str | None = None,
-) -> tuple[dict[str, dict[str, float]], list[Path]]:
+) -> tuple[dict[str, dict[str, float | None]], list[Path]]:
     """Update each fact (the first `limit`) to another object of its relation; write the table."""
     check_finite("--lambda1", lambda1)
     check_finite("--lambda2", lambda2)
@@ -211,19 +238,24 @@ def run_update(
             f"{neurons_file}: updating a fact needs another object of its relation, and every "
             "fact here has the same one; find neurons for more facts"
         )
-    lm, facts, meta = _load(neurons_file, found, model, device)
-    own, others = facts.of_relation(found.relation), _others(facts, found.relation)
-    rows = update_experiment(
-        lm, own, others, found.results[:limit], lambda1, lambda2, seed, progress
-    )
-    if not rows:
+    chosen = found.results[:limit]
+    if not any(result.neurons for result in chosen):
         raise DataError(
             f"{neurons_file}: none of the first {limit} facts has knowledge neurons; raise --limit"
         )
+    if len({result.fact.object for result in chosen}) < 2:
+        raise DataError(
+            f"{neurons_file}: updating a fact turns its object into another object of the facts "
+            f"updated, and the first {limit} facts have the same one; raise --limit"
+        )
+    lm, facts, meta = _load(neurons_file, found, model, device, others=True)
+    own, others = facts.of_relation(found.relation), _others(facts, found.relation)
+    rows = update_experiment(lm, own, others, chosen, lambda1, lambda2, seed, progress)
     table = summarise_updates(rows)
     data: dict[str, Any] = {"lambda1": lambda1, "lambda2": lambda2, "seed": seed, "limit": limit}
     data.update({**meta, "summary": table, "rows": [asdict(r) for r in rows]})
-    return table, [_write(neurons_file.parent / "edit.json", data)]
+    hint = "the edited value slots overflow the model's outputs; lower --lambda1 and --lambda2"
+    return table, [_write(neurons_file.parent / "edit.json", data, hint)]
 
 
 def run_erase(
@@ -232,8 +264,9 @@ def run_erase(
     """Erase the relation (zero its neurons' value slots) and a random control; write JSON."""
     checks.seed(seed, "--seed")
     found = _read(neurons_file, {"erase.json": ("seed", "relation", "rows")}, device)
-    lm, facts, meta = _load(neurons_file, found, model, device)
+    lm, facts, meta = _load(neurons_file, found, model, device, others=True)
     own, others = facts.of_relation(found.relation), _others(facts, found.relation)
     rows = [asdict(r) for r in erase_experiment(lm, own, others, found.results, seed)]
     data = {"seed": seed, **meta, "rows": rows}
-    return rows, [_write(neurons_file.parent / "erase.json", data)]
+    hint = f"the model's perplexity overflows; {SAME_MODEL}"
+    return rows, [_write(neurons_file.parent / "erase.json", data, hint)]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from adaptlab.finite import exp_or_inf
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import token_queries
@@ -77,13 +78,14 @@ def known_facts(
 
 
 def perplexity(lm: KnowledgeLM, facts: FactSet, items: list[Fact]) -> float:
-    """exp of the mean negative log-likelihood per answer token, over every template of `items`."""
+    """exp of the mean negative log-likelihood per answer token, over every template of `items`
+    (NaN for no items; infinite past the largest float)."""
     total, tokens = 0.0, 0
     for fact in items:
         for score in fact_scores(lm, facts, fact):
             total -= score.log_prob
             tokens += score.num_tokens
-    return math.exp(total / tokens) if tokens else float("nan")
+    return exp_or_inf(total / tokens) if tokens else math.nan
 
 
 def mean_probability(lm: KnowledgeLM, facts: FactSet, fact: Fact) -> float:

@@ -4,21 +4,22 @@ An adapter folder may come from anyone. Nothing it names is trusted: the tensor 
 the folder's own `adapter.safetensors`, member adapters live in its own `adapters/<name>/`
 subfolders (names checked), method options are validated by the methods' configs (types and
 ranges) before any module is built, and the base model id is only a name (whether to load
-it is the caller's decision, see `adaptlab.train.restore`). Any problem is one line naming
-the field.
+it is the caller's decision, see `adaptlab.train.restore`). Fields the format does not define
+are refused, not skipped, and the JSON's nesting is bounded (`adaptlab.jsonfile`). Any problem
+is one line naming the field.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from adaptlab.errors import AdapterFileError, AdaptlabError
+from adaptlab.jsonfile import parse_json
 from adaptlab.methods.blocks import Composition, composition_names, parse_composition
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.registry import make_config
@@ -37,6 +38,24 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MAX_SEED = 2**63 - 1
+_FIELDS = {
+    1: (
+        "format", "format_version", "library_version", "torch_version", "transformers_version",
+        "methods", "backbone_overrides", "train_head", "seed", "base_model", "task",
+        "label_names", "metrics", "tensors",
+    ),
+    2: (
+        "format", "format_version", "library_version", "torch_version", "transformers_version",
+        "name", "kind", "methods", "backbone_overrides", "train_head", "seed", "base_model",
+        "task", "label_names", "metrics", "composition", "members", "tensors",
+    ),
+}  # fmt: skip
+"""The fields of a manifest of each format version (a fusion's also has `fuses`)."""
+NAMED_LABELS = ("single_label", "multi_label", "token")
+"""Tasks whose outputs are named labels (a regression's one output and masked LM have none)."""
+_BASE_FIELDS = ("id", "class", "model_type", "fingerprint")
+_TENSOR_FIELDS = ("file", "count", "parameters", "bytes", "sha256")
+_VERSIONS = ("library_version", "torch_version", "transformers_version")
 
 
 @dataclass(frozen=True)
@@ -86,8 +105,10 @@ def read_manifest_file(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         raise AdapterFileError(f"{folder}: no {MANIFEST}; not an adaptlab adapter folder")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        data = parse_json(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise AdapterFileError(f"{path}: cannot be read ({error.strerror})") from None
+    except ValueError as error:  # not JSON, not UTF-8, or nested too deep
         raise AdapterFileError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise AdapterFileError(f"{path}: not an adaptlab adapter manifest")
@@ -108,6 +129,9 @@ def parse_manifest(folder: Path) -> Manifest:
     version = data["format_version"]
     name = fields.text("name", pattern=NAME) if version >= 2 else "default"
     kind = fields.choice("kind", KINDS) if version >= 2 else "adapter"
+    fields.only((*_FIELDS[version], *(("fuses",) if kind == "fusion" else ())))
+    for key in _VERSIONS:
+        fields.text(key, optional=True)
     configs = fields.configs(kind)
     fuses = fields.names("fuses") if kind == "fusion" else ()
     if kind == "fusion" and not fuses:
@@ -118,8 +142,13 @@ def parse_manifest(folder: Path) -> Manifest:
     missing = sorted(needed - set(members))
     if missing:
         raise AdapterFileError(f"{path}: adapter {missing[0]!r} is used but not among members")
+    task = fields.choice("task", (*RUN_TASK_KINDS, None))
+    labels = fields.labels()
+    if task in NAMED_LABELS and labels is None:
+        raise fields.fail("label_names", f"the names of a {task} adapter's labels")
     base = fields.mapping("base_model")
     base_fields = _Fields(base, path, prefix="base_model.")
+    base_fields.only(_BASE_FIELDS)
     return Manifest(
         name=name,
         kind=kind,
@@ -134,8 +163,8 @@ def parse_manifest(folder: Path) -> Manifest:
             model_type=base_fields.text("model_type", optional=True),
             fingerprint=base_fields.text("fingerprint", pattern=_FINGERPRINT),
         ),
-        task=fields.choice("task", (*RUN_TASK_KINDS, None)),
-        label_names=fields.labels(),
+        task=task,
+        label_names=labels,
         metrics=fields.mapping("metrics", optional=True),
         composition=composition,
         members=members,
@@ -154,6 +183,15 @@ class _Fields:
         value = self.data.get(key, "<missing>")
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
         return AdapterFileError(f"{self.path}: {self.prefix}{key} must be {expected}, got {shown}")
+
+    def only(self, known: Collection[str]) -> None:
+        """Refuse a field the format does not define, naming it."""
+        unknown = sorted(set(self.data) - set(known))
+        if unknown:
+            raise AdapterFileError(
+                f"{self.path}: unknown field '{self.prefix}{unknown[0]}'; adapter manifests have "
+                "no such field: remove it, or get the folder again"
+            )
 
     def get(self, key: str, optional: bool) -> Any:
         if key not in self.data and not optional:
@@ -208,8 +246,8 @@ class _Fields:
         value = self.get("label_names", True)
         if value is None:
             return None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail("label_names", "a list of strings")
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise self.fail("label_names", "a non-empty list of strings")
         if len(set(value)) != len(value):
             raise self.fail("label_names", "a list of distinct labels")
         return tuple(value)
@@ -262,6 +300,7 @@ class _Fields:
     def tensors(self) -> TensorInfo:
         info = self.mapping("tensors")
         fields = _Fields(info, self.path, prefix="tensors.")
+        fields.only(_TENSOR_FIELDS)
         if info.get("file") != TENSORS:
             raise fields.fail("file", f"{TENSORS!r} (tensors are read from the folder only)")
         return TensorInfo(

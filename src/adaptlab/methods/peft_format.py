@@ -8,6 +8,13 @@ adaptlab's A, B and alpha / r; the task head goes in `modules_to_save` and its t
 their own names. Only what both sides mean the same way is converted: a PEFT adapter with
 DoRA, rsLoRA, per-layer ranks, a subset of the layers or bias training is refused, naming
 the field. No pickle: a folder with only `adapter_model.bin` is refused.
+
+An imported folder is checked as an adaptlab folder is: its tensors with
+`adaptlab.models.tensor_checks`, its config as bounded JSON whose every field adaptlab knows
+(a field of a later PEFT is accepted only while unset). `target_modules` must name modules of
+the model, by PEFT's rule (a whole module name or its last parts; a string is a regular
+expression over whole names), and exactly the modules the file holds LoRA pairs for: a target
+without a pair, or a pair without a target, would make PEFT and adaptlab run different adapters.
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +31,15 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from adaptlab.backbone import ROLES, find_backbone
+from adaptlab.backbone import ROLES, find_backbone, is_inserted
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
+from adaptlab.jsonfile import parse_json
 from adaptlab.methods.adapt import DEFAULT_ADAPTER, add_adapter, delete_adapter, get_handle
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.lora import LoRA, LoRAConfig
+from adaptlab.models.tensor_checks import fit_problem, read_tensor_file
+from adaptlab.paths import listed
 
 CONFIG_FILE = "adapter_config.json"
 TENSOR_FILE = "adapter_model.safetensors"
@@ -50,6 +61,17 @@ _REFUSED = {
     "alpha_pattern": {},
 }
 """PEFT options adaptlab's LoRA has no equivalent of, with the only value accepted."""
+_READ = ("peft_type", "r", "lora_alpha", "lora_dropout", "target_modules", "modules_to_save")
+_ABOUT = (
+    "task_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
+    "inference_mode", "layers_pattern", "megatron_core", "qalora_group_size",
+)  # fmt: skip
+"""Fields that say where the adapter came from, or matter only with an option refused above."""
+_PLAIN_INITS = (True, False, "gaussian")
+"""init_lora_weights values that leave the base weights alone (PiSSA, OLoRA, LoftQ... change
+them, so their adapters only work on the changed base)."""
+_UNSET: tuple[Any, ...] = (None, False, {}, [])
+"""Values of an option that is off: a field adaptlab does not know is accepted only so."""
 
 
 def export_peft(
@@ -125,6 +147,7 @@ def import_peft(
             head[path] = tensor
     parts = find_backbone(model)
     roles = _roles(parts, set(layers), folder)
+    _check_targets(model, config, set(layers), set(head), folder / CONFIG_FILE)
     lora = LoRAConfig(
         rank=_number(config, "r", int, folder),
         alpha=float(_number(config, "lora_alpha", float, folder)),
@@ -140,8 +163,12 @@ def import_peft(
 
 
 def _fill(
-    handle: AdaptHandle, layers: Mapping[str, Mapping[str, torch.Tensor]], head: Mapping[str, Any]
+    handle: AdaptHandle,
+    layers: Mapping[str, Mapping[str, torch.Tensor]],
+    head: Mapping[str, torch.Tensor],
 ) -> str | None:
+    """Copy the file's LoRA pairs and head tensors into the adapter; a description of any
+    tensor that does not fit (nothing is copied then)."""
     outside = sorted(set(head) - set(handle.groups.get(HEAD_GROUP, [])))
     if outside:  # head tensors PEFT did not save keep the base model's values, as in PEFT
         return f"tensor {outside[0]!r} is neither a LoRA pair nor part of the model's head"
@@ -152,11 +179,13 @@ def _fill(
         for part, target in (("A", module.A), ("B", module.B)):
             if part not in pair:
                 return f"{site} has no lora_{part}"
-            if tuple(pair[part].shape) != tuple(target.shape):
-                return (
-                    f"{site}.lora_{part} has shape {tuple(pair[part].shape)}, "
-                    f"this model needs {tuple(target.shape)}"
-                )
+            problem = fit_problem(f"{site}.lora_{part}", pair[part], target)
+            if problem:
+                return problem
+    for tensor_name, tensor in head.items():
+        problem = fit_problem(tensor_name, tensor, handle.owned[tensor_name])
+        if problem:
+            return problem
     with torch.no_grad():
         for site, pair in layers.items():
             module = pairs[site]
@@ -164,11 +193,96 @@ def _fill(
             module.A.copy_(pair["A"])
             module.B.copy_(pair["B"])
         for tensor_name, tensor in head.items():
-            owned = handle.owned[tensor_name]
-            if tuple(tensor.shape) != tuple(owned.shape):
-                return f"head tensor {tensor_name!r} has shape {tuple(tensor.shape)}"
-            owned.copy_(tensor)
+            handle.owned[tensor_name].copy_(tensor)
     return None
+
+
+def _check_targets(
+    model: nn.Module, config: Mapping[str, Any], layers: set[str], head: set[str], path: Path
+) -> None:
+    """`target_modules` names modules of `model`, exactly those the file has LoRA pairs for,
+    and every other tensor lies in a module `modules_to_save` names."""
+    names = [n for n, _ in model.named_modules() if n and not is_inserted(n)]
+    targeted = _targeted(model, config.get("target_modules"), names, path)
+    unpaired = sorted(targeted - layers)
+    if unpaired:
+        raise AdapterFileError(
+            f"{path}: target_modules names {unpaired[0]!r}, but the adapter file holds no LoRA "
+            f"pair for it ({len(unpaired)} such); the folder is incomplete or was edited"
+        )
+    untargeted = sorted(layers - targeted)
+    if untargeted:
+        raise AdapterFileError(
+            f"{path}: the adapter file holds a LoRA pair for {untargeted[0]!r}, which "
+            "target_modules does not name; the folder was edited: get it again"
+        )
+    saved = _names(config.get("modules_to_save"), "modules_to_save", path, optional=True)
+    kept = {module for entry in saved for module in _matching(entry, names)}
+    loose = sorted(t for t in head if not any(t.startswith(f"{m}.") for m in kept))
+    if loose:
+        raise AdapterFileError(
+            f"{path}: the adapter file holds {loose[0]!r}, which is neither a LoRA pair nor in "
+            "a module that modules_to_save names; the folder was edited: get it again"
+        )
+
+
+def _targeted(model: nn.Module, targets: Any, names: Sequence[str], path: Path) -> set[str]:
+    """The modules `target_modules` names; a refusal when it names none of them."""
+    if isinstance(targets, str):
+        return _matching_pattern(targets, names, path)
+    entries = _names(targets, "target_modules", path, optional=False)
+    targeted = {module for entry in entries for module in _matching(entry, names)}
+    if not targeted:
+        raise AdapterFileError(
+            f"{path}: target_modules {listed([repr(e) for e in entries])} match no module of "
+            f"this {type(model).__name__} (its layers include {_examples(model)}); the adapter "
+            "was made for another model: pass that one as --model"
+        )
+    return targeted
+
+
+def _names(value: Any, key: str, path: Path, optional: bool) -> list[str]:
+    """A config field that lists module names (None: none, where `optional`)."""
+    if value is None and optional:
+        return []
+    ok = isinstance(value, list) and (optional or value)
+    if not ok or not all(isinstance(v, str) and v for v in value):
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise AdapterFileError(f"{path}: {key} must be a list of module names, got {shown}")
+    return list(value)
+
+
+def _matching(entry: str, names: Sequence[str]) -> set[str]:
+    """The modules a target entry names, by PEFT's rule: the whole name or its last parts."""
+    return {n for n in names if n == entry or n.endswith(f".{entry}")}
+
+
+def _matching_pattern(pattern: str, names: Sequence[str], path: Path) -> set[str]:
+    """The modules a `target_modules` string names: a regular expression over whole names."""
+    try:
+        matched = {n for n in names if re.fullmatch(pattern, n)}
+    except re.error as error:
+        raise AdapterFileError(
+            f"{path}: target_modules {pattern!r} is not a regular expression ({error})"
+        ) from None
+    if not matched:
+        raise AdapterFileError(
+            f"{path}: target_modules {pattern!r} matches no module name of this model; the "
+            "adapter was made for another model: pass that one as --model"
+        )
+    return matched
+
+
+def _examples(model: nn.Module) -> str:
+    """A few names a target entry could take: the last parts of the model's weight layers."""
+    embeddings = {n for n, m in model.named_modules() if isinstance(m, nn.Embedding)}
+    layers = [
+        n.removesuffix(".weight")
+        for n, p in model.named_parameters()
+        if n.endswith(".weight") and p.dim() == 2 and not is_inserted(n)
+    ]
+    found = dict.fromkeys(n.rsplit(".", 1)[-1] for n in layers if n not in embeddings)
+    return listed([repr(n) for n in found], most=5)
 
 
 def _roles(parts: Any, layers: set[str], folder: Path) -> tuple[str, ...]:
@@ -194,12 +308,15 @@ def _roles(parts: Any, layers: set[str], folder: Path) -> tuple[str, ...]:
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
+    """The folder's adapter_config.json, with every option adaptlab cannot reproduce refused."""
     path = folder / CONFIG_FILE
     if not path.is_file():
         raise AdapterFileError(f"{folder}: no {CONFIG_FILE}; not a PEFT adapter folder")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        config = parse_json(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise AdapterFileError(f"{path}: cannot be read ({error.strerror})") from None
+    except ValueError as error:  # not JSON, not UTF-8, or nested too deep
         raise AdapterFileError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(config, dict) or config.get("peft_type") != "LORA":
         raise AdapterFileError(f"{path}: not a PEFT LoRA adapter (peft_type must be LORA)")
@@ -208,6 +325,19 @@ def _read_config(folder: Path) -> dict[str, Any]:
         if value != accepted and not (accepted == {} and value is None):
             raise AdapterFileError(
                 f"{path}: {key}={value!r} has no equivalent in adaptlab's LoRA (only {accepted!r})"
+            )
+    init = config.get("init_lora_weights", True)
+    if not any(init is p if isinstance(p, bool) else init == p for p in _PLAIN_INITS):
+        raise AdapterFileError(
+            f"{path}: init_lora_weights={init!r} has no equivalent in adaptlab's LoRA "
+            "(only true, false or 'gaussian': the others change the base model's weights)"
+        )
+    for key, value in config.items():
+        if key not in (*_READ, *_ABOUT, *_REFUSED, "init_lora_weights") and value not in _UNSET:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise AdapterFileError(
+                f"{path}: unknown field {key!r} set to {shown}; adaptlab knows the LoRA fields "
+                f"of PEFT up to {PEFT_VERSION} and cannot tell what this one changes"
             )
     return config
 
@@ -218,10 +348,7 @@ def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
         pickled = " (adapter_model.bin holds pickle, which adaptlab does not load)"
         extra = pickled if (folder / "adapter_model.bin").exists() else ""
         raise AdapterFileError(f"{folder}: no {TENSOR_FILE}{extra}")
-    try:
-        return safetensors.torch.load_file(str(path))
-    except Exception as error:  # safetensors raises its own error types for bad headers
-        raise AdapterFileError(f"{path}: cannot be read as safetensors ({error})") from None
+    return read_tensor_file(path, AdapterFileError)
 
 
 def _number(config: Mapping[str, Any], key: str, kind: type, folder: Path) -> Any:

@@ -8,6 +8,12 @@ checksums in the manifest: a fusion folder carries the adapters it was trained w
 loads onto a bare base model by itself, and a fusion whose adapter is missing or changed is
 refused. No pickle anywhere.
 
+Loading checks what the folder holds, not only its checksum (which whoever edits a folder
+can recompute): the file's tensors must be finite, of a size trained weights have and of a
+dtype adaptlab writes (`adaptlab.models.tensor_checks`), exactly as many as the manifest lists,
+of the shapes the adapter's methods make on this base model, with a head only if the manifest
+says one was trained and as many label names as that head has outputs.
+
 Tensor names in the file do not depend on the adapter's name: an inserted module's
 parameters are stored as ``<site>.adaptlab_<method>.<param>`` (what format 1 wrote too) and
 pretrained-weight copies under the model's own parameter names.
@@ -32,7 +38,7 @@ from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
 from adaptlab.methods.adapt import add_adapter, add_fusion, delete_adapter, get_handle
 from adaptlab.methods.blocks import Composition, Fuse, Stack, composition_names
-from adaptlab.methods.handle import AdaptHandle
+from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.manifest import (
     FORMAT,
     FORMAT_VERSION,
@@ -45,6 +51,7 @@ from adaptlab.methods.manifest import (
 from adaptlab.methods.params import head_parameters
 from adaptlab.methods.state import get_state
 from adaptlab.models.fingerprint import fingerprint
+from adaptlab.models.tensor_checks import count_problem, fit_problem, read_tensor_file
 from adaptlab.version import __version__
 
 
@@ -184,9 +191,7 @@ def load_adapter(
     manifest = parse_manifest(folder)
     train_head = manifest.train_head and with_head
     _check_base(model, manifest, folder, same_class=train_head)
-    tensors = _read_tensors(folder, manifest)
-    if not train_head:
-        tensors = _without_heads(model, tensors, manifest)
+    tensors = _tensors_to_load(model, folder, manifest, train_head)
     for member, checksum in manifest.members.items():
         _load_member(model, folder / MEMBERS / member, member, checksum)
     name = name or manifest.name
@@ -208,17 +213,18 @@ def load_adapter(
             train_head=train_head,
             seed=manifest.seed,
         )
-    problem = _fill(handle, tensors, manifest.name)
+    config = getattr(model, "config", None)
+    labels = manifest.label_names
+    outputs = getattr(config, "num_labels", None)
+    sized = len(labels) if train_head and labels and len(labels) == outputs else None
+    problem = _fill(handle, tensors, sized)
     if problem:
         delete_adapter(model, name)
         raise AdapterFileError(f"{folder}: {problem}")
-    config = getattr(model, "config", None)
-    labels = manifest.label_names
-    if labels and handle.train_head and len(labels) != getattr(config, "num_labels", len(labels)):
+    if labels and handle.train_head and len(labels) != (outputs or len(labels)):
         delete_adapter(model, name)
         raise AdapterFileError(
-            f"{folder}: label_names has {len(labels)} names, the model's head "
-            f"{config.num_labels} outputs"  # type: ignore[union-attr]
+            f"{folder}: label_names has {len(labels)} names, the model's head {outputs} outputs"
         )
     if activate:
         if manifest.label_names and config is not None and handle.train_head:
@@ -228,6 +234,22 @@ def load_adapter(
         composition = _renamed(manifest.composition, manifest.name, name)
         handle.state.activate(composition or (Fuse(*handle.fused) if handle.is_fusion else name))
     return model
+
+
+def _tensors_to_load(
+    model: nn.Module, folder: Path, manifest: Manifest, train_head: bool
+) -> dict[str, torch.Tensor]:
+    """The folder's tensors (`_read_tensors`), less the head's unless `train_head`; a file with
+    a head whose manifest says none was trained is refused."""
+    tensors = _read_tensors(folder, manifest)
+    body = _without_heads(model, tensors, manifest)
+    if not manifest.train_head and len(body) < len(tensors):
+        head = sorted(set(tensors) - set(body))
+        raise AdapterFileError(
+            f"{folder / TENSORS}: holds head tensor {head[0]!r}, but the manifest says the head "
+            "was not trained (train_head false); the folder was edited: get it again"
+        )
+    return tensors if train_head else body
 
 
 def _without_heads(
@@ -287,8 +309,12 @@ def _load_member(model: nn.Module, folder: Path, name: str, checksum: str) -> No
         )
 
 
-def _fill(handle: AdaptHandle, tensors: Mapping[str, torch.Tensor], saved_name: str) -> str | None:
-    """Copy the file's tensors into the adapter; a description of any mismatch."""
+def _fill(
+    handle: AdaptHandle, tensors: Mapping[str, torch.Tensor], labels: int | None
+) -> str | None:
+    """Copy the file's tensors into the adapter; a description of any mismatch. `labels`: how
+    many label names the manifest has, when the model's head was sized for them (a head tensor
+    of another shape then means that the adapter's head and its label names disagree)."""
     expected = {_file_key(n, handle.name): t for n, t in handle.tensors().items()}
     missing = sorted(set(expected) - set(tensors))
     if missing:
@@ -296,12 +322,16 @@ def _fill(handle: AdaptHandle, tensors: Mapping[str, torch.Tensor], saved_name: 
     unexpected = sorted(set(tensors) - set(expected))
     if unexpected:
         return f"tensor {unexpected[0]!r} in the adapter has no place in this model"
+    head = set(handle.groups.get(HEAD_GROUP, ()))
     for key, tensor in tensors.items():
-        if tuple(tensor.shape) != tuple(expected[key].shape):
+        problem = fit_problem(key, tensor, expected[key])
+        if problem and labels and key in head:
             return (
-                f"tensor {key!r} has shape {tuple(tensor.shape)} in the adapter but "
-                f"{tuple(expected[key].shape)} in this model"
+                f"{problem}, whose head has an output for each of the {labels} label_names: "
+                "the adapter's head and its label_names disagree"
             )
+        if problem:
+            return problem
     with torch.no_grad():
         for key, tensor in tensors.items():
             expected[key].copy_(tensor)
@@ -324,15 +354,24 @@ def _renamed(composition: Composition | None, old: str, new: str) -> Composition
 
 
 def _read_tensors(folder: Path, manifest: Manifest) -> dict[str, torch.Tensor]:
+    """The folder's tensors, once the file matches the manifest's checksum and size and holds
+    what the manifest lists and values a trained adapter has (`read_tensor_file`)."""
     path = folder / TENSORS
     if not path.is_file():
         raise AdapterFileError(f"{path}: missing; the adapter folder is incomplete")
     if _sha256(path) != manifest.tensors.sha256:
         raise AdapterFileError(f"{path}: contents do not match the manifest (corrupt or truncated)")
-    try:
-        return safetensors.torch.load_file(str(path))
-    except Exception as error:  # safetensors raises its own error types for bad headers
-        raise AdapterFileError(f"{path}: cannot be read as safetensors ({error})") from None
+    size = path.stat().st_size
+    if size != manifest.tensors.bytes:
+        raise AdapterFileError(
+            f"{path}: the manifest lists {manifest.tensors.bytes:,} bytes (tensors.bytes), the "
+            f"file has {size:,}; the folder was edited: get it again"
+        )
+    tensors = read_tensor_file(path, AdapterFileError)
+    problem = count_problem(tensors, manifest.tensors.count, manifest.tensors.parameters)
+    if problem:
+        raise AdapterFileError(f"{path}: {problem}; the folder was edited: get it again")
+    return tensors
 
 
 def _sha256(path: Path) -> str:

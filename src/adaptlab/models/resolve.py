@@ -6,11 +6,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from huggingface_hub.errors import HFValidationError
+from huggingface_hub.errors import HFValidationError, StrictDataclassError
+from safetensors import SafetensorError
 
 from adaptlab.errors import ModelNotFoundError
-from adaptlab.models.builtin import BUILTIN_MODELS, builtin_model_folder, install_hint
+from adaptlab.models.builtin import BUILTIN_MODELS, builtin_model_folder, install_hint, repair_hint
 from adaptlab.models.hub import hub_usable
+from adaptlab.models.model_files import check_model_files
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 """Weights saved with pickle, which can run code when loaded: adaptlab never loads them."""
@@ -34,9 +36,14 @@ class ModelSource:
 
 
 def resolve_model(name_or_path: str) -> ModelSource:
-    """A built-in name, else an existing folder, else a hub name (local HF cache only offline)."""
+    """A built-in name, else an existing folder, else a hub name (local HF cache only offline).
+
+    A folder's weights and JSON files are checked first (`check_model_files`), a built-in's too.
+    """
     if name_or_path in BUILTIN_MODELS:
-        return ModelSource(str(builtin_model_folder(name_or_path)), local_files_only=True)
+        builtin = builtin_model_folder(name_or_path)
+        check_model_files(builtin, name_or_path, repair_hint(BUILTIN_MODELS[name_or_path]))
+        return ModelSource(str(builtin), local_files_only=True)
     folder = Path(name_or_path).expanduser()
     if folder.is_dir():
         check_model_folder(folder, name_or_path)
@@ -53,7 +60,8 @@ def resolve_model(name_or_path: str) -> ModelSource:
 
 def check_model_folder(folder: Path, name: str) -> None:
     """Fail in one line, before loading, when a model folder lacks its config, safetensors
-    weights or tokenizer; pickle weights (pytorch_model.bin, ...) are never loaded."""
+    weights or tokenizer, or one of them is damaged; pickle weights (pytorch_model.bin, ...)
+    are never loaded."""
     files = sorted(path.name for path in folder.iterdir())
     lacks = None
     if not files:
@@ -75,11 +83,15 @@ def check_model_folder(folder: Path, name: str) -> None:
             f"cannot load model {name!r}: the folder {lacks}; a model folder holds config.json, "
             "*.safetensors weights and tokenizer files (save_pretrained writes them all)"
         )
+    check_model_files(
+        folder, name, "replace it with an intact copy (save_pretrained writes the whole folder)"
+    )
 
 
 @contextmanager
 def load_errors(name_or_path: str, source: ModelSource) -> Iterator[None]:
-    """Re-raise from_pretrained's cannot-find and cannot-read errors as a one-line error."""
+    """Re-raise from_pretrained's cannot-find and cannot-read errors, and its refusals of a
+    config.json it cannot build a model from, as a one-line error."""
     try:
         yield
     except HFValidationError as err:
@@ -90,6 +102,13 @@ def load_errors(name_or_path: str, source: ModelSource) -> Iterator[None]:
             reason = "the Hugging Face hub is offline or unreachable, and no local HF cache copy"
         else:
             reason = _first_line(err)
+        raise ModelNotFoundError(_message(name_or_path, reason)) from err
+    except SafetensorError as err:  # a damaged copy in the Hugging Face cache (folders are checked)
+        reason = f"a weights file is damaged ({_first_line(err)}); delete the cached copy"
+        raise ModelNotFoundError(_message(name_or_path, reason)) from err
+    except (ValueError, StrictDataclassError) as err:  # a config.json of impossible values, say
+        lines = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        reason = f"transformers cannot build it from its files ({lines or type(err).__name__})"
         raise ModelNotFoundError(_message(name_or_path, reason)) from err
 
 

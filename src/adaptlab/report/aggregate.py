@@ -1,6 +1,9 @@
 """Numbers of the report: runs grouped over seeds, mean ± std, chosen learning rates,
 learning-rate robustness and mean dev curves, each in the metric that judges its data set.
 Pure functions, no plotting, no I/O.
+
+A run whose test score in the judging metric is NaN or infinite (it diverged) or missing (it
+failed) is counted in its cell but left out of every number: means, choices, curves.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import TypeVar
 
 from adaptlab.report.judging import Judgement
 from adaptlab.report.records import Curve, Run, Setting
+from adaptlab.report.spread import DIVERGED, finite, mean_std
+from adaptlab.report.spread import mean as finite_mean
 
 T = TypeVar("T")
 
@@ -36,10 +41,25 @@ class Cell:
     one_class: int | None = None
     """Runs that predicted one class for every test example (failed runs); None when some run
     has no per-class test counts or is not single-label."""
+    diverged: int = 0
+    """Runs left out because their test score is NaN or infinite."""
+    unscored: int = 0
+    """Runs left out because they have no test score in the metric."""
 
     @property
     def n(self) -> int:
+        """The runs the numbers are over (those with a finite test score)."""
         return len(self.scores)
+
+    @property
+    def left_out(self) -> int:
+        return self.diverged + self.unscored
+
+    def left_out_text(self) -> str:
+        """`1 diverged`, `2 without a score`, or both."""
+        parts = [f"{self.diverged} {DIVERGED}"] if self.diverged else []
+        parts += [f"{self.unscored} without a score"] if self.unscored else []
+        return ", ".join(parts)
 
     @property
     def mean(self) -> float:
@@ -59,10 +79,11 @@ class Cell:
 
     @property
     def dev_mean(self) -> float | None:
-        """Mean dev score, or None when some run has none (then selection falls back to test)."""
+        """Mean dev score, or None when some run has no finite one (then selection falls back
+        to test)."""
         if not self.dev_scores or len(self.dev_scores) != len(self.scores):
             return None
-        return mean_std(self.dev_scores)[0]
+        return finite_mean(self.dev_scores)
 
     @property
     def trainable_pct(self) -> float:
@@ -79,12 +100,10 @@ class MeanCurve:
     metric_std: tuple[float, ...]
 
 
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof=1; 0 for a single value)."""
-    if not values:
-        return math.nan, math.nan
-    mean = statistics.fmean(values)
-    return mean, statistics.stdev(values) if len(values) > 1 else 0.0
+def score_of(run: Run, metric: str) -> float | None:
+    """The run's test score in `metric`; None when it has none or it is NaN or infinite."""
+    value = run.test.get(metric)
+    return value if value is not None and math.isfinite(value) else None
 
 
 def first_seen(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable, int]:
@@ -120,21 +139,25 @@ def _rate_key(rate: float | None) -> float:
 
 
 def _cell(runs: Sequence[Run], judged: Judgement) -> Cell:
-    first, metric, second = runs[0], judged.metric, judged.second
-    walls = [r.wall_seconds for r in runs if r.wall_seconds is not None]
+    metric, second = judged.metric, judged.second
+    kept = [r for r in runs if score_of(r, metric) is not None]
+    first = runs[0]
+    walls = finite(r.wall_seconds for r in runs)
     return Cell(
         setting=first.setting,
         method=first.method,
         learning_rate=first.learning_rate,
         metric=metric,
-        scores=tuple(r.test[metric] for r in runs),
-        dev_scores=tuple(r.dev[metric] for r in runs if metric in r.dev),
+        scores=tuple(r.test[metric] for r in kept),
+        dev_scores=tuple(finite(r.dev.get(metric) for r in kept)),
         second=second,
-        second_scores=tuple(r.test[second] for r in runs) if second else (),
+        second_scores=tuple(finite(r.test.get(second) for r in kept)) if second else (),
         trainable=first.trainable,
         total=first.total,
         seconds=statistics.median(walls) if walls else None,
-        one_class=_one_class_runs(runs),
+        one_class=_one_class_runs(kept),
+        diverged=sum(r.test.get(metric) is not None for r in runs) - len(kept),
+        unscored=sum(r.test.get(metric) is None for r in runs),
     )
 
 
@@ -157,23 +180,33 @@ def chosen(cells: Sequence[Cell]) -> list[Cell]:
 
 
 def _selection_score(cell: Cell) -> float:
+    """The mean dev score (test without one); below every score when the cell has none."""
     dev = cell.dev_mean
-    return dev if dev is not None else cell.mean
+    score = dev if dev is not None else cell.mean
+    return score if math.isfinite(score) else -math.inf
 
 
 def ranked(cells: Sequence[Cell]) -> list[Cell]:
-    """Cells by mean test score, best first (stable: study order breaks ties)."""
-    return sorted(cells, key=lambda c: -c.mean)
+    """The cells with a score by mean test score, best first (stable: study order breaks
+    ties); cells whose every run diverged or failed are left out."""
+    return sorted(scored(cells), key=lambda c: -c.mean)
+
+
+def scored(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells with at least one finite test score, in order."""
+    return [c for c in cells if c.n]
 
 
 def robustness(cells: Sequence[Cell]) -> float | None:
     """Mean over learning rates of the mean score, divided by the best mean score.
 
     1.0 means every learning rate tried does as well as the best one. None with fewer than two
-    learning rates, or when the best mean is not positive (the ratio then means nothing).
+    learning rates that have a score, or when the best mean is not positive (the ratio then
+    means nothing).
     """
-    means = [c.mean for c in cells]
-    if len({c.learning_rate for c in cells}) < 2 or max(means) <= 0:
+    found = scored(cells)
+    means = [c.mean for c in found]
+    if len({c.learning_rate for c in found}) < 2 or max(means) <= 0:
         return None
     return statistics.fmean(means) / max(means)
 
@@ -184,7 +217,7 @@ def mean_curve(runs: Sequence[Run], metric: str) -> MeanCurve | None:
     by_step: dict[int, list[tuple[float, float]]] = {}
     for run in runs:
         for epoch in run.curve:
-            point = (epoch.dev_loss, epoch.dev_metrics[metric])
+            point = (epoch.dev_loss, epoch.dev_metrics.get(metric, math.nan))
             by_step.setdefault(epoch.step, []).append(point)
     if not by_step:
         return None
@@ -202,11 +235,12 @@ def mean_curve(runs: Sequence[Run], metric: str) -> MeanCurve | None:
 
 
 def runs_of(runs: Sequence[Run], cell: Cell) -> list[Run]:
-    """The runs that make up `cell`."""
+    """The runs that make up `cell`'s numbers: its runs with a finite test score."""
     return [
         r
         for r in runs
         if (r.setting, r.method, r.learning_rate) == (cell.setting, cell.method, cell.learning_rate)
+        and score_of(r, cell.metric) is not None
     ]
 
 
@@ -215,7 +249,7 @@ def mean_layer_scores(runs: Sequence[Run], measure: str) -> tuple[float, ...] | 
     rows = [dict(r.layer_scores)[measure] for r in runs if measure in dict(r.layer_scores)]
     if not rows or len({len(row) for row in rows}) != 1:
         return None
-    return tuple(statistics.fmean(values) for values in zip(*rows, strict=True))
+    return tuple(finite_mean(values) for values in zip(*rows, strict=True))
 
 
 def mean_landscape(runs: Sequence[Run]) -> Curve | None:
@@ -223,7 +257,7 @@ def mean_landscape(runs: Sequence[Run]) -> Curve | None:
     curves = [r.landscape for r in runs if r.landscape is not None]
     if not curves or len({c[0] for c in curves}) != 1:
         return None
-    losses = tuple(statistics.fmean(v) for v in zip(*(c[1] for c in curves), strict=True))
+    losses = tuple(finite_mean(v) for v in zip(*(c[1] for c in curves), strict=True))
     return curves[0][0], losses
 
 
@@ -233,6 +267,6 @@ def mean_fusion_weights(runs: Sequence[Run]) -> dict[str, tuple[float, ...]] | N
     if not fused or len({tuple(f) for f in fused}) != 1:
         return None
     return {
-        adapter: tuple(statistics.fmean(v) for v in zip(*(f[adapter] for f in fused), strict=True))
+        adapter: tuple(finite_mean(v) for v in zip(*(f[adapter] for f in fused), strict=True))
         for adapter in fused[0]
     }

@@ -5,10 +5,11 @@ seen in training). Pure functions over runs, no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from adaptlab.report.aggregate import Cell, runs_of
+from adaptlab.report.aggregate import Cell, runs_of, scored
 from adaptlab.report.records import Run, Setting
 from adaptlab.train.choice import ClassSpread, class_spread
 from adaptlab.train.classes import ClassCounts
@@ -59,13 +60,21 @@ class Imbalance:
 
 
 def best_run(runs: Sequence[Run], metric: str) -> Run:
-    """The run (seed) with the best dev score in `metric` (test score where dev has none)."""
-    return max(runs, key=lambda r: r.dev.get(metric, r.test[metric]))
+    """The run (seed) with the best dev score in `metric` (test score where dev has no finite
+    one); `runs` have finite test scores (`aggregate.runs_of`)."""
+    return max(runs, key=lambda r: _dev_or_test(r, metric))
+
+
+def _dev_or_test(run: Run, metric: str) -> float:
+    dev = run.dev.get(metric)
+    return dev if dev is not None and math.isfinite(dev) else run.test[metric]
 
 
 def class_table(cells: Sequence[Cell], runs: Sequence[Run]) -> ClassTable | None:
-    """The table of one setting's chosen cells (one per method); None when no best run
-    recorded per-class counts (results of an adaptlab that did not, or regression)."""
+    """The table of one setting's chosen cells (one per method, leaving out methods whose
+    every run diverged); None when no best run recorded per-class counts (results of an
+    adaptlab that did not, or regression)."""
+    cells = scored(cells)
     best = [best_run(runs_of(runs, cell), cell.metric) for cell in cells]
     counted = [r for r in best if r.test_classes]
     if not counted:

@@ -6,19 +6,21 @@ of corpus j, for a causal-LM sequence). The scores are those of
 `adaptlab.train.continual.metrics` (docs/continual.md): average (GEM's ACC), backward
 transfer (GEM's BWT), forward transfer against each stage trained alone (when the study asked
 for `single_stage: true`) and the average forgetting (Chaudhry et al. 2018), each a mean over
-seeds ± the standard deviation over seeds.
+seeds ± the standard deviation over seeds. A seed whose matrix or single-stage scores hold a NaN
+or infinite value (it diverged) is counted but left out of the means.
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from adaptlab.report import formatting as fmt
 from adaptlab.report import plots
-from adaptlab.report.markup import Html, figure, join, section, table, tag
+from adaptlab.report.markup import Html, figure, join, note, section, table, tag
+from adaptlab.report.spread import DIVERGED, finite, mean, spread_text
 from adaptlab.study.store import StoredSequence
 from adaptlab.train.continual import SequenceResult
 
@@ -46,17 +48,27 @@ class Arm:
     def metric(self) -> str:
         return self.results[0].metric
 
+    @property
+    def kept(self) -> tuple[SequenceResult, ...]:
+        """The seeds whose numbers are all finite: those the means are over."""
+        return tuple(r for r in self.results if not _diverged(r))
+
+    def seeds_cell(self) -> str:
+        """How many seeds, and how many of them diverged."""
+        seeds, left = len(self.results), len(self.results) - len(self.kept)
+        return f"{seeds - left} of {seeds} ({left} {DIVERGED})" if left else str(seeds)
+
     def mean_matrix(self) -> list[list[float]]:
-        """R averaged cell by cell over the seeds."""
+        """R averaged cell by cell over the kept seeds."""
         size = len(self.stages)
-        return [
-            [statistics.fmean(r.matrix[i][j] for r in self.results) for j in range(size)]
-            for i in range(size)
-        ]
+        return [[mean(r.matrix[i][j] for r in self.kept) for j in range(size)] for i in range(size)]
 
     def score_cells(self) -> list[str]:
-        """Average, BWT, FWT and average forgetting, as `mean ± std` over seeds."""
-        scores = [result.scores for result in self.results]
+        """Average, BWT, FWT and average forgetting, as `mean ± std` over the kept seeds;
+        `diverged` when every seed diverged."""
+        if not self.kept:
+            return [DIVERGED] * 4
+        scores = [result.scores for result in self.kept]
         return [
             _spread([s.average for s in scores], signed=False),
             _spread([s.backward_transfer for s in scores]),
@@ -88,7 +100,7 @@ def continual(sequences: Sequence[StoredSequence]) -> Html:
     parts = [tag("p", LEAD, class_="lead")]
     for setting in dict.fromkeys(arm.setting for arm in found):
         mine = [arm for arm in found if arm.setting == setting]
-        rows = [[arm.label, len(arm.results), *arm.score_cells()] for arm in mine]
+        rows = [[arm.label, arm.seeds_cell(), *arm.score_cells()] for arm in mine]
         metric = fmt.metric(mine[0].metric)
         parts += [
             tag("h3", setting),
@@ -97,22 +109,34 @@ def continual(sequences: Sequence[StoredSequence]) -> Html:
                 rows,
             ),
         ]
-        parts += [
-            figure(
-                plots.score_matrix(arm.mean_matrix(), arm.stages, arm.label, arm.metric),
-                f"{arm.metric} matrix of {arm.label}",
-                f"{arm.label}: {fmt.metric(arm.metric)} after each stage (rows) on each stage "
-                f"(columns), mean of {len(arm.results)} seed{'s' if len(arm.results) > 1 else ''}",
-            )
-            for arm in mine
-        ]
+        parts += [_matrix(arm) for arm in mine]
     return section("continual", "Continual learning: what each strategy kept", *parts)
+
+
+def _matrix(arm: Arm) -> Html:
+    """The arm's mean matrix as a heat map; a note when every seed diverged."""
+    seeds = len(arm.kept)
+    if not seeds:
+        return note(f"{arm.label}: every seed {DIVERGED} (NaN or infinite scores); no matrix.")
+    return figure(
+        plots.score_matrix(arm.mean_matrix(), arm.stages, arm.label, arm.metric),
+        f"{arm.metric} matrix of {arm.label}",
+        f"{arm.label}: {fmt.metric(arm.metric)} after each stage (rows) on each stage "
+        f"(columns), mean of {seeds} seed{'s' if seeds > 1 else ''}",
+    )
+
+
+def _diverged(result: SequenceResult) -> bool:
+    """Whether a score of the sequence's matrix or of its stages trained alone is NaN or
+    infinite."""
+    values = [v for row in result.matrix for v in row] + list(result.single_stage or ())
+    return not all(math.isfinite(v) for v in values)
 
 
 def footer(sequences: Sequence[StoredSequence], title: str) -> Html:
     """Study names, sequence count and versions, for a report of sequences only."""
     results = [stored.result for stored in sequences]
-    seconds = [r.wall_seconds for r in results if r.wall_seconds is not None]
+    seconds = finite(r.wall_seconds for r in results)
     facts = [
         ("report", title),
         ("study", ", ".join(dict.fromkeys(stored.study for stored in sequences))),
@@ -148,7 +172,4 @@ def _spread(values: Sequence[float | None], signed: bool = True) -> str:
     """`mean ± std` over seeds (signed scores with their sign); – when a seed has none."""
     if not values or any(value is None for value in values):
         return "–"
-    known = [value for value in values if value is not None]
-    mean = statistics.fmean(known)
-    std = statistics.stdev(known) if len(known) > 1 else 0.0
-    return f"{mean:+.3f} ± {std:.3f}" if signed else fmt.score_pm(mean, std)
+    return spread_text([value for value in values if value is not None], signed)

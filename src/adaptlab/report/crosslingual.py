@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adaptlab.report import formatting as fmt
 from adaptlab.report import plots
-from adaptlab.report.aggregate import mean_std, runs_of
+from adaptlab.report.aggregate import runs_of
 from adaptlab.report.markup import Html, figure, section, table, tag
 from adaptlab.report.records import Run
+from adaptlab.report.spread import mean_std, spread_text
 from adaptlab.report.view import StudyView
 
 LEAD = (
@@ -41,7 +41,7 @@ def crosslingual(view: StudyView) -> Html:
             scored = {
                 method: runs
                 for method, runs in by_method.items()
-                if all(_zero_shot(r, target) is not None for r in runs)
+                if runs and all(_zero_shot(r, target) is not None for r in runs)
             }
             if scored:
                 judged = view.judged[setting.data]
@@ -94,7 +94,7 @@ def _cells(runs: Sequence[Run], target: str, metrics: Sequence[str]) -> list[str
     for metric in metrics:
         inside, outside = _scores(runs, target, metric)
         gaps = [a - b for a, b in zip(inside, outside, strict=True)]
-        cells += [fmt.score_pm(*mean_std(values)) for values in (inside, outside, gaps)]
+        cells += [spread_text(values) for values in (inside, outside, gaps)]
     return cells
 
 

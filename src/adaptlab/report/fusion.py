@@ -7,12 +7,10 @@ layers' mean with its spread over seeds, and a heat map layer by adapter.
 
 from __future__ import annotations
 
-import statistics
-
-from adaptlab.report import formatting as fmt
 from adaptlab.report import plots
 from adaptlab.report.aggregate import runs_of
 from adaptlab.report.markup import Html, figure, section, table, tag
+from adaptlab.report.spread import finite, mean, spread_text
 from adaptlab.report.view import StudyView
 
 LEAD = (
@@ -31,10 +29,9 @@ def fusion(view: StudyView) -> Html:
             cell = next(c for c in view.chosen_in(setting) if c.method == method)
             per_seed = [dict(r.fusion) for r in runs_of(view.runs, cell) if r.fusion]
             rows = []
-            for adapter, weights in sorted(layers.items(), key=lambda item: -sum(item[1])):
-                seeds = [statistics.fmean(run[adapter]) for run in per_seed if adapter in run]
-                spread = statistics.stdev(seeds) if len(seeds) > 1 else 0.0
-                rows.append([adapter, fmt.score_pm(statistics.fmean(weights), spread)])
+            for adapter in sorted(layers, key=lambda name: -sum(finite(layers[name]))):
+                seeds = [mean(run[adapter]) for run in per_seed if adapter in run]
+                rows.append([adapter, spread_text(seeds)])
             parts += [
                 tag("h3", f"{method} · {label}"),
                 table(["adapter", "mean weight"], rows),

@@ -34,7 +34,8 @@ class Judgement:
 
 def judge(runs: Sequence[Run], override: str | None = None) -> dict[str, Judgement]:
     """A judgement per data set name, in the runs' order; ConfigError when the metric asked
-    for is not computed on a data set, or its studies ask for different metrics."""
+    for is not computed on a data set, or its studies ask for different metrics (a run with no
+    test score at all failed, and is shown as such)."""
     names = list(dict.fromkeys(run.setting.data for run in runs))
     return {
         name: _judge(name, [r for r in runs if r.setting.data == name], override) for name in names
@@ -53,12 +54,14 @@ def _judge(data: str, runs: Sequence[Run], override: str | None) -> Judgement:
     by = "--metric" if override else "`metric:` in the study spec"
     choice = choose_metric(task, _most_skewed(runs), requested, by)
     for run in runs:
+        if not run.test:
+            continue  # a run with no test score at all failed: the report shows it as such
         try:
             require_metric(choice.metric, run.test, data, task)
         except ConfigError as error:
             raise ConfigError(f"result record {run.run_id}: {error}") from None
     second = second_metric(task, choice.metric)
-    if any(second not in run.test for run in runs):
+    if any(second not in run.test for run in runs if choice.metric in run.test):
         return Judgement(data, task, choice, None)
     return Judgement(data, task, choice, second)
 

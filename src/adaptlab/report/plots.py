@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,7 +21,8 @@ from matplotlib.typing import RcKeyType
 
 from adaptlab.analysis.plots import fusion_figure
 from adaptlab.report import formatting as fmt
-from adaptlab.report.aggregate import Cell, MeanCurve
+from adaptlab.report.aggregate import Cell, MeanCurve, scored
+from adaptlab.report.spread import DIVERGED, finite
 from adaptlab.train.continual.metrics import LOWER_IS_BETTER
 
 _STYLE: dict[RcKeyType, Any] = {
@@ -48,11 +50,11 @@ def plain(text: str) -> str:
 
 def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
     """Test score (mean ± std over seeds) against trainable parameters, log x; one point per
-    method at its chosen learning rate."""
+    method at its chosen learning rate (none for a method whose every run diverged)."""
     with matplotlib.rc_context(_STYLE):
         fig = Figure(figsize=(8, 3.6), layout="constrained")
         ax = fig.add_subplot()
-        for c in cells:
+        for c in scored(cells):
             ax.errorbar(
                 [c.trainable],
                 [c.mean],
@@ -72,15 +74,19 @@ def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -
 
 
 def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
-    """Test score against the number of training examples, one line per method (fig. 3)."""
+    """Test score against the number of training examples, one line per method (fig. 3); a
+    size where every run of a method diverged has no point."""
     with matplotlib.rc_context(_STYLE):
         fig = Figure(figsize=(8, 3.6), layout="constrained")
         ax = fig.add_subplot()
         methods = list(dict.fromkeys(c.method for c in cells))
         for method in methods:
             line = sorted(
-                (c for c in cells if c.method == method), key=lambda c: c.setting.train_size
+                (c for c in scored(cells) if c.method == method),
+                key=lambda c: c.setting.train_size,
             )
+            if not line:
+                continue
             ax.errorbar(
                 [c.setting.train_size for c in line],
                 [c.mean for c in line],
@@ -103,14 +109,15 @@ def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str
 
 
 def learning_rates(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
-    """Box plots of test scores over seeds, per learning rate and method, seeds as dots (fig. 4)."""
+    """Box plots of test scores over seeds, per learning rate and method, seeds as dots (fig. 4);
+    diverged runs have none."""
     rates = sorted({c.learning_rate for c in cells}, key=lambda r: -1.0 if r is None else r)
     methods = list(dict.fromkeys(c.method for c in cells))
     width = 0.8 / len(methods)
     with matplotlib.rc_context(_STYLE):
         fig = Figure(figsize=(8, 3.6), layout="constrained")
         ax = fig.add_subplot()
-        for c in cells:
+        for c in scored(cells):
             x = rates.index(c.learning_rate) + (methods.index(c.method) + 0.5) * width - 0.4
             box = ax.boxplot(
                 [c.scores],
@@ -236,11 +243,13 @@ def _against(
     y_label: str,
     title: str,
 ) -> str:
-    """One point per key with error bars on both axes, and the dotted diagonal y = x."""
+    """One point per key with error bars on both axes, and the dotted diagonal y = x; a key
+    without finite numbers (its runs diverged) has no point."""
+    shown = {key: point for key, point in points.items() if len(finite(point)) == len(point)}
     with matplotlib.rc_context(_STYLE):
         fig = Figure(figsize=(8, 3.8), layout="constrained")
         ax = fig.add_subplot()
-        for key, (x, x_std, y, y_std) in points.items():
+        for key, (x, x_std, y, y_std) in shown.items():
             ax.errorbar(
                 [x],
                 [y],
@@ -252,8 +261,8 @@ def _against(
                 color=colors[key],
                 label=plain(key),
             )
-        low = min(min(x - xs, y - ys) for x, xs, y, ys in points.values())
-        high = max(max(x + xs, y + ys) for x, xs, y, ys in points.values())
+        ends = [e for x, xs, y, ys in shown.values() for e in (x - xs, y - ys, x + xs, y + ys)]
+        low, high = min(ends, default=0.0), max(ends, default=1.0)
         margin = 0.05 * (high - low or 1.0)
         ax.plot(
             [low - margin, high + margin],
@@ -270,7 +279,9 @@ def _against(
 
 
 def _legend(ax: Any) -> None:
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    """The legend beside the axes; none when nothing was drawn (every run diverged)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
 
 def encode(fig: Figure) -> str:
@@ -285,11 +296,14 @@ def score_matrix(
 ) -> str:
     """A continual-learning matrix as a heat map: rows after stage i, columns tested on stage
     j, each cell written out; cells above the diagonal (not trained yet) are paler. Accuracy
-    is coloured on [0, 1]; perplexity on a log scale, the lowest brightest."""
+    is coloured on [0, 1]; perplexity on a log scale, the lowest brightest. A NaN or infinite
+    cell is written `diverged` and left blank."""
     size = len(stages)
     lower_better = metric in LOWER_IS_BETTER
-    values = [value for row in matrix for value in row]
-    norm = LogNorm(min(values), max(values) * 1.0001) if lower_better else Normalize(0.0, 1.0)
+    values = [value for value in finite(v for row in matrix for v in row) if value > 0]
+    norm: Normalize = Normalize(0.0, 1.0)
+    if lower_better and values:
+        norm = LogNorm(min(values), max(values) * 1.0001)
     with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
         fig = Figure(figsize=(1.4 * size + 2.6, 1.0 * size + 1.4), layout="constrained")
         ax = fig.add_subplot()
@@ -298,10 +312,11 @@ def score_matrix(
             for j in range(size):
                 value = matrix[i][j]
                 bright = 1 - norm(value) if lower_better else norm(value)
+                text = f"{value:.1f}" if lower_better else fmt.score(value)
                 ax.text(
                     j,
                     i,
-                    f"{value:.1f}" if lower_better else fmt.score(value),
+                    text if math.isfinite(value) else DIVERGED,
                     ha="center",
                     va="center",
                     color="black" if bright > 0.6 else "white",

@@ -21,16 +21,19 @@ TEST_NAME = "two-sided Welch's t-test"
 
 @dataclass(frozen=True)
 class Verdict:
-    """Methods of one setting (each at its chosen learning rate), best mean test score first."""
+    """Methods of one setting (each at its chosen learning rate), best mean test score first;
+    the methods whose every run diverged or failed apart."""
 
     setting: Setting
     ranking: tuple[Cell, ...]
     p_value: float | None  # winner vs runner-up; None when either has a single seed
     tied: tuple[Cell, ...]  # the winner and every method not clearly worse than it
+    unscored: tuple[Cell, ...] = ()  # no run with a finite test score
 
     @property
-    def winner(self) -> Cell:
-        return self.ranking[0]
+    def winner(self) -> Cell | None:
+        """The best method; None when no method has a score."""
+        return self.ranking[0] if self.ranking else None
 
     @property
     def runner_up(self) -> Cell | None:
@@ -38,7 +41,9 @@ class Verdict:
 
     @property
     def gap(self) -> float | None:
-        return self.winner.mean - self.runner_up.mean if self.runner_up else None
+        if self.winner is None or self.runner_up is None:
+            return None
+        return self.winner.mean - self.runner_up.mean
 
     @property
     def clear(self) -> bool | None:
@@ -46,9 +51,9 @@ class Verdict:
         return None if self.p_value is None else self.p_value < ALPHA
 
     @property
-    def cheapest_tied(self) -> Cell:
+    def cheapest_tied(self) -> Cell | None:
         """The method with the fewest trainable parameters among those tied with the winner."""
-        return min(self.tied, key=lambda c: c.trainable)
+        return min(self.tied, key=lambda c: c.trainable, default=None)
 
 
 def welch_p(a: Sequence[float], b: Sequence[float]) -> float | None:
@@ -68,10 +73,13 @@ def welch_p(a: Sequence[float], b: Sequence[float]) -> float | None:
 def verdict(cells: Sequence[Cell]) -> Verdict:
     """The verdict over the chosen cells of one setting (one cell per method)."""
     ranking = tuple(ranked(cells))
+    unscored = tuple(c for c in cells if not c.n)
+    if not ranking:
+        return Verdict(cells[0].setting, (), None, (), unscored)
     winner = ranking[0]
     tied = tuple(c for c in ranking if c is winner or not _clearly_worse(winner, c))
     p = welch_p(winner.scores, ranking[1].scores) if len(ranking) > 1 else None
-    return Verdict(setting=winner.setting, ranking=ranking, p_value=p, tied=tied)
+    return Verdict(winner.setting, ranking, p, tied, unscored)
 
 
 def _clearly_worse(winner: Cell, other: Cell) -> bool:
@@ -80,13 +88,23 @@ def _clearly_worse(winner: Cell, other: Cell) -> bool:
 
 
 def sentence(v: Verdict, with_model: bool) -> str:
-    """The verdict as one plain-text paragraph (escape it before putting it in HTML)."""
+    """The verdict as one plain-text paragraph (escape it before putting it in HTML); methods
+    whose every run diverged or failed are named at its end."""
+    failed = "; ".join(f"{c.method} ({c.left_out_text()})" for c in v.unscored)
     head = f"{v.setting.label(with_model)}: "
-    w, r = v.winner, v.runner_up
+    if v.winner is None:
+        return head + f"no method has a finite test score ({failed}); nothing to recommend."
+    return head + _comparison(v, v.winner) + (f" Left out: {failed}." if failed else "")
+
+
+def _comparison(v: Verdict, w: Cell) -> str:
+    """The winner `w` against the runner-up, and whether the gap is noise."""
+    r = v.runner_up
     if r is None:
-        return head + f"only {w.method} was run ({_stats(w)}); nothing to compare it with."
+        alone = "has a score" if v.unscored else "was run"
+        return f"only {w.method} {alone} ({_stats(w)}); nothing to compare it with."
     text = (
-        head + f"{w.method} wins with {fmt.metric(w.metric)} {_stats(w)}, "
+        f"{w.method} wins with {fmt.metric(w.metric)} {_stats(w)}, "
         f"{fmt.score(w.mean - r.mean)} above the runner-up {r.method} ({_stats(r)}); "
     )
     if v.p_value is None:
@@ -96,7 +114,7 @@ def sentence(v: Verdict, with_model: bool) -> str:
         return text + f"the gap is larger than the spread over seeds ({test})."
     text += f"the gap is within the spread over seeds ({test})"
     cheap = v.cheapest_tied
-    if cheap is w:
+    if cheap is None or cheap is w:
         return text + f", and {w.method} also trains the fewest parameters of the tied methods."
     return text + (
         f", so {cheap.method}, the cheapest method not clearly worse than the winner "
@@ -106,4 +124,5 @@ def sentence(v: Verdict, with_model: bool) -> str:
 
 def _stats(cell: Cell) -> str:
     seeds = "1 seed" if cell.n == 1 else f"{cell.n} seeds"
-    return f"{fmt.score_pm(cell.mean, cell.std)}, lr {fmt.rate(cell.learning_rate)}, {seeds}"
+    left = f" ({cell.left_out_text()}, left out)" if cell.left_out else ""
+    return f"{fmt.score_pm(cell.mean, cell.std)}, lr {fmt.rate(cell.learning_rate)}, {seeds}{left}"

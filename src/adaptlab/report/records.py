@@ -7,6 +7,7 @@ The report never trains: everything it shows comes from the runs' typed results
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -253,4 +254,6 @@ def _validation(item: Mapping[str, Any]) -> Validation:
 
 
 def _optional(value: Any) -> float | None:
-    return None if value is None else float(value)
+    """A correlation, None where it is undefined (missing, NaN or infinite)."""
+    number = None if value is None else float(value)
+    return number if number is not None and math.isfinite(number) else None

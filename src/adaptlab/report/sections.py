@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from adaptlab.report import formatting as fmt
 from adaptlab.report import plots
+from adaptlab.report.aggregate import Cell, scored
 from adaptlab.report.markup import Html, figure, join, note, section, table, tag
 from adaptlab.report.recommend import ALPHA, TEST_NAME, sentence
 from adaptlab.report.records import Setting
+from adaptlab.report.spread import DIVERGED, finite
 from adaptlab.report.view import StudyView
 
 CHOSEN = "Each method's learning rate is chosen by its mean dev score in the judging metric"
@@ -53,14 +55,14 @@ def _results_table(view: StudyView, setting: Setting) -> Html:
     best = view.verdict(setting).winner
     cells = view.cells_in(setting)
     several = {c.method for c in cells if len(view.rates_of(setting, c.method)) > 1}
-    second = best.second
+    second = (best or cells[0]).second
     rows = [
         [
             ("★\u00a0" if c is best else "") + c.method,
             fmt.rate(c.learning_rate) + (" ●" if c.method in several and view.is_chosen(c) else ""),
-            c.n,
-            fmt.score_pm(c.mean, c.std),
-            *([fmt.score_pm(c.second_mean, c.second_std)] if second else []),
+            f"{c.n} of {c.n + c.left_out}" if c.left_out else c.n,
+            _test_cell(c),
+            *([fmt.score_pm(c.second_mean, c.second_std) if c.n else "–"] if second else []),
             fmt.score(c.dev_mean) if c.dev_mean is not None else "n/a",
             fmt.count(c.trainable),
             fmt.percent(c.trainable_pct),
@@ -68,11 +70,30 @@ def _results_table(view: StudyView, setting: Setting) -> Html:
         ]
         for c in cells
     ]
-    metric = fmt.metric(best.metric)
+    metric = fmt.metric(cells[0].metric)
     headers = ["method", "learning rate", "seeds", f"test {metric}"]
     headers += [f"test {fmt.metric(second)}"] if second else []
     headers += [f"dev {metric}", "trainable", "trainable %", "time / run"]
-    return table(headers, rows, ["best" if c is best else "" for c in cells])
+    parts = [table(headers, rows, ["best" if c is best else "" for c in cells])]
+    left = sum(c.left_out for c in cells)
+    if left:
+        parts.append(note(f"{left} run{'s' if left > 1 else ''} {LEFT_OUT}"))
+    return join(parts)
+
+
+LEFT_OUT = (
+    "left out of the means and of choosing: a diverged run's test score is NaN or infinite, a "
+    "failed run has none."
+)
+
+
+def _test_cell(cell: Cell) -> str:
+    """Mean ± std of the cell's test scores, with how many runs were left out; `diverged` (or
+    `no score`) when none is left."""
+    if not cell.n:
+        return DIVERGED if cell.diverged else "no score"
+    text = fmt.score_pm(cell.mean, cell.std)
+    return text + (f" ({cell.left_out_text()}, left out)" if cell.left_out else "")
 
 
 def efficiency(view: StudyView) -> Html:
@@ -133,7 +154,8 @@ def learning_rate(view: StudyView) -> Html:
 ROBUSTNESS = (
     "Robustness = mean over learning rates of the mean test score, divided by the best mean "
     "test score: 1.0 means every learning rate tried is as good as the best one. A failed run "
-    "predicts one class for every test example (its accuracy is that class's share)."
+    "predicts one class for every test example (its accuracy is that class's share), or has "
+    "a test score that is NaN or infinite (it diverged) or missing."
 )
 
 
@@ -144,22 +166,36 @@ def _robustness(view: StudyView, setting: Setting) -> Html:
         if not cells:
             continue
         value = view.robustness(setting, method)
-        best, worst = max(cells, key=lambda c: c.mean), min(cells, key=lambda c: c.mean)
-        failed = [c.one_class for c in cells]
+        found = scored(cells)
+        best = max(found, key=lambda c: c.mean, default=None)
+        worst = min(found, key=lambda c: c.mean, default=None)
         rows.append(
             [
                 method,
                 len(cells),
                 "n/a (one rate)" if value is None else f"{value:.3f}",
-                f"{fmt.score(best.mean)} @ {fmt.rate(best.learning_rate)}",
-                f"{fmt.score(worst.mean)} @ {fmt.rate(worst.learning_rate)}",
-                "n/a"
-                if None in failed
-                else f"{sum(f or 0 for f in failed)} of {sum(c.n for c in cells)}",
+                _at(best),
+                _at(worst),
+                _failed_runs(cells),
             ]
         )
     headers = ["method", "learning rates", "robustness", "best mean", "worst mean", "failed runs"]
     return table(headers, rows)
+
+
+def _at(cell: Cell | None) -> str:
+    """`mean @ rate`, or `diverged` when no rate of the method has a score."""
+    return DIVERGED if cell is None else f"{fmt.score(cell.mean)} @ {fmt.rate(cell.learning_rate)}"
+
+
+def _failed_runs(cells: list[Cell]) -> str:
+    """Runs that predicted one class, diverged or have no score, of all the method's runs."""
+    total = sum(c.n + c.left_out for c in cells)
+    left = sum(c.left_out for c in cells)
+    one_class = [c.one_class for c in cells if c.n]
+    if None in one_class:
+        return f"{left} of {total} ({DIVERGED} or without a score)" if left else "n/a"
+    return f"{sum(f or 0 for f in one_class) + left} of {total}"
 
 
 def overfitting(view: StudyView) -> Html:
@@ -259,7 +295,7 @@ def _signed(value: float | None) -> str:
 def footer(view: StudyView, title: str) -> Html:
     """Study name, run count, models, versions and hosts, for provenance."""
     runs = view.runs
-    seconds = [r.wall_seconds for r in runs if r.wall_seconds is not None]
+    seconds = finite(r.wall_seconds for r in runs)
     facts = [
         ("report", title),
         ("study", ", ".join(dict.fromkeys(r.study for r in runs if r.study)) or "n/a"),

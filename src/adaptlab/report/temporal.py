@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from adaptlab.report import formatting as fmt
 from adaptlab.report import plots
-from adaptlab.report.aggregate import mean_std
 from adaptlab.report.markup import Html, figure, note, section, table, tag
 from adaptlab.report.records import Run, Setting
+from adaptlab.report.spread import mean_std, spread_text
 from adaptlab.report.view import StudyView
 
 LEAD = (
@@ -107,11 +107,7 @@ def _table(mine: Sequence[Comparison], metrics: Sequence[str]) -> Html:
         headers += [f"random {name}", f"chronological {name}", f"drift {name}"]
     rows = []
     for comparison in mine:
-        cells = [
-            fmt.score_pm(*mean_std(values))
-            for metric in metrics
-            for values in comparison.scores(metric)
-        ]
+        cells = [spread_text(values) for metric in metrics for values in comparison.scores(metric)]
         rows.append(
             [
                 comparison.method,

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 from torch import nn
 
 from adaptlab import checks
 from adaptlab.data import Dataset, Example
-from adaptlab.errors import DataError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import check_writable
@@ -28,6 +25,7 @@ from adaptlab.select.cache import (
 from adaptlab.select.controls import Candidate, load_candidate
 from adaptlab.select.features import LayerFeatures, Pooling, extract, sample_examples
 from adaptlab.select.layers import Aggregate, aggregate, layer_scores
+from adaptlab.select.rare import Dropped, check_sample, drop_rare_classes
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,8 @@ class Ranking:
     extract_seconds: float
     score_seconds: float
     cache_hits: int
+    dropped: Dropped | None = None
+    """The rare classes left out of the sample (`FeatureOptions.drop_rare_classes`), if any."""
 
     def tiers(self, estimator: str) -> list[list[str]]:
         """Candidate names best first by `estimator`, equal scores grouped (by name within a
@@ -78,7 +78,9 @@ def _tied(a: float, b: float) -> bool:
 
 @dataclass(frozen=True)
 class FeatureOptions:
-    """How features are drawn: sample, pooling, batching, token length, cache, device."""
+    """How features are drawn: sample, pooling, batching, token length, cache, device; with
+    `drop_rare_classes`, the sample leaves out the classes with fewer examples than the
+    estimators need."""
 
     sample: int | None = 2000
     seed: int = 0
@@ -88,6 +90,7 @@ class FeatureOptions:
     use_cache: bool = True
     device: str = "cpu"
     progress: bool = True
+    drop_rare_classes: bool = False
 
     def __post_init__(self) -> None:
         if self.sample is not None:
@@ -113,6 +116,9 @@ def rank(
             features_folder(), "the feature cache", "set ADAPTLAB_CACHE to a folder you can write"
         )
     examples = sample_examples(dataset, options.sample, options.seed)
+    dropped = None
+    if options.drop_rare_classes:
+        examples, dropped = drop_rare_classes(examples, dataset, estimators)
     check_sample(examples, dataset, estimators)
     rows, layer_rows = [], []
     extract_seconds = score_seconds = 0.0
@@ -143,33 +149,8 @@ def rank(
         extract_seconds=extract_seconds,
         score_seconds=score_seconds,
         cache_hits=hits,
+        dropped=dropped if dropped is not None and dropped.classes else None,
     )
-
-
-def check_sample(
-    examples: Sequence[Example], dataset: Dataset, estimators: Sequence[Estimator]
-) -> None:
-    """Refuse a sample too small for an estimator: one with fewer examples of some class than
-    the estimator needs to say anything (its score would be the same for every model)."""
-    if dataset.task != "single_label":
-        return
-    counts = Counter(int(cast(int, example.label)) for example in examples)
-    label, smallest = min(counts.items(), key=lambda item: (item[1], item[0]))
-    short: dict[int, list[str]] = {}
-    for estimator in estimators:
-        if smallest < estimator.needed_per_class():
-            short.setdefault(estimator.needed_per_class(), []).append(estimator.name)
-    if short:
-        needs = "; ".join(
-            f"{', '.join(names)} need{'s' if len(names) == 1 else ''} {n}"
-            for n, names in sorted(short.items())
-        )
-        raise DataError(
-            f"a sample of {len(examples)} examples has {smallest} of class "
-            f"{dataset.label_names[label]!r}, too few for a score that says anything ({needs} "
-            f"examples of every class); raise --sample (0 takes all "
-            f"{len(dataset.splits['train'])} training examples) or leave those out of --estimators"
-        )
 
 
 def candidate_features(

@@ -23,6 +23,7 @@ from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.store import ResultStore, check_store_path
 from adaptlab.study.summary import StudySummary, timed
 from adaptlab.train.choice import require_metric
+from adaptlab.train.inputs import run_inputs
 from adaptlab.train.result import RunResult
 from adaptlab.train.run import METRICS_FILE
 
@@ -71,7 +72,9 @@ def run_study(
         )
     with timed(spent, "planning"):
         runs = plan_study(spec, spec_path.resolve().parent)
-    check_store_path(store)  # a path that can be no store fails before the lock file is made
+    inputs = {i for run in runs for i in run_inputs(run.spec)}
+    # a path that can be no store fails before the lock file is made
+    check_store_path(store, [(spec_path, "study spec"), *sorted(inputs)])
     with StoreLock(store):
         summary = StudySummary(spec.name, store, len(runs), 0, spent=spent)
         with timed(summary.spent, "store"):

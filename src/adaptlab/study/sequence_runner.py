@@ -29,7 +29,7 @@ from adaptlab.study.summary import SequenceOutcome, StudySummary, timed
 from adaptlab.train.continual import run_sequence
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import StageOutcome
-from adaptlab.train.continual.run import alone_key, alone_spec
+from adaptlab.train.continual.run import alone_key, alone_spec, sequence_inputs
 
 
 def sequence_folders(store: Path) -> Path:
@@ -58,7 +58,8 @@ def run_sequence_study(
     spent = spent if spent is not None else defaultdict(float)
     with timed(spent, "planning"):
         runs = plan_sequences(spec, spec_folder)
-    check_store_path(store)
+    inputs = {i for run in runs for i in sequence_inputs(run.spec)}
+    check_store_path(store, sorted(inputs))
     folders = sequence_folders(store)
     with StoreLock(store):
         summary = StudySummary(spec.name, store, len(runs), 0, spent=spent)

@@ -35,7 +35,8 @@ from types import TracebackType
 from typing import Any
 
 from adaptlab.errors import ConfigError
-from adaptlab.paths import check_writable, has_prefix, write_denied
+from adaptlab.paths import Inputs, check_apart, check_writable, has_prefix, write_denied
+from adaptlab.study.lock import lock_path
 from adaptlab.study.planner import PlannedRun
 from adaptlab.study.sequence_plan import PlannedSequence
 from adaptlab.train.continual.result import SequenceResult, StageOutcome
@@ -169,9 +170,25 @@ class StoredSequence:
 Planned = PlannedRun | PlannedSequence
 
 
-def check_store_path(path: Path) -> None:
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+"""Suffixes of the files SQLite keeps beside a store: its write-ahead log, the log's
+shared-memory index and the rollback journal."""
+
+
+def store_files(path: Path) -> list[tuple[Path, str]]:
+    """The store and the files beside it that belong to it (SQLite's and `study run`'s lock),
+    named for messages."""
+    beside = [path.with_name(path.name + suffix) for suffix in SQLITE_SIDE_FILES]
+    return [
+        (path, "results store"),
+        *((p, "results store's file") for p in [*beside, lock_path(path)]),
+    ]
+
+
+def check_store_path(path: Path, inputs: Inputs = ()) -> None:
     """Fail, before anything is created or locked, unless `path` can be a results store: an
-    adaptlab store, or a new (or empty) file in a folder that can be written."""
+    adaptlab store, or a new (or empty) file in a folder that can be written, apart from the
+    study's `inputs` (`adaptlab.paths.check_apart`)."""
     if path.is_dir():
         raise ConfigError(f"{path} is a folder, not a results store (a .db file)")
     if path.exists() and path.stat().st_size:
@@ -181,6 +198,7 @@ def check_store_path(path: Path) -> None:
             problem = _foreign(db, path)
         if problem:
             raise ConfigError(problem)
+    check_apart(path, "results store", inputs)
     check_writable(path.parent, "the results store")
 
 

@@ -42,7 +42,9 @@ from adaptlab.progress import Progress
 from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.batches import batch_count
+from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.inputs import run_inputs
 from adaptlab.train.loop import (
     BestEpoch,
     TrainHistory,
@@ -55,6 +57,7 @@ from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.result import DataInfo, EpochRecord, RunResult, Versions
 from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.spec import RunSpec
+from adaptlab.train.split_record import SplitRecord
 
 log = logging.getLogger("adaptlab.train")
 
@@ -228,7 +231,7 @@ def execute_mlm(
     started = time.perf_counter()
     if spec.fuse:
         raise ConfigError("masked-LM runs train one adapter (or one stacked on others); not fusion")
-    folder = RunFolder(Path(out) if out is not None else None, overwrite)
+    folder = RunFolder(Path(out) if out is not None else None, overwrite, run_inputs(spec))
     device = torch_device(spec.device)
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     corpus = prepare_texts(spec)
@@ -263,6 +266,7 @@ def execute_mlm(
                 sizes={k: len(v) for k, v in corpus.splits.items()},
             ),
             metric=history.metric,
+            judged_by=choose_metric(MLM, None),
             epochs=tuple(history.epochs),
             best_epoch=history.best_epoch,
             dev=history.best.dev_metrics,
@@ -276,4 +280,5 @@ def execute_mlm(
             versions=Versions.current(),
             host=socket.gethostname(),
         )
-        return folder.publish(model, result, MLM, (), started)
+        splits = SplitRecord.of(spec.data, corpus.origins)
+        return folder.publish(model, result, MLM, (), started, splits)

@@ -21,6 +21,7 @@ import transformers
 from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
+from adaptlab.train.choice import MetricChoice
 from adaptlab.train.classes import ClassCounts
 from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.jsonfields import JsonObject
@@ -161,10 +162,13 @@ class RunResult:
     """One finished run: its spec, data, per-epoch dev scores, the best epoch's dev and test
     metrics, parameter counts, sizes, time, memory and provenance.
 
-    `metric` is the task's primary metric, which picked the best epoch on dev. `test_classes`
-    holds per-class test counts (None for regression, and in results written before adaptlab
-    recorded them). `analysis` holds what the analyses a study asked for found (JSON, read by
-    the report), else None.
+    `metric` is the task's primary metric, which picked the best epoch on dev. It need not be
+    the metric that judges the run: `judged_by` holds that one and why (the default rule of
+    `adaptlab.train.choice` on the run's training sample, which a study's `metric:` or a
+    report's `--metric` overrides; None in results written before adaptlab recorded it).
+    `test_classes` holds per-class test counts (None for regression, and in results written
+    before adaptlab recorded them). `analysis` holds what the analyses a study asked for found
+    (JSON, read by the report), else None.
     """
 
     spec: RunSpec
@@ -190,6 +194,7 @@ class RunResult:
     """For a fusion run: each fusion layer's mean weight per adapter on the dev set."""
     zero_shot: tuple[ZeroShotScore, ...] | None = None
     """Scores on the spec's zero-shot targets (test splits of other data sets)."""
+    judged_by: MetricChoice | None = None
 
     @property
     def best(self) -> EpochRecord:
@@ -198,10 +203,12 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (key order as adaptlab has always written it)."""
+        judged = self.judged_by
         result: dict[str, Any] = {
             "spec": self.spec.to_dict(),
             "data": self.data.to_dict(),
             "metric": self.metric,
+            **({} if judged is None else {"judged_by": _judgement(judged)}),
             "epochs": [epoch.to_dict() for epoch in self.epochs],
             "best_epoch": self.best_epoch,
             "dev": dict(self.dev),
@@ -246,6 +253,7 @@ class RunResult:
             spec=RunSpec.from_json(result.object("spec")),
             data=DataInfo.from_json(result.object("data")),
             metric=result.text("metric"),
+            judged_by=_judged(result.object("judged_by")) if "judged_by" in result else None,
             epochs=epochs,
             best_epoch=best_epoch,
             dev=result.numbers("dev"),
@@ -279,6 +287,7 @@ _FIELDS = (
     "spec",
     "data",
     "metric",
+    "judged_by",
     "epochs",
     "best_epoch",
     "dev",
@@ -298,6 +307,17 @@ _FIELDS = (
     "fusion_weights",
     "zero_shot",
 )
+
+
+def _judgement(judged: MetricChoice) -> dict[str, str]:
+    """The JSON form of the metric a run is judged by, and why."""
+    return {"metric": judged.metric, "reason": judged.reason}
+
+
+def _judged(judged: JsonObject) -> MetricChoice:
+    """The stored metric a run is judged by, and why."""
+    judged.refuse_unknown(("metric", "reason"))
+    return MetricChoice(judged.text("metric"), judged.text("reason"))
 
 
 def _class_counts(row: JsonObject) -> ClassCounts:

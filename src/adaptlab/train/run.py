@@ -25,15 +25,18 @@ from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
 from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
+from adaptlab.train.choice import choose_metric
 from adaptlab.train.classes import evaluated_counts, training_counts
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
+from adaptlab.train.inputs import run_inputs
 from adaptlab.train.loop import train
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.train.result import DataInfo, RunResult, Versions
 from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.spec import RunSpec
+from adaptlab.train.split_record import SplitRecord
 from adaptlab.train.zero_shot import prepare_targets, score_targets
 
 log = logging.getLogger("adaptlab.train")
@@ -87,7 +90,7 @@ def execute(
 
         return execute_mlm(spec, out, progress=progress, overwrite=overwrite)
     started = time.perf_counter()
-    folder = RunFolder(Path(out) if out is not None else None, overwrite)
+    folder = RunFolder(Path(out) if out is not None else None, overwrite, run_inputs(spec))
     device = torch_device(spec.device)
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     dataset = prepare_data(spec)
@@ -134,6 +137,7 @@ def execute(
         for score in zero_shot:
             log.info("zero-shot %s %s", score.data, json.dumps(score.metrics))
         counts = handle.parameter_counts()
+        train_counts = training_counts(dataset.task, dataset.splits["train"], dataset.label_names)
         result = RunResult(
             spec=spec,
             data=DataInfo(
@@ -141,12 +145,11 @@ def execute(
                 task=dataset.task,
                 labels=tuple(dataset.label_names),
                 sizes={k: len(v) for k, v in dataset.splits.items()},
-                train_counts=training_counts(
-                    dataset.task, dataset.splits["train"], dataset.label_names
-                ),
+                train_counts=train_counts,
                 time_split=dataset.time_split,
             ),
             metric=history.metric,
+            judged_by=choose_metric(dataset.task, train_counts),
             epochs=tuple(history.epochs),
             best_epoch=history.best_epoch,
             dev=history.best.dev_metrics,
@@ -176,4 +179,6 @@ def execute(
             analysis = dict(on_trained(TrainedRun(model, encoder, dataset, features)))
             result = replace(result, analysis=analysis)
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
-        return folder.publish(model, result, dataset.task, dataset.label_names, started)
+        origins = {split: [e.origin for e in part] for split, part in dataset.splits.items()}
+        splits = SplitRecord.of(spec.data, origins)
+        return folder.publish(model, result, dataset.task, dataset.label_names, started, splits)

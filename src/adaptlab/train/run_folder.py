@@ -1,6 +1,6 @@
-"""A run's folder (adapter/, metrics.json, train.log), written atomically: files go to a hidden
-sibling folder that is renamed into place only when the run has finished, so nothing
-half-written is left."""
+"""A run's folder (adapter/, metrics.json, splits.json, train.log), written atomically: files
+go to a hidden sibling folder that is renamed into place only when the run has finished, so
+nothing half-written is left."""
 
 from __future__ import annotations
 
@@ -17,17 +17,26 @@ from torch import nn
 
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.methods import save_adapter
-from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE, check_run_folder
+from adaptlab.paths import Inputs
+from adaptlab.train.outputs import (
+    ADAPTER_FOLDER,
+    LOG_FILE,
+    METRICS_FILE,
+    SPLITS_FILE,
+    check_run_folder,
+)
 from adaptlab.train.result import RunResult
+from adaptlab.train.split_record import SplitRecord
 
 
 class RunFolder:
-    """`out` checked now (`adaptlab.train.outputs.check_run_folder`); inside `with`, the
-    log goes to the staging folder; `publish` writes the adapter and result and renames."""
+    """`out` checked now, apart from the run's `inputs` (`adaptlab.train.outputs`); inside
+    `with`, the log goes to the staging folder; `publish` writes the adapter and result and
+    renames."""
 
-    def __init__(self, out: Path | None, overwrite: bool) -> None:
+    def __init__(self, out: Path | None, overwrite: bool, inputs: Inputs = ()) -> None:
         if out is not None:
-            check_run_folder(out, overwrite)
+            check_run_folder(out, overwrite, inputs)
         self.out = out
         self.staging: Path | None = None
         self._handler: logging.Handler | None = None
@@ -55,9 +64,10 @@ class RunFolder:
         task: str,
         label_names: Sequence[str],
         started: float,
+        splits: SplitRecord,
     ) -> RunResult:
-        """Save the trained adapter and `result` (its wall time set), then move the folder to
-        `out`; without `out`, only set the wall time."""
+        """Save the trained adapter, `result` (its wall time set) and the rows of its `splits`,
+        then move the folder to `out`; without `out`, only set the wall time."""
         if self.staging is not None and self.out is not None:
             adapter = save_adapter(
                 model,
@@ -73,6 +83,7 @@ class RunFolder:
                 wall_seconds=time.perf_counter() - started,
             )
             (self.staging / METRICS_FILE).write_text(json.dumps(result.to_dict(), indent=2))
+            (self.staging / SPLITS_FILE).write_text(json.dumps(splits.to_dict()) + "\n")
             self._close_log()
             publish_folder(self.staging, self.out)
         return replace(result, wall_seconds=time.perf_counter() - started)

@@ -4,7 +4,6 @@ epoch of lowest dev perplexity kept; and perplexity on held-out documents."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from adaptlab.data.encoding import IGNORE_INDEX
+from adaptlab.finite import exp_or_inf
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.lm_stages import Document, TextStageRun, collate
 from adaptlab.train.continual.lm_strategy import TextStrategy
@@ -66,7 +66,7 @@ def perplexity(
     finally:
         model.train(was_training)
     loss = total / tokens
-    return Perplexity(loss, math.exp(loss), tokens)
+    return Perplexity(loss, exp_or_inf(loss), tokens)
 
 
 def train_text_stage(

@@ -24,6 +24,7 @@ metric's own units. The average stays the plain mean.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -149,3 +150,22 @@ def summarize(
 def _check_reference(values: Sequence[float], stages: int, what: str) -> None:
     if len(values) != stages:
         raise ConfigError(f"{what}: expected one per stage ({stages}), got {len(values)}")
+
+
+def stored_scores(
+    matrix: Matrix, single: Sequence[float] | None, metric: str = "accuracy"
+) -> ContinualScores:
+    """`summarize` of a matrix read back from a record; where a score is NaN or infinite (the
+    sequence diverged) every summary score is NaN, so the record still reads and a report can
+    show it as diverged."""
+    values = [value for row in matrix for value in row] + list(single or ())
+    finite = all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+    if finite or any(len(row) != len(matrix) for row in matrix):
+        return summarize(matrix, single, metric)  # refuses a malformed matrix
+    several = len(matrix) > 1
+    return ContinualScores(
+        average=math.nan,
+        backward_transfer=math.nan if several else None,
+        forward_transfer=math.nan if several and single is not None else None,
+        forgetting=(math.nan,) * (len(matrix) - 1),
+    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptlab.errors import ConfigError
-from adaptlab.train.continual.metrics import ContinualScores, summarize
+from adaptlab.train.continual.metrics import ContinualScores, stored_scores, summarize
 from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.result import EpochRecord, Versions
@@ -159,7 +159,7 @@ class SequenceResult:
             metric=metric,
             matrix=matrix,
             tests=tuple(outcome.tests for outcome in outcomes),
-            scores=summarize(matrix, single, metric),
+            scores=stored_scores(matrix, single, metric),
             versions=Versions.from_json(result.object("versions")),
             single_stage=single,
             wall_seconds=result.optional_number("wall_seconds"),

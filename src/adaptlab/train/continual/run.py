@@ -20,12 +20,16 @@ from transformers import PreTrainedTokenizerBase
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.data.splits import strata_order, stratum, systematic_pick
-from adaptlab.errors import ConfigError, DataError
+from adaptlab.errors import DataError
 from adaptlab.fileio import publish_folder, staging_folder
+from adaptlab.finite import finite_json
+from adaptlab.folders import FolderKind, check_result_folder
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
+from adaptlab.paths import existing, json_with_key
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
+from adaptlab.train.continual.decoder import check_causal_lm
 from adaptlab.train.continual.heads import StageHeads
 from adaptlab.train.continual.lm_run import StageDone, train_text_sequence
 from adaptlab.train.continual.lm_stages import stage_corpus
@@ -43,6 +47,13 @@ from adaptlab.train.continual.strategy import SequentialConfig, make_strategy
 from adaptlab.train.evaluate import evaluate
 
 SEQUENCE_FILE = "sequence.json"
+SEQUENCE_FOLDER = FolderKind(
+    "sequence",
+    (SEQUENCE_FILE,),
+    SEQUENCE_FILE,
+    lambda path: json_with_key(path / SEQUENCE_FILE, "matrix"),
+)
+"""A sequence's folder: `sequence.json` alone (`adaptlab.folders`)."""
 
 
 def run_sequence(
@@ -64,11 +75,13 @@ def run_sequence(
     """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
-    if out_path is not None and out_path.exists() and not overwrite:
-        raise ConfigError(f"{out_path} exists; pick another --out or pass --overwrite")
+    if out_path is not None:
+        check_result_folder(out_path, overwrite, SEQUENCE_FOLDER, sequence_inputs(spec))
     device = torch_device(spec.device)
     resolve_model(spec.model)
     text = spec.objective == "causal-lm"
+    if text:
+        check_causal_lm(spec.model)
     load = stage_corpus if text else stage_dataset
     datasets: list[Any] = [
         load(name, spec, spec.options_of(index)) for index, name in enumerate(spec.stages)
@@ -94,16 +107,21 @@ def run_sequence(
         result = replace(result, single_stage=tuple(alone), scores=scores)
     result = replace(result, wall_seconds=time.perf_counter() - started)
     if out_path is not None:
+        hint = "the training diverged; lower the learning rate or train fewer epochs"
+        data = finite_json(result.to_dict(), SEQUENCE_FILE, hint)
         staging = staging_folder(out_path)
         try:
-            (staging / SEQUENCE_FILE).write_text(json.dumps(result.to_dict(), indent=2))
-            if out_path.exists():
-                shutil.rmtree(out_path)
+            (staging / SEQUENCE_FILE).write_bytes(data)
             publish_folder(staging, out_path)
         finally:
             if staging.exists():
                 shutil.rmtree(staging)
     return result
+
+
+def sequence_inputs(spec: SequenceSpec) -> list[tuple[Path, str]]:
+    """The sequence's base model folder and stage data files that exist on this machine."""
+    return existing([(spec.model, "base model"), *((stage, "stage data") for stage in spec.stages)])
 
 
 def alone_spec(spec: SequenceSpec, index: int) -> SequenceSpec:
