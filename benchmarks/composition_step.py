@@ -35,7 +35,6 @@ import json
 import platform
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -54,9 +53,9 @@ from methods_step import (
     summarise,
 )
 from methods_step import parse_args as step_args
+from previous import previous_sources
 
 BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
 DEFAULT_OUT = BENCH_DIR / "results" / "composition_step.json"
 PREVIOUS = "a9bd886"
 """The last commit before named adapters and the site dispatchers."""
@@ -111,24 +110,6 @@ def configs(only: set[str] | None = None) -> list[Config]:
     stack = [STACK] if "stack" in wanted else []
     fusion = [FUSION, ADAPTERS_FULL, PEER_FUSE] if "fusion" in wanted else []
     return [*today, *before, *stack, *fusion]
-
-
-def previous_sources(rev: str) -> Path:
-    """The `src` folder of adaptlab at `rev`, extracted once under benchmarks/."""
-    folder = BENCH_DIR / f".previous-{rev}"
-    if not (folder / "src" / "adaptlab" / "__init__.py").is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
-            check=True,
-            capture_output=True,
-        ).stdout
-        tar_path = folder / "src.tar"
-        tar_path.write_bytes(archive)
-        with tarfile.open(tar_path) as tar:
-            tar.extractall(folder, filter="data")
-        tar_path.unlink()
-    return folder / "src"
 
 
 def make_checks(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,7 +23,8 @@ from adaptlab.train.continual import (
     make_strategy,
     run_sequence,
 )
-from adaptlab.train.continual.run import _encoded, stage_dataset
+from adaptlab.train.continual.labelled_stages import encode_stage
+from adaptlab.train.continual.run import stage_dataset
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import StageRun
 from adaptlab.train.continual.strategy import strategy_config
@@ -103,7 +104,7 @@ def _stage_run(tiny_model_dir: str, stages: tuple[str, str], index: int) -> Stag
     loaded = load_model(tiny_model_dir, "single_label", label_names=datasets[0].label_names)
     model = loaded.model
     heads = StageHeads.install(model, [len(d.label_names) for d in datasets], 0)
-    encoded = [_encoded(d, loaded.tokenizer, spec) for d in datasets]
+    encoded = [encode_stage(d, loaded.tokenizer, spec) for d in datasets]
     add_adapter(model, "sequence", "houlsby", train_head=False)
     train_adapter(model, "sequence")
     heads.select(index)

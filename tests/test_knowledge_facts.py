@@ -10,7 +10,8 @@ from test_knowledge_lm import tiny_lm
 
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.knowledge.countries import TEMPLATES, country_facts
-from adaptlab.knowledge.facts import Fact, load_facts
+from adaptlab.knowledge.fact_sources import load_facts
+from adaptlab.knowledge.facts import Fact
 from adaptlab.knowledge.scoring import known_facts, perplexity, score_answer
 
 FACTS = {

@@ -1,19 +1,29 @@
 """Analysis layer: what adaptation changed (per-layer RSA / CKA against the base model, loss
 landscapes), after paper-effectiveness §2.2 and §5. See docs/analysis.md."""
 
-from adaptlab.analysis.api import (
-    Written,
-    fusion_analysis,
-    landscape_analysis,
-    similarity_analysis,
-)
-from adaptlab.analysis.cka import linear_cka
-from adaptlab.analysis.features import layer_features, layer_names
-from adaptlab.analysis.landscape import Landscape, alphas, loss_landscape
-from adaptlab.analysis.rsa import rsa
-from adaptlab.analysis.similarity import MEASURES, LayerScores, base_and_adapted, compare_to_base
-from adaptlab.analysis.target import Target, load_target
-from adaptlab.analysis.tokens import TokenSample, eligible_tokens, sample_tokens
+from typing import TYPE_CHECKING
+
+from adaptlab.lazy import lazy_face
+
+if TYPE_CHECKING:
+    from adaptlab.analysis.api import (
+        Written,
+        fusion_analysis,
+        landscape_analysis,
+        similarity_analysis,
+    )
+    from adaptlab.analysis.cka import linear_cka
+    from adaptlab.analysis.features import layer_features, layer_names
+    from adaptlab.analysis.landscape import Landscape, alphas, loss_landscape
+    from adaptlab.analysis.rsa import rsa
+    from adaptlab.analysis.similarity import (
+        MEASURES,
+        LayerScores,
+        base_and_adapted,
+        compare_to_base,
+    )
+    from adaptlab.analysis.target import Target, load_target
+    from adaptlab.analysis.tokens import TokenSample, eligible_tokens, sample_tokens
 
 __all__ = [
     "MEASURES",
@@ -37,3 +47,5 @@ __all__ = [
     "sample_tokens",
     "similarity_analysis",
 ]
+
+lazy_face(__name__)

@@ -1,8 +1,20 @@
 """Find the parts of any Hugging Face transformer that adaptation methods attach to."""
 
-from adaptlab.backbone.discovery import find_backbone, is_norm
-from adaptlab.backbone.overrides import BackboneOverrides
-from adaptlab.backbone.parts import INSERTED, ROLES, Backbone, BlockParts, get_module, is_inserted
+from typing import TYPE_CHECKING
+
+from adaptlab.lazy import lazy_face
+
+if TYPE_CHECKING:
+    from adaptlab.backbone.discovery import find_backbone, is_norm
+    from adaptlab.backbone.overrides import BackboneOverrides
+    from adaptlab.backbone.parts import (
+        INSERTED,
+        ROLES,
+        Backbone,
+        BlockParts,
+        get_module,
+        is_inserted,
+    )
 
 __all__ = [
     "INSERTED",
@@ -15,3 +27,5 @@ __all__ = [
     "is_inserted",
     "is_norm",
 ]
+
+lazy_face(__name__)

@@ -18,16 +18,16 @@ from adaptlab.analysis.landscape import (
 )
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
 from adaptlab.cli.console import console
+from adaptlab.cli.data_file_options import (
+    DEFAULT_DATA_FILE,
+    DataFileOptions,
+    with_data_file_options,
+)
 from adaptlab.cli.options import (
     BaseModel,
     DataOption,
     Device,
-    LabelColumn,
-    Task,
-    TextColumn,
-    TextPairColumn,
     at_least_two,
-    data_options,
     positive,
     positive_finite,
     seed,
@@ -53,6 +53,7 @@ Progress = Annotated[bool, typer.Option(help="Show progress bars.")]
 
 
 @app.command("rsa")
+@with_data_file_options()
 def rsa(
     adapter: AdapterOption,
     data: DataOption,
@@ -60,10 +61,7 @@ def rsa(
     seed: Seed = 0,
     split: Split = "dev",
     out: Out = None,
-    text_column: TextColumn = "text",
-    text_pair_column: TextPairColumn = None,
-    label_column: LabelColumn = "label",
-    task: Task = None,
+    data_file: DataFileOptions = DEFAULT_DATA_FILE,
     device: Device = "cpu",
     model: BaseModel = None,
     progress: Progress = True,
@@ -74,11 +72,12 @@ def rsa(
 
         adaptlab analyze rsa --adapter runs/rt-houlsby --data rotten-tomatoes
     """
-    options = data_options(text_column, text_pair_column, label_column, task)
+    options = data_file.load_options()
     _similarity("rsa", adapter, data, tokens, seed, split, out, options, device, model, progress)
 
 
 @app.command("cka")
+@with_data_file_options()
 def cka(
     adapter: AdapterOption,
     data: DataOption,
@@ -89,10 +88,7 @@ def cka(
     ] = False,
     split: Split = "dev",
     out: Out = None,
-    text_column: TextColumn = "text",
-    text_pair_column: TextPairColumn = None,
-    label_column: LabelColumn = "label",
-    task: Task = None,
+    data_file: DataFileOptions = DEFAULT_DATA_FILE,
     device: Device = "cpu",
     model: BaseModel = None,
     progress: Progress = True,
@@ -103,12 +99,13 @@ def cka(
 
         adaptlab analyze cka --adapter runs/rt-houlsby --data rotten-tomatoes --debiased
     """
-    options = data_options(text_column, text_pair_column, label_column, task)
+    options = data_file.load_options()
     measure = "cka-debiased" if debiased else "cka"
     _similarity(measure, adapter, data, tokens, seed, split, out, options, device, model, progress)
 
 
 @app.command("landscape")
+@with_data_file_options()
 def landscape(
     adapter: AdapterOption,
     data: DataOption,
@@ -132,10 +129,7 @@ def landscape(
     split: Split = "dev",
     out: Out = None,
     batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
-    text_column: TextColumn = "text",
-    text_pair_column: TextPairColumn = None,
-    label_column: LabelColumn = "label",
-    task: Task = None,
+    data_file: DataFileOptions = DEFAULT_DATA_FILE,
     device: Device = "cpu",
     model: BaseModel = None,
     progress: Progress = True,
@@ -146,7 +140,7 @@ def landscape(
 
         adaptlab analyze landscape --adapter runs/rt-houlsby --data rotten-tomatoes
     """
-    options = data_options(text_column, text_pair_column, label_column, task)
+    options = data_file.load_options()
     written = landscape_analysis(
         adapter,
         data,
@@ -170,16 +164,14 @@ def landscape(
 
 
 @app.command("fusion")
+@with_data_file_options()
 def fusion(
     adapter: AdapterOption,
     data: DataOption,
     split: Split = "dev",
     out: Out = None,
     batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
-    text_column: TextColumn = "text",
-    text_pair_column: TextPairColumn = None,
-    label_column: LabelColumn = "label",
-    task: Task = None,
+    data_file: DataFileOptions = DEFAULT_DATA_FILE,
     device: Device = "cpu",
     model: BaseModel = None,
 ) -> None:
@@ -193,7 +185,7 @@ def fusion(
         adapter,
         data,
         split=split,
-        data_options=data_options(text_column, text_pair_column, label_column, task),
+        data_options=data_file.load_options(),
         out=out,
         device=device,
         model=model,

@@ -1,4 +1,7 @@
-"""The `adaptlab` command line: thin commands that parse, call one function, and print."""
+"""The `adaptlab` command line: thin commands that parse, call one function, and print.
+
+A command's module is imported only when the command runs, so `adaptlab --help` loads no torch.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +10,33 @@ import sys
 import typer
 from rich.text import Text
 
-from adaptlab.cli import (
-    adapters_cmd,
-    analyze_cmd,
-    data_cmd,
-    eval_cmd,
-    methods_cmd,
-    neurons_cmd,
-    predict_cmd,
-    rank_cmd,
-    sequence_cmd,
-    serve_cmd,
-    study_cmd,
-    train_cmd,
-)
 from adaptlab.cli.console import console
+from adaptlab.cli.lazy_group import Target, lazy_group
 from adaptlab.errors import AdaptlabError
+
+COMMANDS: dict[str, Target] = {
+    "train": ("train_cmd", "train"),
+    "eval": ("eval_cmd", "evaluate"),
+    "predict": ("predict_cmd", "predict"),
+    "methods": ("methods_cmd", "methods"),
+    "rank": ("rank_cmd", "rank_models"),
+    "sequence": ("sequence_cmd", "sequence"),
+    "export": ("adapters_cmd", "export"),
+    "import": ("adapters_cmd", "import_"),
+    "serve": ("serve_cmd", "serve"),
+    "adapters": ("adapters_cmd", "app"),
+    "data": ("data_cmd", "app"),
+    "study": ("study_cmd", "app"),
+    "analyze": ("analyze_cmd", "app"),
+    "neurons": ("neurons_cmd", "app"),
+}
+"""Each command, in listing order: its module in adaptlab.cli and the function there (or the
+typer app of a group of commands)."""
 
 app = typer.Typer(
     name="adaptlab",
     help="Adapt pretrained transformers with few trainable parameters, compare, analyse.",
+    cls=lazy_group(COMMANDS),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -39,21 +49,6 @@ def _options(
 ) -> None:
     """Adapt pretrained transformers with few trainable parameters, compare, analyse."""
 
-
-app.command("train")(train_cmd.train)
-app.command("eval")(eval_cmd.evaluate)
-app.command("predict")(predict_cmd.predict)
-app.command("methods")(methods_cmd.methods)
-app.command("rank")(rank_cmd.rank_models)
-app.command("sequence")(sequence_cmd.sequence)
-app.command("export")(adapters_cmd.export)
-app.command("import")(adapters_cmd.import_)
-app.command("serve")(serve_cmd.serve)
-app.add_typer(adapters_cmd.app, name="adapters")
-app.add_typer(data_cmd.app, name="data")
-app.add_typer(study_cmd.app, name="study")
-app.add_typer(analyze_cmd.app, name="analyze")
-app.add_typer(neurons_cmd.app, name="neurons")
 
 _stderr = console(stderr=True)
 

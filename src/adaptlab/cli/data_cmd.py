@@ -9,15 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from adaptlab.cli.console import console
-from adaptlab.cli.options import (
-    LabelColumn,
-    Split,
-    Task,
-    TextColumn,
-    TextPairColumn,
-    TimeColumn,
-    data_options,
-    split_options,
+from adaptlab.cli.data_file_options import (
+    DEFAULT_DATA_FILE,
+    DataFileOptions,
+    with_data_file_options,
 )
 from adaptlab.data import builtin_datasets, describe, load_dataset
 
@@ -41,14 +36,10 @@ def list_builtin() -> None:
 
 
 @app.command("show")
+@with_data_file_options(split=True)
 def show(
     source: Annotated[str, typer.Argument(help="Built-in name, data file or folder, or hf:NAME.")],
-    text_column: TextColumn = "text",
-    text_pair_column: TextPairColumn = None,
-    label_column: LabelColumn = "label",
-    task: Task = None,
-    split: Split = "random",
-    time_column: TimeColumn = None,
+    data_file: DataFileOptions = DEFAULT_DATA_FILE,
 ) -> None:
     """Show a data set's splits, sizes, label counts and two examples.
 
@@ -58,8 +49,7 @@ def show(
 
         adaptlab data show comments.csv --split chronological --time-column date
     """
-    options = data_options(text_column, text_pair_column, label_column, task)
-    dataset = load_dataset(source, **options, **split_options(split, time_column))
+    dataset = load_dataset(source, **data_file.load_options())
     info = describe(dataset)
     out = console()
     out.print(Text.assemble((dataset.name, "bold"), f" ({dataset.task}): {dataset.description}"))

@@ -10,18 +10,12 @@ import typer
 from rich.table import Table
 
 from adaptlab.cli.console import console
-from adaptlab.cli.options import (
-    BaseModel,
-    DataOption,
-    Device,
-    LabelColumn,
-    MaxLength,
-    Task,
-    TextColumn,
-    TextPairColumn,
-    data_options,
-    positive,
+from adaptlab.cli.data_file_options import (
+    DEFAULT_DATA_FILE,
+    DataFileOptions,
+    with_data_file_options,
 )
+from adaptlab.cli.options import BaseModel, DataOption, Device, MaxLength, positive
 from adaptlab.data import TextEncoder, load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts
@@ -36,6 +30,7 @@ from adaptlab.train.restore import check_data_fits, check_split, load_trained
 from adaptlab.train.stack_swap import parse_swaps, stack_swapped
 
 
+@with_data_file_options()
 def evaluate(
     adapter: Annotated[
         Path, typer.Option(help="Adapter folder, or a run folder holding adapter/.")
@@ -46,10 +41,7 @@ def evaluate(
     ] = "test",
     batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     max_length: MaxLength = 128,
-    text_column: TextColumn = "text",
-    text_pair_column: TextPairColumn = None,
-    label_column: LabelColumn = "label",
-    task: Task = None,
+    data_file: DataFileOptions = DEFAULT_DATA_FILE,
     device: Device = "cpu",
     model: BaseModel = None,
     stack_swap: Annotated[
@@ -74,7 +66,7 @@ def evaluate(
     check_split(split)
     swaps = parse_swaps(stack_swap or [])
     loaded, manifest = load_trained(adapter, device, model=model)
-    options = data_options(text_column, text_pair_column, label_column, task)
+    options = data_file.load_options()
     judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation
     with stack_swapped(loaded.model, swaps):

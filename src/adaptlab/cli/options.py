@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from adaptlab import checks
 from adaptlab.errors import ConfigError
+
+if TYPE_CHECKING:  # the type only: commands load the methods when they run
+    from adaptlab.methods.compose import MethodSpec
 
 DataOption = Annotated[
     str,
@@ -19,27 +22,7 @@ DataOption = Annotated[
         "wnut16-ner, slovenian-opinions), a CSV / TSV / JSONL / BIO file or folder, or hf:NAME.",
     ),
 ]
-TextColumn = Annotated[str, typer.Option(help="Column holding the text (files).")]
-TextPairColumn = Annotated[str | None, typer.Option(help="Column holding a second text (files).")]
-LabelColumn = Annotated[str, typer.Option(help="Column holding the label (files).")]
-Task = Annotated[
-    str | None,
-    typer.Option(
-        help="single_label, multi_label, token or regression (inferred when omitted); "
-        "mlm: masked-language modelling on the text alone (a language adapter)."
-    ),
-]
 Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
-Split = Annotated[
-    str,
-    typer.Option(
-        help="random (given splits, else 80/10/10 stratified) or chronological (earliest 80% "
-        "train, next 10% dev, latest 10% test, by --time-column)."
-    ),
-]
-TimeColumn = Annotated[
-    str | None, typer.Option(help="Column dating each row, for --split chronological (files).")
-]
 BaseModel = Annotated[
     str | None,
     typer.Option(
@@ -85,22 +68,6 @@ MaxLength = Annotated[
 ]
 
 
-def data_options(
-    text_column: str, text_pair_column: str | None, label_column: str, task: str | None
-) -> dict[str, Any]:
-    """The data-file options as `load_dataset` keywords, leaving defaults out."""
-    options: dict[str, Any] = {}
-    if text_column != "text":
-        options["text_column"] = text_column
-    if text_pair_column:
-        options["text_pair_column"] = text_pair_column
-    if label_column != "label":
-        options["label_column"] = label_column
-    if task:
-        options["task"] = task
-    return options
-
-
 def key_values(pairs: list[str] | None, what: str) -> dict[str, Any]:
     """KEY=VALUE pairs as a dict, values parsed as JSON (else kept as text); `what` names them
     in the error for a pair without '='."""
@@ -116,11 +83,17 @@ def key_values(pairs: list[str] | None, what: str) -> dict[str, Any]:
     return options
 
 
-def split_options(split: str, time_column: str | None) -> dict[str, Any]:
-    """The split options as `load_dataset` keywords, leaving defaults out."""
-    options: dict[str, Any] = {}
-    if split != "random":
-        options["split"] = split
-    if time_column:
-        options["time_column"] = time_column
-    return options
+def comma_separated(value: str | None) -> tuple[str, ...]:
+    """A comma-separated option value as its parts, stripped, empty ones dropped (none for
+    None): folders, data sets."""
+    return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
+
+
+def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:
+    """--method and its --option KEY=VALUE pairs: the method name, or {name: options} (values
+    parsed as JSON)."""
+    if not pairs:
+        return method
+    if "+" in method:
+        raise ConfigError(f"--option applies to one method, not the combination {method!r}")
+    return {method: key_values(pairs, "method option")}

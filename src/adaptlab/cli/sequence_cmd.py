@@ -9,8 +9,15 @@ import typer
 from rich.table import Table
 
 from adaptlab.cli.console import console
-from adaptlab.cli.options import Device, MaxLength, key_values, positive, seed
-from adaptlab.cli.train_cmd import folders, method_spec
+from adaptlab.cli.options import (
+    Device,
+    MaxLength,
+    comma_separated,
+    key_values,
+    method_spec,
+    positive,
+    seed,
+)
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import (
     SEQUENCE_FILE,
@@ -108,7 +115,7 @@ def sequence(
     """
     spec = SequenceSpec.build(
         model,
-        folders(stages),
+        comma_separated(stages),
         method_spec(method, option),
         strategy,
         key_values(strategy_option, "strategy option"),

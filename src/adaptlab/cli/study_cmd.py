@@ -24,8 +24,8 @@ from adaptlab.study.store import (
     load_sequences,
     load_unplanned,
     load_validations,
-    store_files,
 )
+from adaptlab.study.store_paths import store_files
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 

@@ -9,24 +9,21 @@ from typing import Annotated
 import typer
 
 from adaptlab.cli.console import console
+from adaptlab.cli.data_file_options import (
+    DEFAULT_DATA_FILE,
+    DataFileOptions,
+    with_data_file_options,
+)
 from adaptlab.cli.options import (
     DataOption,
     Device,
-    LabelColumn,
     MaxLength,
-    Split,
-    Task,
-    TextColumn,
-    TextPairColumn,
-    TimeColumn,
-    data_options,
-    key_values,
+    comma_separated,
+    method_spec,
     positive,
     seed,
-    split_options,
 )
 from adaptlab.errors import ConfigError
-from adaptlab.methods.compose import MethodSpec
 from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.frozen_cache import MODES
@@ -40,6 +37,7 @@ def cache_mode(value: str) -> str:
     return value
 
 
+@with_data_file_options(split=True)
 def train(
     model: Annotated[
         str,
@@ -88,12 +86,7 @@ def train(
         int,
         typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed),
     ] = 0,
-    text_column: TextColumn = "text",
-    text_pair_column: TextPairColumn = None,
-    label_column: LabelColumn = "label",
-    task: Task = None,
-    split: Split = "random",
-    time_column: TimeColumn = None,
+    data_file: DataFileOptions = DEFAULT_DATA_FILE,
     device: Device = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
@@ -137,11 +130,10 @@ def train(
             max_length=max_length,
             seed=seed,
         ),
-        data_options=data_options(text_column, text_pair_column, label_column, task)
-        | split_options(split, time_column),
+        data_options=data_file.load_options(),
         device=device,
-        fuse=folders(adapters),
-        stack=folders(stack),
+        fuse=comma_separated(adapters),
+        stack=comma_separated(stack),
     )
     result = execute(spec, out, progress=progress, overwrite=overwrite, frozen_cache=frozen_cache)
     out_console = console()
@@ -162,17 +154,3 @@ def train(
         f"parameters; adapter {result.adapter_bytes or 0:,} bytes; "
         f"{result.wall_seconds or 0:.0f} s; written to {out}"
     )
-
-
-def folders(value: str | None) -> tuple[str, ...]:
-    """Comma-separated folders as given (none for None)."""
-    return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
-
-
-def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:
-    """The method name, or {name: options} from KEY=VALUE pairs (values parsed as JSON)."""
-    if not pairs:
-        return method
-    if "+" in method:
-        raise ConfigError(f"--option applies to one method, not the combination {method!r}")
-    return {method: key_values(pairs, "method option")}

@@ -27,7 +27,8 @@ from adaptlab.knowledge.edit_experiments import (
     update_experiment,
 )
 from adaptlab.knowledge.effects import neuron_effects, summarise
-from adaptlab.knowledge.facts import FactSet, load_facts
+from adaptlab.knowledge.fact_sources import load_facts
+from adaptlab.knowledge.facts import FactSet
 from adaptlab.knowledge.lm import KnowledgeLM, load_lm
 from adaptlab.knowledge.neuron_file import (
     NEURON_KEYS,

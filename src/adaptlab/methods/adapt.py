@@ -137,7 +137,7 @@ def add_fusion(
     _check_new_name(state, name)
     if state is None:
         raise ConfigError(f"{fuse} fuses adapters, and this model has none; add them first")
-    state.check_fusable(fuse)
+    fuse.check_fusable(state.adapters)
     sites = dict.fromkeys(site for c in fuse.children for site, _, _ in state.units[c].modules())
     ctx = ApplyContext(seed=seed)
     layers = {
@@ -219,7 +219,7 @@ def train_adapter(model: nn.Module, name: str) -> AdaptHandle:
     handle = get_handle(model, name)
     running = {u.name for u in state.units_in(state.active)}
     if name not in running:
-        state.activate(Fuse(*handle.fused) if handle.is_fusion else name)
+        state.activate(state.adapters.alone(handle))
     state.train(handle)
     return handle
 
@@ -256,7 +256,7 @@ def delete_adapter(model: nn.Module, name: str) -> None:
     users = [u.name for u in state.units.values() if name in u.fused]
     if users:
         raise ConfigError(f"fusion {users[0]!r} fuses {name!r}; delete the fusion first")
-    if state.active == name or (handle.is_fusion and state.active == Fuse(*handle.fused)):
+    if state.active == state.adapters.alone(handle):
         state.activate(None)
     elif handle in state.units_in(state.active):
         raise ConfigError(f"{name!r} is part of the running {state.active}; set_active another")

@@ -15,13 +15,15 @@ between its embeddings and its blocks); the task head runs last wherever it is r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import INSERTED, Backbone
+from adaptlab.backbone import INSERTED, Backbone, is_inserted
+from adaptlab.methods.handle import AdaptHandle
+from adaptlab.methods.site import OUTPUT
 
 
 def frozen_blocks(
@@ -115,3 +117,42 @@ def _module_of(parameter: str) -> str:
 
 def _under(name: str, module: str) -> bool:
     return name.startswith(f"{module}.")
+
+
+class QuietFront:
+    """The dropout-free hooks of one model: its frozen front, and the modules the running
+    adapters ask for (`MethodResult.no_dropout`); `blocks` is how many blocks are frozen now."""
+
+    def __init__(self, model: nn.Module, backbone: Backbone) -> None:
+        self.model = model
+        self.backbone = backbone
+        self.blocks = 0
+        self._hooks: list[RemovableHandle] = []
+
+    def refresh(self, running: Sequence[AdaptHandle]) -> None:
+        """Recompute the frozen front for the `running` units and what trains now."""
+        changed = {
+            i.site
+            for unit in running
+            for ins in unit.insertions.values()
+            for i in ins
+            if i.module.acts_on == OUTPUT and i.module.changes_output
+        }
+        inserted = {n for unit in running for n in unit.inserted_tensors()}
+        trainable = [
+            n
+            for n, p in self.model.named_parameters()
+            if p.requires_grad and (n in inserted or not is_inserted(n))
+        ]
+        self.blocks = frozen_blocks(self.model, self.backbone, trainable, changed)
+        names = frozen_modules(self.model, self.backbone, self.blocks)
+        self._set([*names, *(n for unit in running for n in unit.no_dropout)])
+
+    def remove(self) -> None:
+        """Every dropout-free hook goes."""
+        self._set([])
+
+    def _set(self, names: list[str]) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = quiet(self.model, dict.fromkeys(names))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -16,10 +16,29 @@ from adaptlab.methods.fusion import FusionLayer
 from adaptlab.methods.params import inserted_name
 from adaptlab.methods.site import Insertion, SiteModule
 
-if TYPE_CHECKING:
-    from adaptlab.methods.state import AdapterState
-
 HEAD_GROUP = "head"
+
+
+class StateView(Protocol):
+    """What a handle reads from the adapter state of its model (`AdapterState`)."""
+
+    @property
+    def model(self) -> nn.Module: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def base_parameter_count(self) -> int: ...
+
+    @property
+    def units(self) -> Mapping[str, AdaptHandle]: ...
+
+    def base_tensor(self, name: str) -> torch.Tensor:
+        """The pretrained value of base parameter `name`."""
+
+    def deactivated(self) -> AbstractContextManager[nn.Module]:
+        """A block inside which no adapter runs."""
 
 
 @dataclass(eq=False)
@@ -34,7 +53,7 @@ class AdaptHandle:
     """
 
     name: str
-    state: AdapterState = field(repr=False)
+    state: StateView = field(repr=False)
     backbone: Backbone
     configs: tuple[MethodConfig, ...]
     overrides: BackboneOverrides

@@ -37,7 +37,7 @@ from adaptlab.backbone import INSERTED, find_backbone
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
 from adaptlab.methods.adapt import add_adapter, add_fusion, delete_adapter, get_handle
-from adaptlab.methods.blocks import Composition, Fuse, Stack, composition_names
+from adaptlab.methods.blocks import Block, Fuse, renamed
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.manifest import (
     FORMAT,
@@ -49,7 +49,7 @@ from adaptlab.methods.manifest import (
     parse_manifest,
 )
 from adaptlab.methods.params import head_parameters
-from adaptlab.methods.state import get_state
+from adaptlab.methods.state import AdapterState, get_state
 from adaptlab.models.fingerprint import fingerprint
 from adaptlab.models.tensor_checks import count_problem, fit_problem, read_tensor_file
 from adaptlab.version import __version__
@@ -72,9 +72,11 @@ def save_adapter(
     folder records that Stack, so loading it brings back what ran. Returns the folder.
     """
     handle = get_handle(model, name)
-    composition = _saved_composition(handle)
-    units = [handle, *handle.state.units_in(composition)]
-    merged = [u.name for u in units if u.name in handle.state.merged()]
+    state = get_state(model)
+    assert state is not None  # the model has the adapter
+    composition = _saved_composition(handle, state)
+    units = [handle, *state.units_in(composition)]
+    merged = [u.name for u in units if u.name in state.merged()]
     if merged:
         raise AdapterFileError(f"adapter {merged[0]!r} is merged into the weights: unmerge first")
     config = getattr(model, "config", None)
@@ -86,32 +88,36 @@ def save_adapter(
         "label_names": list(label_names) if label_names else None,
         "metrics": dict(metrics) if metrics else None,
     }
-    _save(handle, Path(folder), composition, about)
+    _save(handle, state, Path(folder), composition, about)
     return Path(folder)
 
 
-def _saved_composition(handle: AdaptHandle) -> Stack | Fuse | None:
-    """What `handle`'s folder records: the running Stack it tops, or a fusion's Fuse."""
-    state, running = handle.state, handle.state.active
-    if isinstance(running, Stack):
-        top = running.children[-1]
-        if top == handle.name or (isinstance(top, Fuse) and state.fusion_of(top) is handle):
-            return running
+def _saved_composition(handle: AdaptHandle, state: AdapterState) -> Block | None:
+    """What `handle`'s folder records: the running block that says so (`Block.saved_with`: a
+    Stack `handle` tops), or a fusion's Fuse."""
+    running = state.active
+    if isinstance(running, Block) and running.saved_with(handle, state.adapters):
+        return running
     return Fuse(*handle.fused) if handle.is_fusion else None
 
 
 def _save(
-    handle: AdaptHandle, folder: Path, composition: Stack | Fuse | None, about: Mapping[str, Any]
+    handle: AdaptHandle,
+    state: AdapterState,
+    folder: Path,
+    composition: Block | None,
+    about: Mapping[str, Any],
 ) -> str:
     """Write `handle` and the other adapters of `composition` below it; the tensors' SHA-256."""
     members = {
         member.name: _save(
             member,
+            state,
             folder / MEMBERS / member.name,
-            _saved_composition(member) if member.is_fusion else None,
+            _saved_composition(member, state) if member.is_fusion else None,
             {"base_id": about.get("base_id")},
         )
-        for member in handle.state.units_in(composition)
+        for member in state.units_in(composition)
         if member is not handle
     }
     data = composition.to_data() if composition is not None else None
@@ -227,12 +233,16 @@ def load_adapter(
             f"{folder}: label_names has {len(labels)} names, the model's head {outputs} outputs"
         )
     if activate:
+        state = get_state(model)
+        assert state is not None  # the adapter was just added
         if manifest.label_names and config is not None and handle.train_head:
             config.id2label = dict(enumerate(manifest.label_names))
             config.label2id = {label: i for i, label in enumerate(manifest.label_names)}
-        handle.state.focus = name
-        composition = _renamed(manifest.composition, manifest.name, name)
-        handle.state.activate(composition or (Fuse(*handle.fused) if handle.is_fusion else name))
+        state.focus = name
+        composition = manifest.composition
+        if composition is not None and name != manifest.name:
+            composition = renamed(composition, manifest.name, name)
+        state.activate(composition or state.adapters.alone(handle))
     return model
 
 
@@ -341,16 +351,6 @@ def _fill(
 def _file_key(name: str, adapter: str) -> str:
     """The file's name for a tensor: an inserted module's without the adapter's name."""
     return name.replace(f".{INSERTED}.{adapter}.", f".{INSERTED}_", 1)
-
-
-def _renamed(composition: Composition | None, old: str, new: str) -> Composition | None:
-    """`composition` with adapter `old` called `new`."""
-    if composition is None or old == new or old not in composition_names(composition):
-        return composition
-    if isinstance(composition, str):
-        return new
-    children = [_renamed(child, old, new) for child in composition.children]
-    return type(composition)(*children)  # type: ignore[arg-type]
 
 
 def _read_tensors(folder: Path, manifest: Manifest) -> dict[str, torch.Tensor]:

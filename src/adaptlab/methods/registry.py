@@ -6,16 +6,19 @@ import math
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from torch import nn
-
-from adaptlab.backbone import Backbone
 from adaptlab.errors import ConfigError
 from adaptlab.methods.config import MethodConfig
-from adaptlab.methods.results import ApplyContext, MethodResult
+from adaptlab.registry import Registry
 
-ApplyFn = Callable[[nn.Module, Backbone, Any, ApplyContext], MethodResult]
+if TYPE_CHECKING:  # the registry itself loads no torch: records read method configs by name
+    from torch import nn
+
+    from adaptlab.backbone import Backbone
+    from adaptlab.methods.results import ApplyContext, MethodResult
+
+    ApplyFn = Callable[[nn.Module, Backbone, Any, ApplyContext], MethodResult]
 
 
 @dataclass(frozen=True)
@@ -32,30 +35,43 @@ class Method:
     """True for methods that cannot be combined with any other (full, head)."""
 
 
-_REGISTRY: dict[str, Method] = {}
+BUILTIN_METHODS = (
+    "full",
+    "head",
+    "freeze",
+    "bitfit",
+    "lnfit",
+    "houlsby",
+    "pfeiffer",
+    "parallel",
+    "lora",
+    "ia3",
+    "prefix",
+    "mam",
+    "lst",
+    "fusion",
+)
+"""adaptlab's methods in the order listings show them; each is registered by the module of
+its name, imported when the method is first looked up."""
+
+METHODS: Registry[Method] = Registry(
+    "method", builtin={name: f"adaptlab.methods.{name}" for name in BUILTIN_METHODS}
+)
 
 
 def register(method: Method) -> Method:
     """Add `method` to the registry under its name."""
-    if method.name in _REGISTRY:
-        raise ValueError(f"method {method.name!r} is registered twice")
-    _REGISTRY[method.name] = method
-    return method
+    return METHODS.register(method)
 
 
 def list_methods() -> list[Method]:
-    """Every registered method, in registration order."""
-    return list(_REGISTRY.values())
+    """Every method: adaptlab's own in listing order, then any registered from outside."""
+    return list(METHODS)
 
 
 def get_method(name: str) -> Method:
     """The method registered as `name`, or a one-line error listing the known ones."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown method {name!r}; known methods: {', '.join(_REGISTRY)}"
-        ) from None
+    return METHODS.get(name)
 
 
 def make_config(name: str, options: Mapping[str, Any] | None = None) -> MethodConfig:

@@ -1,58 +1,41 @@
-"""The adapters of one model: their modules, one dispatcher per site, the active composition.
+"""The adapters of one model, attached to it the first time an adapter is added.
 
-`AdapterState` is attached to a model the first time an adapter is added. It owns:
+`AdapterState` coordinates the pieces, each its own module:
 
-- the site dispatchers: one forward hook per site module, which runs the step the active
-  composition asks for at that site (`adaptlab.methods.dispatch`), and one forward pre-hook
-  per module whose input an inserted module reads (captured only while needed); for the other
-  kinds of inserted modules, a pre-hook per site that rewrites its input, a pair of hooks that
-  put a replaced weight in place while the site runs, the attention interface's prefixes
-  (`adaptlab.methods.attention`), and a pre-hook on the model for modules that read its call;
-- the rule that the frozen front of the model (`adaptlab.methods.frozen`) and the modules an
-  adapter asks for run without dropout;
-- the pretrained weights adapters train: each adapter has its own copies, and activation puts
-  the active adapters' copies in place of the model's weights (the displaced originals are
-  kept, so switching everything off gives the base model back, bit for bit);
-- for a `Parallel` composition, a pre-hook that copies the batch once per branch and hooks on
-  the head modules that run each branch's head on its slice.
+- `NamedAdapters` (`adaptlab.methods.named`): the adapters by name, and what a composition of
+  them means (blocks answer for themselves, `adaptlab.methods.blocks`);
+- `BaseWeights` (`adaptlab.methods.weights`): the pretrained weights and the copies adapters
+  own of them, put in place while those adapters run;
+- `SiteHooks` (`adaptlab.methods.hooks`) running the `Plan` (`adaptlab.methods.plan`) of the
+  active composition, and the hooks the active block asks for (Parallel's batch copies);
+- `QuietFront` (`adaptlab.methods.frozen`): the frozen front runs without dropout.
 
 Nothing here re-implements a model's forward; the model's parameter names are untouched.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 from torch import nn
-from torch.func import functional_call
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import Backbone, get_module, is_inserted
+from adaptlab.backbone import Backbone
 from adaptlab.errors import ConfigError
-from adaptlab.methods import attention
-from adaptlab.methods.blocks import Composition, Fuse, Parallel, Stack, composition_names
-from adaptlab.methods.dispatch import AdapterStep, FuseStep, ParallelStep, StackStep, Step
-from adaptlab.methods.frozen import frozen_blocks, frozen_modules, quiet
+from adaptlab.methods.blocks import Block, Composition
+from adaptlab.methods.frozen import QuietFront
 from adaptlab.methods.handle import AdaptHandle
-from adaptlab.methods.params import INSERTED, head_parameters
-from adaptlab.methods.site import (
-    ATTENTION,
-    INPUT,
-    OUTPUT,
-    WEIGHT,
-    InputModule,
-    SiteModule,
-    WeightModule,
-)
+from adaptlab.methods.hooks import SiteHooks
+from adaptlab.methods.inserted import put_modules, take_modules
+from adaptlab.methods.merging import merged_names, set_merged
+from adaptlab.methods.named import NamedAdapters
+from adaptlab.methods.plan import Plan, make_plan
+from adaptlab.methods.weights import BaseWeights
 from adaptlab.models.fingerprint import fingerprint
 
 STATE_ATTRIBUTE = "_adaptlab_state"
-
-Slot = tuple[nn.Module, str]
 
 
 class AdapterState:
@@ -62,36 +45,42 @@ class AdapterState:
         self.model = model
         self.backbone = backbone
         self.fingerprint = fingerprint(model, exclude=backbone.head)
-        self.units: dict[str, AdaptHandle] = {}
+        self.adapters = NamedAdapters(model, backbone)
+        self.units = self.adapters.units
+        self.weights = BaseWeights(model)
+        self.hooks = SiteHooks(model)
+        self.quiet = QuietFront(model, backbone)
         self.active: Composition | None = None
         self.focus: str | None = None
         """The adapter last trained or loaded by itself: `get_handle`'s answer without a name."""
-        self._slots = _parameter_slots(model)
-        self.base_parameter_count = sum(_param(slots).numel() for slots in self._slots.values())
-        self.head_names = frozenset(head_parameters(model, backbone.head))
-        self._originals: dict[str, nn.Parameter | None] = {}
-        """Base weights of the slots some adapter owns; None where keep_initial=False took it."""
-        self._site_hooks: dict[str, RemovableHandle] = {}
-        self._capture_hooks: dict[str, RemovableHandle] = {}
-        self._input_hooks: dict[str, RemovableHandle] = {}
-        self._weight_hooks: dict[str, list[RemovableHandle]] = {}
-        self._call_hook: RemovableHandle | None = None
-        self._attention_sites: list[str] = []
-        self._plan: dict[str, tuple[Step, tuple[str, ...]]] = {}
-        self._input_plan: dict[str, tuple[InputModule, ...]] = {}
-        self._weight_plan: dict[str, tuple[WeightModule, ...]] = {}
-        self._call_plan: tuple[SiteModule, ...] = ()
-        self._capturing: frozenset[str] = frozenset()
-        self._captured: dict[str, torch.Tensor] = {}
-        self._parallel_hooks: list[RemovableHandle] = []
-        self._quiet_hooks: list[RemovableHandle] = []
-        self.frozen_blocks = 0
-        """Leading blocks that run without dropout now (see `adaptlab.methods.frozen`)."""
+        self._block_hooks: list[RemovableHandle] = []
 
     @property
     def base_names(self) -> list[str]:
         """Canonical names of the base model's parameters, in model order."""
-        return list(self._slots)
+        return self.weights.names
+
+    @property
+    def base_parameter_count(self) -> int:
+        return self.weights.parameter_count
+
+    @property
+    def head_names(self) -> frozenset[str]:
+        """Canonical names of the task head's parameters."""
+        return self.adapters.head_names
+
+    @property
+    def frozen_blocks(self) -> int:
+        """Leading blocks that run without dropout now (see `adaptlab.methods.frozen`)."""
+        return self.quiet.blocks
+
+    def base_tensor(self, name: str) -> torch.Tensor:
+        """The pretrained value of base parameter `name` (as loaded, before any training)."""
+        return self.weights.base_tensor(name)
+
+    def units_in(self, composition: Composition | None) -> list[AdaptHandle]:
+        """The adapters (and fusions) that run under `composition`."""
+        return self.adapters.units_in(composition)
 
     # -- adapters in and out ---------------------------------------------------------------
 
@@ -106,93 +95,40 @@ class AdapterState:
             raise
 
     def own(self, names: list[str], keep_initial: bool) -> dict[str, nn.Parameter]:
-        """An adapter's own tensors for the pretrained weights `names`, starting at base values.
-
-        With `keep_initial` they are copies; without, the adapter takes the base tensors
-        themselves (no memory spent, but the base model cannot be given back).
-        """
-        for name in names:  # every check before anything changes
-            if name not in self._slots:
-                raise ConfigError(f"{name!r} is not a parameter of the base model")
-            if name in self._originals and self._originals[name] is None:
-                raise ConfigError(
-                    f"the base value of {name!r} was given to an adapter made with "
-                    "keep_initial=False; start from a fresh base model"
-                )
-        owned: dict[str, nn.Parameter] = {}
-        for name in names:
-            base = self._originals.setdefault(name, _param(self._slots[name]))
-            assert base is not None
-            if keep_initial:
-                owned[name] = nn.Parameter(base.detach().clone(), requires_grad=False)
-            else:
-                owned[name] = base
-                self._originals[name] = None
-        return owned
+        """An adapter's own tensors for the pretrained weights `names` (`BaseWeights.own`)."""
+        return self.weights.own(names, keep_initial)
 
     def insert(self, handle: AdaptHandle) -> None:
         """Put `handle`'s modules into the model and hook every site and read module."""
-        for site, method, module in handle.modules():
-            layer = get_module(self.model, site)
-            container = getattr(layer, INSERTED, None)
-            if container is None:
-                if hasattr(layer, INSERTED):
-                    raise ConfigError(f"{site!r} already has an attribute {INSERTED!r}")
-                container = nn.ModuleDict()
-                layer.add_module(INSERTED, container)
-            assert isinstance(container, nn.ModuleDict)
-            if handle.name not in container:
-                container[handle.name] = nn.ModuleDict()
-            modules = container[handle.name]
-            assert isinstance(modules, nn.ModuleDict)
-            weight = next(layer.parameters())
-            module.train(layer.training)  # the model's mode, as if it had always been there
-            modules[method] = module.to(device=weight.device, dtype=weight.dtype)
+        put_modules(self.model, handle)
         self.units[handle.name] = handle
-        self._sync_hooks()
+        self.hooks.sync(self.units.values())
 
     def delete(self, name: str) -> None:
         """Take adapter `name` out of the model (it must not be active)."""
         handle = self.units.pop(name)
         if self.focus == name:
             self.focus = None
-        for site, _, _ in handle.modules():
-            layer = get_module(self.model, site)
-            container = getattr(layer, INSERTED)
-            if name in container:
-                del container[name]
-            if len(container) == 0:
-                delattr(layer, INSERTED)
-        self._sync_hooks()
-        owned_elsewhere = {n for u in self.units.values() for n in u.owned}
-        for owned in handle.owned:
-            if owned not in owned_elsewhere:
-                original = self._originals.pop(owned)
-                if original is not None:
-                    self._put(owned, original)
+        take_modules(self.model, handle)
+        self.hooks.sync(self.units.values())
+        self.weights.release(handle.owned, {n for u in self.units.values() for n in u.owned})
 
     def clear(self) -> None:
         """Take every adapter and hook out; the weights that run now stay in place."""
-        running = self._wanted_tensors(self.active)
-        self._set_plans(None)
+        running = self.adapters.running_tensors(self.active)
+        self.hooks.follow(Plan())
         self.active = None
-        for name, original in self._originals.items():
-            target = running.get(name, original)
-            if target is not None:
-                self._put(name, target)
+        self.weights.place(running)
         for handle in self.units.values():
-            for site, _, _ in handle.modules():
-                layer = get_module(self.model, site)
-                if hasattr(layer, INSERTED):
-                    delattr(layer, INSERTED)
+            take_modules(self.model, handle)
         self.units.clear()
         self.detach()
 
     def detach(self) -> None:
         """Remove every hook; the state leaves the model (its adapters must be gone)."""
-        self._sync_hooks()
-        self._set_parallel(None)
-        self._set_quiet([])
+        self.hooks.sync(self.units.values())
+        self._set_block_hooks(None)
+        self.quiet.remove()
         object.__delattr__(self.model, STATE_ATTRIBUTE)
 
     # -- which adapters run ----------------------------------------------------------------
@@ -200,97 +136,21 @@ class AdapterState:
     def activate(self, composition: Composition | None) -> None:
         """Make `composition` the one that runs (None: no adapter runs, the base model does)."""
         self._refuse_while_merged(composition)
-        self.check(composition)
-        wanted = self._wanted_tensors(composition)
-        for name, original in self._originals.items():
-            if name not in wanted and original is None:
-                owner = next(u.name for u in self.units.values() if name in u.owned)
-                raise ConfigError(
-                    f"adapter {owner!r} was made with keep_initial=False and cannot be switched "
-                    f"off: {name!r} has no base value left"
-                )
-        steps = {site: self._step(composition, site) for site in self._site_hooks}
-        for name, original in self._originals.items():  # nothing changed before this point
-            target = wanted.get(name, original)
-            assert target is not None
-            self._put(name, target)
-        self._plan = {
-            site: (step, tuple(dict.fromkeys(step.reads())))
-            for site, step in steps.items()
-            if step is not None
-        }
-        self._capturing = frozenset(
-            source for site, (_, reads) in self._plan.items() for source in reads if source != site
-        )
-        self._set_plans(composition)
-        self._set_parallel(composition if isinstance(composition, Parallel) else None)
+        self.adapters.check(composition)
+        wanted = self.adapters.running_tensors(composition)
+        lost = self.weights.lost(wanted)
+        if lost is not None:
+            owner = next(u.name for u in self.units.values() if lost in u.owned)
+            raise ConfigError(
+                f"adapter {owner!r} was made with keep_initial=False and cannot be switched "
+                f"off: {lost!r} has no base value left"
+            )
+        plan = make_plan(composition, self.adapters, self.hooks.sites())
+        self.weights.place(wanted)  # nothing changed before this point
+        self.hooks.follow(plan)
+        self._set_block_hooks(composition)
         self.active = composition
-        self._refresh_quiet()
-
-    def check(self, composition: Composition | None) -> None:
-        """Refuse, in one line, a composition this model cannot run."""
-        for name in composition_names(composition):
-            if name not in self.units:
-                known = ", ".join(n for n, u in self.units.items() if not u.is_fusion) or "none"
-                raise ConfigError(f"no adapter named {name!r} on this model; adapters: {known}")
-            if self.units[name].is_fusion:
-                raise ConfigError(f"{name!r} is a fusion; activate {Fuse(*self.units[name].fused)}")
-        for fuse in _fuse_blocks(composition):
-            for child in fuse.children:
-                self._refuse_base_weights(child, "Fuse")
-                self._refuse_unsplittable(child, "Fuse")
-            self.fusion_of(fuse)
-        if isinstance(composition, Parallel):
-            for name in composition_names(composition):
-                self._refuse_base_weights(name, "Parallel")
-                self._refuse_unsplittable(name, "Parallel")
-            shapes = {
-                tuple(tuple(p.shape) for p in self._head_tensors(b).values())
-                for b in composition.children
-            }
-            if len(shapes) > 1:
-                raise ConfigError(
-                    f"{composition}: the branches' heads have different shapes; Parallel needs "
-                    "heads of the same number of labels"
-                )
-
-    def check_fusable(self, fuse: Fuse) -> None:
-        """`fuse`'s adapters exist, may be fused, and have no fusion layers yet."""
-        for child in fuse.children:
-            self.check(child)
-            self._refuse_base_weights(child, "Fuse")
-            self._refuse_unsplittable(child, "Fuse")
-        for unit in self.units.values():
-            if unit.fused == fuse.children:
-                raise ConfigError(f"{fuse} already has fusion layers ({unit.name!r})")
-
-    def fusion_of(self, fuse: Fuse) -> AdaptHandle:
-        """The fusion trained over exactly `fuse`'s adapters, in that order."""
-        for unit in self.units.values():
-            if unit.fused == fuse.children:
-                return unit
-        raise ConfigError(f"no fusion layers for {fuse} on this model; add them with add_fusion")
-
-    def units_in(self, composition: Composition | None) -> list[AdaptHandle]:
-        """The adapters (and fusions) that run under `composition`."""
-        units = [self.units[n] for n in composition_names(composition)]
-        return units + [self.fusion_of(f) for f in _fuse_blocks(composition)]
-
-    def head_owner(self, composition: Composition | None) -> AdaptHandle | None:
-        """Whose head runs: the adapter, the fusion of a Fuse, or a Stack's top-most head."""
-        if composition is None:
-            return None
-        if isinstance(composition, str | Fuse):
-            unit = self.units[composition] if isinstance(composition, str) else None
-            unit = unit or self.fusion_of(composition)  # type: ignore[arg-type]
-            return unit if self.head_names & set(unit.owned) else None
-        if isinstance(composition, Stack):
-            for child in reversed(composition.children):
-                owner = self.head_owner(child)
-                if owner is not None:
-                    return owner
-            return None
-        return self.head_owner(composition.children[0])
+        self.quiet.refresh(self.units_in(composition))
 
     @contextmanager
     def deactivated(self) -> Iterator[nn.Module]:
@@ -309,13 +169,11 @@ class AdapterState:
         for unit in self.units.values():
             for tensor in unit.owned.values():
                 tensor.requires_grad_(False)
-        for original in self._originals.values():
-            if original is not None:
-                original.requires_grad_(False)
+        self.weights.freeze_bases()
         for tensor in handle.tensors().values():
             tensor.requires_grad_(True)
         self.focus = handle.name
-        self._refresh_quiet()
+        self.quiet.refresh(self.units_in(self.active))
 
     def regularization(self) -> torch.Tensor | None:
         """The sum of the active units' regularisers (e.g. AdapterFusion's value penalty)."""
@@ -327,55 +185,13 @@ class AdapterState:
         ]
         return torch.stack(terms).sum() if terms else None
 
-    # -- merging ---------------------------------------------------------------------------
-
     def merge(self, handle: AdaptHandle, merge: bool) -> None:
         """Fold (merge=True) or take out the mergeable modules of an active adapter."""
-        if handle not in self.units_in(self.active):
-            raise ConfigError(f"merge: adapter {handle.name!r} is not active")
-        mergeable = [
-            (i.site, i.module)
-            for ins in handle.insertions.values()
-            for i in ins
-            if i.module.mergeable
-        ]
-        if not mergeable:
-            raise ConfigError(
-                f"adapter {handle.name!r} ({'+'.join(handle.method_names)}) has nothing to merge; "
-                "mergeable methods: lora (DoRA too), ia3"
-            )
-        others = {
-            site
-            for u in self.units_in(self.active)
-            if u is not handle
-            for site, _, _ in u.modules()
-        }
-        for site, module in mergeable:
-            if site in others:
-                raise ConfigError(
-                    f"merge: another active adapter also acts at {site!r}; merge needs it alone"
-                )
-            if module.merged != merge:
-                layer = get_module(self.model, site)
-                (module.merge_into if merge else module.unmerge_from)(layer)
-                module.merged = merge
+        set_merged(self.model, handle, self.units_in(self.active), merge)
 
     def merged(self) -> list[str]:
         """Names of the adapters with a module merged into the weights."""
-        return [
-            u.name
-            for u in self.units.values()
-            if any(i.module.merged for ins in u.insertions.values() for i in ins)
-        ]
-
-    def base_tensor(self, name: str) -> torch.Tensor:
-        """The pretrained value of base parameter `name` (as loaded, before any training)."""
-        original = self._originals.get(name, _param(self._slots[name]))
-        if original is None:
-            raise ConfigError(f"{name!r} has no base value left (keep_initial=False)")
-        return original
-
-    # -- internals -------------------------------------------------------------------------
+        return merged_names(self.units.values())
 
     def _refuse_while_merged(self, composition: Composition | None) -> None:
         merged = self.merged()
@@ -385,400 +201,12 @@ class AdapterState:
                 "which adapters run"
             )
 
-    def _refuse_base_weights(self, name: str | Stack, block: str) -> None:
-        for unit in (self.units[n] for n in composition_names(name)):
-            base = set(unit.owned) - self.head_names
-            groups = [g for g, names in unit.groups.items() if base & set(names)]
-            if groups:
-                raise ConfigError(
-                    f"{block}: adapter {unit.name!r} trains pretrained weights "
-                    f"({', '.join(groups)}), which one forward cannot hold per adapter; {block} "
-                    "takes adapters made of "
-                    "inserted modules only (e.g. houlsby with train_norms=false, pfeiffer, lora)"
-                )
-
-    def _refuse_unsplittable(self, name: str | Stack, block: str) -> None:
-        for unit in (self.units[n] for n in composition_names(name)):
-            kinds = {
-                method
-                for method, insertions in unit.insertions.items()
-                for i in insertions
-                if not i.module.fusable
-            }
-            if kinds:
-                raise ConfigError(
-                    f"{block}: adapter {unit.name!r} ({', '.join(sorted(kinds))}) acts on more "
-                    f"than a change at each site (inputs, weights, attention keys, a side "
-                    f"network), which {block} cannot combine per adapter; use it alone or in a "
-                    "Stack"
-                )
-
-    def _head_tensors(self, composition: Composition) -> dict[str, nn.Parameter]:
-        owner = self.head_owner(composition)
-        return {n: t for n, t in (owner.owned if owner else {}).items() if n in self.head_names}
-
-    def _wanted_tensors(self, composition: Composition | None) -> dict[str, nn.Parameter]:
-        """Slot name -> the tensor `composition` puts there (unlisted slots get the base)."""
-        wanted: dict[str, nn.Parameter] = {}
-        owners: dict[str, str] = {}
-        for unit in self.units_in(composition):
-            for name, tensor in unit.owned.items():
-                if name in self.head_names:
-                    continue
-                if name in wanted:
-                    raise ConfigError(
-                        f"adapters {owners[name]!r} and {unit.name!r} both train {name!r}; "
-                        "they cannot run together"
-                    )
-                wanted[name], owners[name] = tensor, unit.name
-        if composition is not None:
-            wanted.update(self._head_tensors(composition))
-        return wanted
-
-    def _put(self, name: str, tensor: nn.Parameter) -> None:
-        slots = self._slots[name]
-        current = _param(slots)
-        if current is tensor:
-            return
-        if tensor.device != current.device or tensor.dtype != current.dtype:
-            tensor.data = tensor.data.to(device=current.device, dtype=current.dtype)
-        for module, attribute in slots:
-            setattr(module, attribute, tensor)
-
-    def _step(self, composition: Composition | None, site: str) -> Step | None:
-        if composition is None:
-            return None
-        if isinstance(composition, str):
-            modules = tuple(
-                (i.module, i.reads)
-                for ins in self.units[composition].insertions.values()
-                for i in ins
-                if i.site == site and i.module.acts_on == OUTPUT
-            )
-            return AdapterStep(modules, get_module(self.model, site)) if modules else None
-        children = tuple(self._step(child, site) for child in composition.children)
-        if all(child is None for child in children):
-            return None
-        if isinstance(composition, Stack):
-            present = tuple(c for c in children if c is not None)
-            return present[0] if len(present) == 1 else StackStep(present)
-        if isinstance(composition, Fuse):
-            fusion = self.fusion_of(composition)
-            if site not in fusion.fusion_layers:
-                raise ConfigError(f"{composition}: its fusion has no layer at {site!r}")
-            return FuseStep(children, fusion.fusion_layers[site])
-        return ParallelStep(children)
-
-    def _site_hook(self, site: str) -> Any:
-        def hook(
-            module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
-        ) -> Any:
-            planned = self._plan.get(site)
-            if planned is None:
-                return None
-            step, reads = planned
-            inputs = {
-                r: _first_input(args, kwargs) if r == site else self._captured.pop(r) for r in reads
-            }
-            if isinstance(output, tuple):  # a block's (hidden states, ...)
-                return (step.run(output[0], inputs), *output[1:])
-            return step.run(output, inputs)
-
-        return hook
-
-    def _capture_hook(self, source: str) -> Any:
-        def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            if source in self._capturing:
-                self._captured[source] = _first_input(args, kwargs)
-
-        return hook
-
-    def _input_hook(self, site: str) -> Any:
-        def hook(module: nn.Module, args: tuple[Any, ...]) -> Any:
-            modules = [m for m in self._input_plan.get(site, ()) if not m.merged]
-            if not modules or not args:
-                return None
-            x = args[0]
-            for rewriting in modules:
-                x = rewriting.rewrite(x)
-            return (x, *args[1:])
-
-        return hook
-
-    def _weight_hooks_for(self, site: str, layer: nn.Module) -> list[RemovableHandle]:
-        """Put each active weight module's weight in place while `layer` runs, then the
-        parameter back (also when the forward fails)."""
-        displaced: list[nn.Parameter] = []
-
-        def before(module: nn.Module, args: tuple[Any, ...]) -> None:
-            modules = self._weight_plan.get(site, ())
-            if not modules:
-                return
-            original = module._parameters["weight"]
-            assert original is not None
-            weight: torch.Tensor = original
-            for replacing in modules:
-                weight = replacing.replace_weight(weight)
-            if weight is not original:
-                displaced.append(original)
-                module._parameters["weight"] = weight  # type: ignore[assignment]
-
-        def after(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            if displaced and module._parameters["weight"] is not displaced[-1]:
-                module._parameters["weight"] = displaced.pop()
-
-        return [
-            layer.register_forward_pre_hook(before),
-            layer.register_forward_hook(after, always_call=True),
-        ]
-
-    def _call_hook_for(self) -> Any:
-        signature = inspect.signature(self.model.forward)
-
-        def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            if self._call_plan:
-                arguments = signature.bind_partial(*args, **kwargs).arguments
-                for observer in self._call_plan:
-                    observer.model_call(arguments)
-
-        return hook
-
-    def _modules_of(self, kind: str) -> dict[str, list[SiteModule]]:
-        """Site -> every inserted module of `kind` there, over all adapters."""
-        sites: dict[str, list[SiteModule]] = {}
-        for unit in self.units.values():
-            for insertions in unit.insertions.values():
-                for i in insertions:
-                    if i.module.acts_on == kind:
-                        sites.setdefault(i.site, []).append(i.module)
-        return sites
-
-    def _sync_hooks(self) -> None:
-        """Exactly the hooks the adapters need: added for new sites, removed for sites left."""
-        outputs, inputs = self._modules_of(OUTPUT), self._modules_of(INPUT)
-        weights, prefixes = self._modules_of(WEIGHT), self._modules_of(ATTENTION)
-        sources = {
-            i.reads
-            for u in self.units.values()
-            for ins in u.insertions.values()
-            for i in ins
-            if i.module.acts_on == OUTPUT and i.reads not in (None, i.site)
-        }
-        _sync(
-            self._site_hooks,
-            outputs,
-            lambda site: get_module(self.model, site).register_forward_hook(
-                self._site_hook(site), with_kwargs=True
-            ),
-        )
-        _sync(
-            self._capture_hooks,
-            sources,
-            lambda source: get_module(self.model, source).register_forward_pre_hook(
-                self._capture_hook(source), with_kwargs=True
-            ),
-        )
-        _sync(
-            self._input_hooks,
-            inputs,
-            lambda site: get_module(self.model, site).register_forward_pre_hook(
-                self._input_hook(site)
-            ),
-        )
-        for site in [s for s in self._weight_hooks if s not in weights]:
-            for hook in self._weight_hooks.pop(site):
-                hook.remove()
-        for site in [s for s in weights if s not in self._weight_hooks]:
-            self._weight_hooks[site] = self._weight_hooks_for(site, get_module(self.model, site))
-        observing = any(m.sees_model_call for ms in outputs.values() for m in ms)
-        if observing and self._call_hook is None:
-            self._call_hook = self.model.register_forward_pre_hook(
-                self._call_hook_for(), with_kwargs=True
-            )
-        elif not observing and self._call_hook is not None:
-            self._call_hook.remove()
-            self._call_hook = None
-        left = [s for s in self._attention_sites if s not in prefixes]
-        attention.set_prefixes([get_module(self.model, s) for s in left], {})
-        if left and not prefixes:
-            attention.point(self._attention_configs(left), wrapped=False)
-        self._attention_sites = list(prefixes)
-
-    def _ordered(self, composition: Composition | None, site: str, kind: str) -> tuple[Any, ...]:
-        """The active modules of `kind` at `site`, in composition order (a Stack bottom up)."""
-        if composition is None:
-            return ()
-        if isinstance(composition, str):
-            return tuple(
-                i.module
-                for ins in self.units[composition].insertions.values()
-                for i in ins
-                if i.site == site and i.module.acts_on == kind
-            )
-        return tuple(m for c in composition.children for m in self._ordered(c, site, kind))
-
-    def _set_plans(self, composition: Composition | None) -> None:
-        """Plans of the input, weight, attention and model-call modules for `composition`."""
-        if composition is None:
-            self._plan = {}
-        self._input_plan = {s: self._ordered(composition, s, INPUT) for s in self._input_hooks}
-        self._weight_plan = {s: self._ordered(composition, s, WEIGHT) for s in self._weight_hooks}
-        self._call_plan = tuple(
-            m
-            for name in composition_names(composition)
-            for ins in self.units[name].insertions.values()
-            for m in (i.module for i in ins)
-            if m.sees_model_call
-        )
-        prefixes = {s: self._ordered(composition, s, ATTENTION) for s in self._attention_sites}
-        self._prefix_plan({s: p for s, p in prefixes.items() if p}, self._attention_sites)
-
-    def _prefix_plan(self, plan: dict[str, tuple[Any, ...]], sites: list[str]) -> None:
-        attention.set_prefixes(
-            [get_module(self.model, s) for s in sites],
-            {get_module(self.model, s): p for s, p in plan.items()},
-        )
-        attention.point(self._attention_configs(sites), wrapped=bool(plan))
-
-    def _attention_configs(self, sites: list[str]) -> list[Any]:
-        """The configs whose attention implementation the modules at `sites` look up."""
-        configs = [attention.attention_config(get_module(self.model, s), self.model) for s in sites]
-        return list({id(c): c for c in configs}.values())
-
-    def _refresh_quiet(self) -> None:
-        """The frozen front (and the modules running adapters ask for) without dropout."""
-        running = self.units_in(self.active)
-        changed = {
-            i.site
-            for unit in running
-            for ins in unit.insertions.values()
-            for i in ins
-            if i.module.acts_on == OUTPUT and i.module.changes_output
-        }
-        inserted = {n for unit in running for n in unit.inserted_tensors()}
-        trainable = [
-            n
-            for n, p in self.model.named_parameters()
-            if p.requires_grad and (n in inserted or not is_inserted(n))
-        ]
-        self.frozen_blocks = frozen_blocks(self.model, self.backbone, trainable, changed)
-        names = frozen_modules(self.model, self.backbone, self.frozen_blocks)
-        self._set_quiet([*names, *(n for u in running for n in u.no_dropout)])
-
-    def _set_quiet(self, names: list[str]) -> None:
-        for hook in self._quiet_hooks:
+    def _set_block_hooks(self, composition: Composition | None) -> None:
+        """The hooks the running block asks for on the model (Parallel's), and only those."""
+        for hook in self._block_hooks:
             hook.remove()
-        self._quiet_hooks = quiet(self.model, dict.fromkeys(names))
-
-    def _set_parallel(self, parallel: Parallel | None) -> None:
-        for hook in self._parallel_hooks:
-            hook.remove()
-        self._parallel_hooks = []
-        if parallel is None:
-            return
-        copies = len(parallel.children)
-        self._parallel_hooks.append(
-            self.model.register_forward_pre_hook(_copy_batch(copies), with_kwargs=True)
-        )
-        heads = [self._head_tensors(branch) for branch in parallel.children]
-        for module_name in self.backbone.head:
-            prefix = f"{module_name}."
-            local = [
-                {n.removeprefix(prefix): t for n, t in head.items() if n.startswith(prefix)}
-                for head in heads
-            ]
-            module = get_module(self.model, module_name)
-            self._parallel_hooks.append(module.register_forward_hook(_per_branch(local)))
-
-
-def _first_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A module's main input: its first positional argument, or its `hidden_states`."""
-    if args:
-        return args[0]
-    return kwargs.get("hidden_states", next(iter(kwargs.values()), None))
-
-
-def _sync(hooks: dict[str, RemovableHandle], wanted: Any, make: Any) -> None:
-    """Remove the hooks of names no longer `wanted`, add `make(name)` for new ones."""
-    for name in [n for n in hooks if n not in wanted]:
-        hooks.pop(name).remove()
-    for name in [n for n in wanted if n not in hooks]:
-        hooks[name] = make(name)
-
-
-def _param(slots: list[Slot]) -> nn.Parameter:
-    module, attribute = slots[0]
-    return getattr(module, attribute)  # type: ignore[no-any-return]
-
-
-def _parameter_slots(model: nn.Module) -> dict[str, list[Slot]]:
-    """Canonical parameter name -> every (module, attribute) holding that tensor (ties)."""
-    canonical: dict[int, str] = {}
-    slots: dict[str, list[Slot]] = {}
-    for name, param in model.named_parameters(remove_duplicate=False):
-        key = canonical.setdefault(id(param), name)
-        path, _, attribute = name.rpartition(".")
-        slot = (get_module(model, path), attribute)
-        places = slots.setdefault(key, [])
-        if not any(m is slot[0] and a == attribute for m, a in places):
-            places.append(slot)
-    return slots
-
-
-def _fuse_blocks(composition: Composition | None) -> list[Fuse]:
-    if composition is None or isinstance(composition, str):
-        return []
-    if isinstance(composition, Fuse):
-        return [composition]
-    return [f for child in composition.children for f in _fuse_blocks(child)]
-
-
-def _copy_batch(copies: int) -> Any:
-    """A pre-hook that repeats every batch-sized tensor argument `copies` times along dim 0."""
-
-    def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
-        if not tensors:
-            return None
-        batch = tensors[0].shape[0] if tensors[0].dim() else None
-
-        def copy(value: Any) -> Any:
-            if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == batch:
-                return value.repeat(copies, *([1] * (value.dim() - 1)))
-            return value
-
-        return tuple(copy(a) for a in args), {k: copy(v) for k, v in kwargs.items()}
-
-    return hook
-
-
-def _per_branch(heads: list[dict[str, nn.Parameter]]) -> Any:
-    """A hook that runs the head module once per branch slice, with that branch's tensors."""
-
-    running = False
-
-    def hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
-        nonlocal running
-        if running:  # the per-branch calls below come through this hook too
-            return None
-        count = len(heads)
-        sliced = [a.chunk(count) if isinstance(a, torch.Tensor) else None for a in args]
-        outputs = []
-        running = True
-        try:
-            for i, tensors in enumerate(heads):
-                branch = tuple(
-                    s[i] if s is not None else a for s, a in zip(sliced, args, strict=True)
-                )
-                moved = {
-                    n: t.to(device=output.device, dtype=output.dtype) for n, t in tensors.items()
-                }
-                outputs.append(functional_call(module, moved, branch))
-        finally:
-            running = False
-        return torch.cat(outputs)
-
-    return hook
+        block = composition if isinstance(composition, Block) else None
+        self._block_hooks = block.hooks(self.adapters) if block is not None else []
 
 
 def get_state(model: nn.Module) -> AdapterState | None:

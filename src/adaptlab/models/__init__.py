@@ -1,8 +1,13 @@
 """Loading models: built-in offline names, local folders, Hugging Face names; fingerprints."""
 
-from adaptlab.models.builtin import BUILTIN_MODELS, BuiltinModel, builtin_model_folder
-from adaptlab.models.fingerprint import fingerprint
-from adaptlab.models.loading import MODEL_KINDS, LoadedModel, load_model, load_tokenizer
+from typing import TYPE_CHECKING
+
+from adaptlab.lazy import lazy_face
+
+if TYPE_CHECKING:
+    from adaptlab.models.builtin import BUILTIN_MODELS, BuiltinModel, builtin_model_folder
+    from adaptlab.models.fingerprint import fingerprint
+    from adaptlab.models.loading import MODEL_KINDS, LoadedModel, load_model, load_tokenizer
 
 __all__ = [
     "BUILTIN_MODELS",
@@ -14,3 +19,5 @@ __all__ = [
     "load_model",
     "load_tokenizer",
 ]
+
+lazy_face(__name__)

@@ -21,7 +21,7 @@ from adaptlab.report import formatting as fmt
 from adaptlab.report import plots
 from adaptlab.report.markup import Html, figure, join, note, section, table, tag
 from adaptlab.report.spread import DIVERGED, finite, mean, spread_text
-from adaptlab.study.store import StoredSequence
+from adaptlab.study.store_rows import StoredSequence
 from adaptlab.train.continual import SequenceResult
 
 LEAD = (

@@ -9,7 +9,7 @@ from adaptlab.report.markup import Html, join, tag
 from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS
 from adaptlab.report.view import StudyView
-from adaptlab.study.store import StoredSequence
+from adaptlab.study.store_rows import StoredSequence
 
 GENERATOR = '<meta name="generator" content="adaptlab">'
 """Marks a file as an adaptlab report, which a later report may replace."""

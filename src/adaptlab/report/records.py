@@ -7,7 +7,6 @@ The report never trains: everything it shows comes from the runs' typed results
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -15,11 +14,11 @@ from typing import Any, Literal
 from adaptlab.data.builtin import CHRONOLOGICAL
 from adaptlab.data.types import TimeSplit
 from adaptlab.errors import ConfigError
-from adaptlab.study.store import StoredRun
+from adaptlab.select.validate import Validation
+from adaptlab.study.store_rows import StoredRun
 from adaptlab.tasks import MLM, RunTaskKind
 from adaptlab.train.classes import ClassCounts
-from adaptlab.train.fusion_weights import SiteWeights
-from adaptlab.train.result import EpochRecord
+from adaptlab.train.result import EpochRecord, SiteWeights
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.transfer import ZeroShotScore
 
@@ -191,69 +190,20 @@ def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Agreement:
-    """One estimator's correlations with the fine-tuned scores (None where undefined)."""
+class SavedValidation:
+    """What `adaptlab rank --validate` saved in the store for one data set and `kind` of
+    candidates ("models" or "layers")."""
 
-    estimator: str
-    kendall_tau: float | None
-    weighted_tau: float | None
-    pearson: float | None
-    candidates: int
+    kind: str
+    validation: Validation
 
 
-@dataclass(frozen=True)
-class Validation:
-    """What `adaptlab rank --validate` saved in the store for one data set and kind."""
-
-    data: str
-    kind: str  # "models" or "layers"
-    estimators: tuple[str, ...]
-    candidates: tuple[tuple[str, float, tuple[float, ...]], ...]
-    """(candidate, fine-tuned test score, its score per estimator), best fine-tuned first."""
-    agreements: tuple[Agreement, ...]
-
-
-def read_validations(saved: Sequence[Mapping[str, Any]]) -> list[Validation]:
-    """The store's saved validations as `Validation`s; ConfigError on a malformed one."""
+def read_validations(saved: Sequence[Mapping[str, Any]]) -> list[SavedValidation]:
+    """The store's saved validations, typed; ConfigError on a malformed one."""
     try:
-        return [_validation(item) for item in saved]
+        return [SavedValidation(str(item["kind"]), Validation.from_dict(item)) for item in saved]
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(
             f"a saved transferability validation is malformed ({type(error).__name__}: {error}); "
             "run `adaptlab rank ... --validate STORE` again"
         ) from None
-
-
-def _validation(item: Mapping[str, Any]) -> Validation:
-    agreements = tuple(
-        Agreement(
-            estimator=str(name),
-            kendall_tau=_optional(found["kendall_tau"]),
-            weighted_tau=_optional(found["weighted_tau"]),
-            pearson=_optional(found["pearson"]),
-            candidates=int(found["candidates"]),
-        )
-        for name, found in item["estimators"].items()
-    )
-    estimators = tuple(a.estimator for a in agreements)
-    rows = [
-        (
-            str(item["candidates"][key]),
-            float(score),
-            tuple(float(item["scores"][key][name]) for name in estimators),
-        )
-        for key, score in item["fine_tuned"].items()
-    ]
-    return Validation(
-        data=str(item["data"]),
-        kind=str(item["kind"]),
-        estimators=estimators,
-        candidates=tuple(sorted(rows, key=lambda row: -row[1])),
-        agreements=agreements,
-    )
-
-
-def _optional(value: Any) -> float | None:
-    """A correlation, None where it is undefined (missing, NaN or infinite)."""
-    number = None if value is None else float(value)
-    return number if number is not None and math.isfinite(number) else None

@@ -253,29 +253,31 @@ def transferability(view: StudyView) -> Html:
     if not view.validations:
         return Html("")
     parts = [tag("p", TRANSFERABILITY, class_="lead")]
-    for found in view.validations:
-        what = "per-layer candidates" if found.kind == "layers" else "candidates"
+    for saved in view.validations:
+        found = saved.validation
+        what = "per-layer candidates" if saved.kind == "layers" else "candidates"
         parts.append(tag("h3", f"{found.data} · {what}"))
+        agreements = found.agreements
         best = max(
-            (a for a in found.agreements if a.kendall_tau is not None),
-            key=lambda a: a.kendall_tau or 0.0,
+            (name for name, a in agreements.items() if a.kendall_tau is not None),
+            key=lambda name: agreements[name].kendall_tau or 0.0,
             default=None,
         )
         rows = [
             [
-                ("★\u00a0" if a is best else "") + a.estimator,
+                ("★\u00a0" if name == best else "") + name,
                 *(_signed(v) for v in (a.kendall_tau, a.weighted_tau, a.pearson)),
                 a.candidates,
             ]
-            for a in found.agreements
+            for name, a in agreements.items()
         ]
         headers = ["estimator", "Kendall τ", "weighted τ", "Pearson r", "candidates"]
-        parts.append(table(headers, rows, ["best" if a is best else "" for a in found.agreements]))
+        parts.append(table(headers, rows, ["best" if name == best else "" for name in agreements]))
         scores = [
             [fmt.candidate(name), fmt.score(fine_tuned), *(f"{v:.4g}" for v in values)]
-            for name, fine_tuned, values in found.candidates
+            for name, fine_tuned, values in found.ranked()
         ]
-        parts.append(table(["candidate", "fine-tuned test", *found.estimators], scores))
+        parts.append(table(["candidate", "fine-tuned test", *agreements], scores))
     return section("transferability", "Picking the model before training", *parts)
 
 

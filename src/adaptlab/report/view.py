@@ -11,7 +11,7 @@ from adaptlab.report.aggregate import Cell, MeanCurve
 from adaptlab.report.classes import ClassTable, Imbalance
 from adaptlab.report.judging import Judgement, judge
 from adaptlab.report.recommend import Verdict, verdict
-from adaptlab.report.records import Curve, Run, Setting, Validation
+from adaptlab.report.records import Curve, Run, SavedValidation, Setting
 
 T = TypeVar("T")
 
@@ -27,7 +27,7 @@ class StudyView:
     methods: tuple[str, ...]
     cells: tuple[Cell, ...]
     chosen: tuple[Cell, ...]  # per (setting, method): the learning rate chosen on dev
-    validations: tuple[Validation, ...] = ()  # from `adaptlab rank --validate`, if run
+    validations: tuple[SavedValidation, ...] = ()  # from `adaptlab rank --validate`, if run
 
     @property
     def with_model(self) -> bool:
@@ -113,7 +113,7 @@ class StudyView:
 
 
 def study_view(
-    runs: Sequence[Run], validations: Sequence[Validation] = (), metric: str | None = None
+    runs: Sequence[Run], validations: Sequence[SavedValidation] = (), metric: str | None = None
 ) -> StudyView:
     """Judge, group and choose once; sections only read the result. `metric` overrides the
     metric of every data set."""

@@ -1,4 +1,5 @@
-"""The shape every transferability estimator shares: `fit(features, labels) -> score`.
+"""The shape every transferability estimator shares, scikit-learn's: `fit(features, labels)`
+returns the estimator with the score in `score_`, and `score(features, labels)` returns it.
 
 Higher is better for every estimator. Inputs are checked once here so each estimator can
 assume finite float64 features (n x d) and integer class ids 0..K-1 (or float targets).
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -42,9 +43,12 @@ class Estimator(ABC):
     name: ClassVar[str]
     regression: ClassVar[bool] = False
     """Whether the estimator accepts float (regression) targets."""
+    score_: float
+    """The score of the last `fit`."""
 
-    def fit(self, features: ArrayLike, labels: ArrayLike) -> float:
-        """Score `features` (n x d) for `labels` (n class ids, or n floats for regression)."""
+    def fit(self, features: ArrayLike, labels: ArrayLike) -> Self:
+        """Score `features` (n x d) for `labels` (n class ids, or n floats for regression) and
+        keep the score as `score_`; returns the estimator, as scikit-learn's `fit` does."""
         x, target = check_inputs(features, labels, self.name)
         if target.regression and not self.regression:
             raise ConfigError(
@@ -54,7 +58,13 @@ class Estimator(ABC):
         score = float(self._score(x, target))
         if not np.isfinite(score):
             raise DataError(f"estimator {self.name!r} gave a non-finite score on these features")
-        return score
+        self.score_ = score
+        return self
+
+    def score(self, features: ArrayLike, labels: ArrayLike) -> float:
+        """The score of `features` for `labels`: `fit` on them, then `score_` (the score is a
+        property of these features and labels; nothing fitted carries over to other data)."""
+        return self.fit(features, labels).score_
 
     @abstractmethod
     def _score(self, x: Floats, target: Target) -> float:

@@ -8,6 +8,7 @@ are also how per-layer choices (one of the uses named by Xu and Kang 2023, TMI) 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.models import LoadedModel, load_model
 from adaptlab.models.quiet import quiet_transformers
+from adaptlab.paths import check_new_folder, check_output_folder, existing
 
 _CONTROL = re.compile(r"^(?P<base>.+)@(?:(?P<reinit>reinit)|first(?P<k>\d+))$")
 
@@ -62,6 +64,18 @@ def parse_candidate(text: str) -> Candidate:
     )
 
 
+def parse_candidates(text: str) -> tuple[Candidate, ...]:
+    """The comma-separated `--models` list as candidates: at least one, each named once."""
+    candidates = tuple(parse_candidate(part) for part in text.split(",") if part.strip())
+    if not candidates:
+        raise ConfigError("--models is empty; give at least one model name")
+    names = [candidate.text for candidate in candidates]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--models names {', '.join(twice)} more than once; give each once")
+    return candidates
+
+
 def load_candidate(candidate: Candidate, seed: int = 0) -> LoadedModel:
     """The base model (AutoModel, no head) of a candidate, with its control applied."""
     loaded = load_model(candidate.base, "base")
@@ -101,6 +115,16 @@ def first_blocks(model: PreTrainedModel, k: int) -> PreTrainedModel:
     if isinstance(layer_types, list):
         config.layer_types = layer_types[:k]
     return model
+
+
+def check_control_folders(candidates: Sequence[Candidate], out: Path) -> None:
+    """Fail, before any model loads, unless `out` is new or empty and apart from every
+    candidate's base model folder."""
+    check_output_folder(out, "the control models")
+    for candidate in candidates:
+        check_new_folder(out / candidate.folder_name, "control model folder")
+    inputs = existing([(candidate.base, "base model") for candidate in candidates])
+    check_new_folder(out, "the control models folder", inputs)
 
 
 def write_candidate(candidate: Candidate, out: Path, seed: int = 0) -> Path:

@@ -25,7 +25,7 @@ class LayerScore:
 
 def layer_scores(features: LayerFeatures, estimator: Estimator) -> list[float]:
     """The estimator's score on every layer, 0 (embeddings) to the last block."""
-    return [estimator.fit(layer, features.labels) for layer in features.hidden]
+    return [estimator.score(layer, features.labels) for layer in features.hidden]
 
 
 def aggregate(
@@ -44,10 +44,10 @@ def aggregate(
     if how == "last":
         if per_layer is not None:
             return LayerScore(per_layer[last], last)
-        return LayerScore(estimator.fit(features.hidden[last], features.labels), last)
+        return LayerScore(estimator.score(features.hidden[last], features.labels), last)
     if how == "mean":
         mean = features.hidden[1:].mean(axis=0)
-        return LayerScore(estimator.fit(mean, features.labels), None)
+        return LayerScore(estimator.score(mean, features.labels), None)
     scores = per_layer if per_layer is not None else layer_scores(features, estimator)
     best = 1 + int(np.argmax(scores[1:]))
     return LayerScore(scores[best], best)

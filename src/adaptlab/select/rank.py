@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import nn
 
@@ -25,55 +24,8 @@ from adaptlab.select.cache import (
 from adaptlab.select.controls import Candidate, load_candidate
 from adaptlab.select.features import LayerFeatures, Pooling, extract, sample_examples
 from adaptlab.select.layers import Aggregate, aggregate, layer_scores
-from adaptlab.select.rare import Dropped, check_sample, drop_rare_classes
-
-
-@dataclass(frozen=True)
-class RankRow:
-    """One candidate's score per estimator; `key` names the fine-tuned run it corresponds to
-    (a model folder name such as `minilm-l6-first3`), None when no run can correspond."""
-
-    name: str
-    key: str | None
-    scores: dict[str, float]
-    layers: dict[str, int | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """Scores of every candidate (and, if asked, every layer), with the time each part took."""
-
-    data: str
-    examples: int
-    estimators: tuple[str, ...]
-    rows: tuple[RankRow, ...]
-    layer_rows: tuple[RankRow, ...]
-    extract_seconds: float
-    score_seconds: float
-    cache_hits: int
-    dropped: Dropped | None = None
-    """The rare classes left out of the sample (`FeatureOptions.drop_rare_classes`), if any."""
-
-    def tiers(self, estimator: str) -> list[list[str]]:
-        """Candidate names best first by `estimator`, equal scores grouped (by name within a
-        group, so the order the candidates were given in never decides a tie)."""
-        rows = sorted(self.rows, key=lambda r: (-r.scores[estimator], r.name))
-        tiers: list[list[RankRow]] = []
-        for row in rows:
-            if tiers and _tied(tiers[-1][0].scores[estimator], row.scores[estimator]):
-                tiers[-1].append(row)
-            else:
-                tiers.append([row])
-        return [sorted(row.name for row in tier) for tier in tiers]
-
-    def order(self, estimator: str) -> list[str]:
-        """Candidate names best first by `estimator` (tied ones by name)."""
-        return [name for tier in self.tiers(estimator) for name in tier]
-
-
-def _tied(a: float, b: float) -> bool:
-    """Scores equal up to floating-point noise."""
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+from adaptlab.select.ranking import Ranking, RankRow
+from adaptlab.select.rare import check_sample, drop_rare_classes
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from adaptlab.data import Dataset, Example
 from adaptlab.errors import ConfigError, DataError
@@ -40,6 +40,10 @@ class Dropped:
             f"{_count(len(self.classes), 'class', 'classes')} with fewer than {self.below} "
             f"examples ({names}); {_count(kept, 'example')} scored"
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"below": 6, "classes": [["a", 1], ["b", 2]]}`."""
+        return {"below": self.below, "classes": [[name, count] for name, count in self.classes]}
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -1,10 +1,10 @@
-"""Estimators by name, and parsing the `--estimators` list."""
+"""The estimators by name, in the order `all` runs them and listings show them, and parsing
+the `--estimators` list."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from adaptlab.errors import ConfigError
+from adaptlab.registry import Registry
 from adaptlab.select.base import Estimator
 from adaptlab.select.gbc import GBC
 from adaptlab.select.hscore import HScore
@@ -14,21 +14,24 @@ from adaptlab.select.logme import LogME
 from adaptlab.select.nleep import NLEEP
 from adaptlab.select.transrate import TransRate
 
-ESTIMATORS: dict[str, Callable[[], Estimator]] = {
-    LogME.name: LogME,
-    HScore.name: HScore,
-    NLEEP.name: NLEEP,
-    KNN.name: KNN,
-    GBC.name: GBC,
-    TransRate.name: TransRate,
-    IntraClassVariance.name: IntraClassVariance,
-}
+ESTIMATORS: Registry[type[Estimator]] = Registry("estimator")
+"""Each estimator class says itself what it takes: `regression` targets or not, and the
+examples of every class it needs (`needed_per_class`)."""
+
+ESTIMATORS.register(LogME)
+ESTIMATORS.register(HScore)
+ESTIMATORS.register(NLEEP)
+ESTIMATORS.register(KNN)
+ESTIMATORS.register(GBC)
+ESTIMATORS.register(TransRate)
+ESTIMATORS.register(IntraClassVariance)
 
 
 def make_estimators(names: str) -> list[Estimator]:
-    """`all` or a comma-separated list of estimator names, as estimator objects."""
+    """`all` or a comma-separated list of estimator names, as estimator objects (defaults)."""
+    known = ESTIMATORS.names()
     wanted = (
-        list(ESTIMATORS)
+        known
         if names.strip() == "all"
         else [name.strip() for name in names.split(",") if name.strip()]
     )
@@ -36,6 +39,6 @@ def make_estimators(names: str) -> list[Estimator]:
     if unknown or not wanted:
         raise ConfigError(
             f"unknown estimator {', '.join(unknown) or '(none given)'}; "
-            f"choose from all, {', '.join(ESTIMATORS)}"
+            f"choose from all, {', '.join(known)}"
         )
-    return [ESTIMATORS[name]() for name in dict.fromkeys(wanted)]
+    return [ESTIMATORS.get(name)() for name in dict.fromkeys(wanted)]

@@ -11,7 +11,7 @@ from typing import Any
 from scipy import stats
 
 from adaptlab.errors import DataError
-from adaptlab.select.rank import Ranking, RankRow
+from adaptlab.select.ranking import Ranking, RankRow
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,17 @@ class Agreement:
     weighted_tau: float | None
     pearson: float | None
     candidates: int
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> Agreement:
+        """The stored form (`Validation.to_dict`); a correlation stored as NaN reads as None.
+        KeyError, TypeError or ValueError when it is malformed."""
+        return cls(
+            kendall_tau=_defined(stored["kendall_tau"]),
+            weighted_tau=_defined(stored["weighted_tau"]),
+            pearson=_defined(stored["pearson"]),
+            candidates=int(stored["candidates"]),
+        )
 
 
 def agreement(estimates: Sequence[float], fine_tuned: Sequence[float]) -> Agreement:
@@ -46,10 +57,10 @@ def agreement(estimates: Sequence[float], fine_tuned: Sequence[float]) -> Agreem
     return Agreement(_defined(tau), _defined(weighted), _defined(pearson), n)
 
 
-def _defined(value: float) -> float | None:
-    """The value, or None where scipy gives NaN."""
-    value = float(value)
-    return None if math.isnan(value) else value
+def _defined(value: float | None) -> float | None:
+    """The value, or None where it is undefined (None, or NaN as scipy gives it)."""
+    number = None if value is None else float(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,34 @@ class Validation:
             "scores": self.scores,
             "estimators": {name: asdict(result) for name, result in self.agreements.items()},
         }
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> Validation:
+        """The stored form `to_dict` wrote (a results store keeps it); every fine-tuned
+        candidate must have a name and a score per estimator. KeyError, TypeError or ValueError
+        when it is malformed."""
+        agreements = {
+            str(name): Agreement.from_dict(found) for name, found in stored["estimators"].items()
+        }
+        fine_tuned = {str(key): float(score) for key, score in stored["fine_tuned"].items()}
+        return cls(
+            data=str(stored["data"]),
+            candidates={key: str(stored["candidates"][key]) for key in fine_tuned},
+            fine_tuned=fine_tuned,
+            scores={
+                key: {name: float(stored["scores"][key][name]) for name in agreements}
+                for key in fine_tuned
+            },
+            agreements=agreements,
+        )
+
+    def ranked(self) -> list[tuple[str, float, tuple[float, ...]]]:
+        """(candidate, fine-tuned score, its score per estimator), best fine-tuned first."""
+        rows = [
+            (self.candidates[key], score, tuple(self.scores[key][name] for name in self.agreements))
+            for key, score in self.fine_tuned.items()
+        ]
+        return sorted(rows, key=lambda row: -row[1])
 
 
 def validate(

@@ -6,15 +6,15 @@ adapters, dynamic batching on one model thread, Prometheus metrics, and Ray Serv
     app = create_app(service)          # a FastAPI app: uvicorn.run(app) or Ray Serve
 """
 
-from adaptlab.serve.options import ServeOptions
-from adaptlab.serve.service import AdapterService
+from typing import TYPE_CHECKING
+
+from adaptlab.lazy import lazy_face
+
+if TYPE_CHECKING:
+    from adaptlab.serve.app import create_app  # FastAPI is an extra: imported only when used
+    from adaptlab.serve.options import ServeOptions
+    from adaptlab.serve.service import AdapterService
 
 __all__ = ["AdapterService", "ServeOptions", "create_app"]
 
-
-def __getattr__(name: str) -> object:
-    if name == "create_app":  # FastAPI is an extra: import it only when the app is wanted
-        from adaptlab.serve.app import create_app
-
-        return create_app
-    raise AttributeError(name)
+lazy_face(__name__)

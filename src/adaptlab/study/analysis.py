@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from adaptlab.analysis import compare_to_base, eligible_tokens, loss_landscape, sample_tokens
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
-from adaptlab.train.run import OnTrained, TrainedRun
+from adaptlab.train.trained_run import OnTrained, TrainedRun
 
 AnalysisName = Literal["rsa", "cka", "landscape"]
 SIMILARITIES = ("rsa", "cka")

@@ -21,7 +21,8 @@ from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.study.analysis import AnalysisRequest
-from adaptlab.study.spec import MethodEntry, StudySpec
+from adaptlab.study.spec import StudySpec
+from adaptlab.study.spec_methods import MethodEntry
 from adaptlab.train.adapters import as_adapter_name
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec

@@ -20,7 +20,8 @@ from adaptlab.study.planner import PlannedRun, plan_study
 from adaptlab.study.progress import StudyProgress
 from adaptlab.study.sequence_runner import run_sequence_study
 from adaptlab.study.spec import StudySpec, load_spec
-from adaptlab.study.store import ResultStore, check_store_path
+from adaptlab.study.store import ResultStore
+from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import StudySummary, timed
 from adaptlab.train.choice import require_metric
 from adaptlab.train.inputs import run_inputs

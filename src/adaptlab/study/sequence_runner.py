@@ -24,7 +24,8 @@ from adaptlab.study.lock import StoreLock
 from adaptlab.study.progress import StudyProgress, format_duration
 from adaptlab.study.sequence_plan import PlannedSequence, plan_sequences
 from adaptlab.study.spec import StudySpec
-from adaptlab.study.store import ResultStore, check_store_path
+from adaptlab.study.store import ResultStore
+from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import SequenceOutcome, StudySummary, timed
 from adaptlab.train.continual import run_sequence
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint

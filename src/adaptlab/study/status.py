@@ -12,7 +12,8 @@ from pathlib import Path
 
 from adaptlab.data.identity import content_digest
 from adaptlab.processes import process_alive
-from adaptlab.study.store import PlanRow, ResultStore
+from adaptlab.study.store import ResultStore
+from adaptlab.study.store_rows import PlanRow
 
 
 @dataclass

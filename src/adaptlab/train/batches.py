@@ -1,4 +1,4 @@
-"""Batching of encoded features: seeded shuffles, dynamic padding, moves to the device."""
+"""Batching of encoded features: dynamic padding, moves to the device."""
 
 from __future__ import annotations
 
@@ -16,31 +16,24 @@ def batches(
     features: Sequence[dict[str, Any]],
     batch_size: int,
     device: torch.device,
-    generator: torch.Generator | None = None,
 ) -> Iterator[dict[str, torch.Tensor]]:
-    """Padded batches in order, or shuffled by `generator` when one is given."""
-    for _, batch in indexed_batches(encoder, features, batch_size, device, generator):
-        yield batch
+    """Padded batches of `features` in order."""
+    checks.positive(batch_size, "batch size")
+    for start in range(0, len(features), batch_size):
+        yield collated(
+            encoder, features, range(start, min(start + batch_size, len(features))), device
+        )
 
 
-def indexed_batches(
+def collated(
     encoder: TextEncoder,
     features: Sequence[dict[str, Any]],
-    batch_size: int,
+    indices: Sequence[int],
     device: torch.device,
-    generator: torch.Generator | None = None,
-) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
-    """`batches`, each with the indices of its examples in `features`."""
-    checks.positive(batch_size, "batch size")
-    order = (
-        torch.randperm(len(features), generator=generator).tolist()
-        if generator is not None
-        else list(range(len(features)))
-    )
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        batch = encoder.collate([features[i] for i in indices])
-        yield indices, {k: v.to(device) for k, v in batch.items()}
+) -> dict[str, torch.Tensor]:
+    """The examples `indices` of `features` as one padded batch on `device`."""
+    batch = encoder.collate([features[i] for i in indices])
+    return {k: v.to(device) for k, v in batch.items()}
 
 
 def batch_count(size: int, batch_size: int) -> int:

@@ -7,8 +7,7 @@ every example.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -18,30 +17,7 @@ from adaptlab.backbone import ROLES
 from adaptlab.data import TextEncoder
 from adaptlab.methods import AdaptHandle
 from adaptlab.train.batches import batches
-from adaptlab.train.jsonfields import JsonObject
-
-
-@dataclass(frozen=True)
-class SiteWeights:
-    """The mean fusion weight of each adapter at one site (a block's sub-layer output)."""
-
-    site: str
-    block: int
-    role: str
-    weights: Mapping[str, float]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "site": self.site,
-            "block": self.block,
-            "role": self.role,
-            "weights": dict(self.weights),
-        }
-
-    @classmethod
-    def from_json(cls, row: JsonObject) -> SiteWeights:
-        row.refuse_unknown(("site", "block", "role", "weights"))
-        return cls(row.text("site"), row.integer("block"), row.text("role"), row.numbers("weights"))
+from adaptlab.train.result import SiteWeights
 
 
 @torch.no_grad()

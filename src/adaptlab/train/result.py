@@ -15,15 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import torch
-import transformers
-
 from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
 from adaptlab.train.choice import MetricChoice
 from adaptlab.train.classes import ClassCounts
-from adaptlab.train.fusion_weights import SiteWeights
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.transfer import ZeroShotScore
@@ -128,6 +124,29 @@ def _time_split(found: JsonObject) -> TimeSplit:
 
 
 @dataclass(frozen=True)
+class SiteWeights:
+    """The mean fusion weight of each adapter at one site (a block's sub-layer output)."""
+
+    site: str
+    block: int
+    role: str
+    weights: Mapping[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "site": self.site,
+            "block": self.block,
+            "role": self.role,
+            "weights": dict(self.weights),
+        }
+
+    @classmethod
+    def from_json(cls, row: JsonObject) -> SiteWeights:
+        row.refuse_unknown(("site", "block", "role", "weights"))
+        return cls(row.text("site"), row.integer("block"), row.text("role"), row.numbers("weights"))
+
+
+@dataclass(frozen=True)
 class Versions:
     """The software a run ran on."""
 
@@ -138,6 +157,10 @@ class Versions:
 
     @classmethod
     def current(cls) -> Versions:
+        """The versions in this process (which has run a model: torch is loaded already)."""
+        import torch
+        import transformers
+
         python = platform.python_version()
         return cls(__version__, torch.__version__, transformers.__version__, python)
 

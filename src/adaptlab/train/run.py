@@ -1,7 +1,10 @@
 """One training run end to end: data, model, method, training, test, and its files.
 
-`execute` is what `adaptlab train` and every study run call. It validates everything it can
-before any long work, and writes its folder atomically (`adaptlab.train.run_folder`).
+`execute` is what `adaptlab train` and every study run call, whatever the task: the task's
+objective (`adaptlab.train.run_objective`) reads the data and prepares the model, the one
+epoch loop (`adaptlab.train.loop`) trains it, the objective scores the test. It validates
+everything it can before any long work, and writes its folder atomically
+(`adaptlab.train.run_folder`).
 """
 
 from __future__ import annotations
@@ -11,61 +14,34 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from torch import nn
-
-from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
-from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
-from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
-from adaptlab.tasks import MLM
-from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.choice import choose_metric
-from adaptlab.train.classes import evaluated_counts, training_counts
-from adaptlab.train.evaluate import evaluate
-from adaptlab.train.fusion_weights import mean_fusion_weights
+from adaptlab.train.classification_run import prepare_classification
 from adaptlab.train.inputs import run_inputs
-from adaptlab.train.loop import train
+from adaptlab.train.loop import train_epochs
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.train.mlm_run import check_masked_lm_run, is_masked_lm, prepare_masked_lm
 from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
-from adaptlab.train.result import DataInfo, RunResult, Versions
+from adaptlab.train.result import RunResult, Versions
 from adaptlab.train.run_folder import RunFolder
+from adaptlab.train.run_objective import RunObjective
 from adaptlab.train.spec import RunSpec
-from adaptlab.train.split_record import SplitRecord
-from adaptlab.train.zero_shot import prepare_targets, score_targets
+from adaptlab.train.trained_run import OnTrained
 
 log = logging.getLogger("adaptlab.train")
 
-__all__ = ["ADAPTER_FOLDER", "LOG_FILE", "METRICS_FILE", "RunSpec", "TrainedRun", "execute"]
-
-
-@dataclass(frozen=True)
-class TrainedRun:
-    """What `execute` hands its `on_trained` callback before the model is released: the model at
-    its best epoch, still adapted (so `adaptlab.disabled` gives its base and the handle keeps
-    the starting weights), and the run's data set with every split encoded."""
-
-    model: nn.Module
-    encoder: TextEncoder
-    dataset: Dataset
-    features: Mapping[str, Sequence[dict[str, Any]]]
-
-
-OnTrained = Callable[[TrainedRun], Mapping[str, Any]]
-"""A callback whose JSON-ready result is stored as the result's `analysis`."""
-
-
-def prepare_data(spec: RunSpec) -> Dataset:
-    """The run's data set, cut to the low-resource protocol when `train_size` is set."""
-    dataset = load_dataset(spec.data, **spec.data_options)
-    if spec.train_size is not None:
-        dataset = low_resource(dataset, spec.train_size, spec.train.seed)
-    return dataset
+__all__ = [
+    "ADAPTER_FOLDER",
+    "LOG_FILE",
+    "METRICS_FILE",
+    "OnTrained",
+    "RunSpec",
+    "execute",
+]
 
 
 def execute(
@@ -80,84 +56,44 @@ def execute(
     """Train, pick the best epoch on dev, test it; write `out` if given; return the result.
 
     `on_trained`, if given, sees the trained model and data; its result joins the result.
-    `frozen_cache`: see `adaptlab.train.loop.train` (an execution detail, not part of the spec).
-    A masked-language-modelling spec (task mlm) runs `adaptlab.train.mlm.execute_mlm`.
+    `frozen_cache`: see `Classification.frozen_replay` (an execution detail, not in the spec).
     """
-    if spec.data_options.get("task") == MLM:
-        if on_trained is not None:
-            raise ConfigError("analyses need a labelled task; a masked-LM run takes none")
-        from adaptlab.train.mlm import execute_mlm
-
-        return execute_mlm(spec, out, progress=progress, overwrite=overwrite)
+    masked_lm = is_masked_lm(spec)
+    if masked_lm:
+        check_masked_lm_run(spec, analysed=on_trained is not None)
     started = time.perf_counter()
     folder = RunFolder(Path(out) if out is not None else None, overwrite, run_inputs(spec))
     device = torch_device(spec.device)
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
-    dataset = prepare_data(spec)
-    targets = prepare_targets(spec.zero_shot, dataset)
-    loaded = load_model(
-        spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
-    )
-    model: nn.Module = loaded.model
-    model.to(device)
-    handle = attach_adapters(model, spec)
-    encoder = TextEncoder(
-        loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length
-    )
-    features = {name: encoder.encode(examples) for name, examples in dataset.splits.items()}
-
+    prepare = prepare_masked_lm if masked_lm else prepare_classification
+    objective: RunObjective = prepare(spec, device)
+    model, handle = objective.model, objective.handle
     with folder:
         log.info("run %s", json.dumps(spec.to_dict()))
-        log.info("data %s", dataset.description)
+        log.info("data %s", objective.description)
         log.info("%s", handle.summary())
         reset_peak_memory(device)
-        history = train(
-            model,
-            encoder,
-            features["train"],
-            features["dev"],
-            dataset.task,
-            dataset.label_names,
-            spec.train,
-            spec.learning_rate(),
-            progress=progress,
-            frozen_cache=frozen_cache,
-            cache_folder=folder.staging,
-        )
-        test = evaluate(
-            model,
-            encoder,
-            features["test"],
-            dataset.task,
-            dataset.label_names,
-            spec.train.eval_batch_size,
-        )
-        log.info("test %s", json.dumps(test.metrics))
-        zero_shot = score_targets(model, encoder, targets, spec.train.eval_batch_size)
-        for score in zero_shot:
+        with objective.frozen_replay(frozen_cache, folder.staging):
+            history = train_epochs(
+                model, objective, spec.train, spec.learning_rate(), progress=progress
+            )
+        tested = objective.test()
+        log.info("test %s", json.dumps(tested.metrics))
+        for score in tested.zero_shot or ():
             log.info("zero-shot %s %s", score.data, json.dumps(score.metrics))
         counts = handle.parameter_counts()
-        train_counts = training_counts(dataset.task, dataset.splits["train"], dataset.label_names)
+        data = objective.data
         result = RunResult(
             spec=spec,
-            data=DataInfo(
-                name=dataset.name,
-                task=dataset.task,
-                labels=tuple(dataset.label_names),
-                sizes={k: len(v) for k, v in dataset.splits.items()},
-                train_counts=train_counts,
-                time_split=dataset.time_split,
-            ),
+            data=data,
             metric=history.metric,
-            judged_by=choose_metric(dataset.task, train_counts),
+            judged_by=choose_metric(data.task, data.train_counts),
             epochs=tuple(history.epochs),
             best_epoch=history.best_epoch,
             dev=history.best.dev_metrics,
-            test=test.metrics,
-            test_classes=evaluated_counts(
-                dataset.task, test.outputs, test.labels, dataset.label_names
-            ),
-            test_loss=test.loss,
+            test=tested.metrics,
+            test_classes=tested.classes,
+            test_loss=tested.loss,
             trainable_parameters=counts["trainable"],
             total_parameters=counts["total"],
             parameter_groups={k: v for k, v in counts.items() if k not in ("trainable", "total")},
@@ -165,20 +101,12 @@ def execute(
             peak_memory_bytes=peak_memory_bytes(device),
             versions=Versions.current(),
             host=socket.gethostname(),
-            fusion_weights=(
-                mean_fusion_weights(
-                    model, handle, encoder, features["dev"], spec.train.eval_batch_size
-                )
-                if handle.is_fusion
-                else None
-            ),
-            zero_shot=zero_shot or None,
+            fusion_weights=tested.fusion_weights,
+            zero_shot=tested.zero_shot,
         )
-        if on_trained is not None:
+        trained = objective.trained
+        if on_trained is not None and trained is not None:
             began = time.perf_counter()
-            analysis = dict(on_trained(TrainedRun(model, encoder, dataset, features)))
-            result = replace(result, analysis=analysis)
+            result = replace(result, analysis=dict(on_trained(trained)))
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
-        origins = {split: [e.origin for e in part] for split, part in dataset.splits.items()}
-        splits = SplitRecord.of(spec.data, origins)
-        return folder.publish(model, result, dataset.task, dataset.label_names, started, splits)
+        return folder.publish(model, result, started, objective.splits)

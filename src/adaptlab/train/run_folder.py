@@ -8,7 +8,6 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -61,8 +60,6 @@ class RunFolder:
         self,
         model: nn.Module,
         result: RunResult,
-        task: str,
-        label_names: Sequence[str],
         started: float,
         splits: SplitRecord,
     ) -> RunResult:
@@ -73,8 +70,8 @@ class RunFolder:
                 model,
                 self.staging / ADAPTER_FOLDER,
                 base_model_id=result.spec.model,
-                task=task,
-                label_names=label_names,
+                task=result.data.task,
+                label_names=result.data.labels,
                 metrics={"dev": dict(result.dev), "test": dict(result.test)},
             )
             result = replace(

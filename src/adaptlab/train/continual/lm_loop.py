@@ -1,6 +1,6 @@
-"""Training and testing of one causal-LM stage (`stage_epochs.train_epochs`): next-token
-cross-entropy over the batch's tokens with the strategy's replayed documents and penalty, the
-epoch of lowest dev perplexity kept; and perplexity on held-out documents."""
+"""Training and testing of one causal-LM stage in the epoch loop (`adaptlab.train.loop`):
+next-token cross-entropy over the batch's tokens with the strategy's replayed documents and
+penalty, the epoch of lowest dev perplexity kept; and perplexity on held-out documents."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from adaptlab.finite import exp_or_inf
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.lm_stages import Document, TextStageRun, collate
 from adaptlab.train.continual.lm_strategy import TextStrategy
-from adaptlab.train.continual.stage_epochs import DevScore, StageTraining, train_epochs
+from adaptlab.train.continual.stage_objective import StageObjective
 from adaptlab.train.continual.stages import Row
-from adaptlab.train.loop import TrainHistory
+from adaptlab.train.history import TrainHistory
+from adaptlab.train.objective import DevScore
 
 PERPLEXITY = "perplexity"
 
@@ -69,6 +70,32 @@ def perplexity(
     return Perplexity(loss, exp_or_inf(loss), tokens)
 
 
+class CorpusStage(StageObjective[TextStageRun, TextStrategy]):
+    """Stage `run.index` of a causal-LM sequence as an `Objective`."""
+
+    metric = PERPLEXITY
+
+    def loss(self, rows: list[Row]) -> torch.Tensor:
+        """Mean next-token cross-entropy over every token of the batch, plus the strategy's
+        term."""
+        run, device = self.run, self.device
+        batch = collate([run.stages[stage].train[index] for stage, index in rows], run.pad_id)
+        logits = run.model(
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
+        ).logits
+        loss = next_token_loss(logits, batch["labels"].to(device), "mean")
+        extra = self.strategy.penalty(run, rows, logits)
+        return loss if extra is None else loss + extra
+
+    def dev(self) -> DevScore:
+        """Dev perplexity; the best epoch is the one of lowest dev loss."""
+        tested = perplexity(
+            self.run.model, self.run.stage.dev, self.run.pad_id, self.eval_batch_size
+        )
+        return DevScore(tested.loss, tested.metrics(), -tested.loss)
+
+
 def train_text_stage(
     run: TextStageRun,
     strategy: TextStrategy,
@@ -78,35 +105,5 @@ def train_text_stage(
     progress: bool = True,
 ) -> TrainHistory:
     """Train the model's trainable tensors on corpus `run.index`; keep its best dev epoch."""
-    model, stage = run.model, run.stage
-    device = next(model.parameters()).device
-
-    def dev() -> DevScore:
-        tested = perplexity(model, stage.dev, run.pad_id, config.eval_batch_size)
-        return DevScore(tested.loss, tested.metrics(), -tested.loss)
-
-    training = StageTraining(
-        name=stage.name,
-        index=run.index,
-        stages=len(run.stages),
-        examples=len(stage.train),
-        metric=PERPLEXITY,
-        batch_loss=lambda rows: _batch_loss(run, strategy, rows, device),
-        replayed=lambda rows, generator: strategy.replayed(run, rows, generator),
-        dev=dev,
-    )
-    return train_epochs(model, training, config, learning_rate, progress=progress)
-
-
-def _batch_loss(
-    run: TextStageRun, strategy: TextStrategy, rows: Sequence[Row], device: torch.device
-) -> torch.Tensor:
-    """Mean next-token cross-entropy over every token of the batch, plus the strategy's term."""
-    batch = collate([run.stages[stage].train[index] for stage, index in rows], run.pad_id)
-    logits = run.model(
-        input_ids=batch["input_ids"].to(device),
-        attention_mask=batch["attention_mask"].to(device),
-    ).logits
-    loss = next_token_loss(logits, batch["labels"].to(device), "mean")
-    extra = strategy.penalty(run, rows, logits)
-    return loss if extra is None else loss + extra
+    objective = CorpusStage(run, strategy, config.eval_batch_size)
+    return objective.train(config, learning_rate, progress)

@@ -3,29 +3,65 @@ a strategy, each corpus's held-out perplexity measured after every stage (the ma
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
 
 from adaptlab.data.texts import TextCorpus
 from adaptlab.models.loading import load_model
+from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.lm_loop import perplexity, train_text_stage
-from adaptlab.train.continual.lm_stages import TextStageRun, tokenised
-from adaptlab.train.continual.lm_strategy import make_text_strategy
-from adaptlab.train.continual.result import (
-    SequenceResult,
-    StageOutcome,
-    StageRecord,
-    sequence_result,
-)
+from adaptlab.train.continual.lm_stages import TextStage, TextStageRun, tokenised
+from adaptlab.train.continual.lm_strategy import TextStrategy, make_text_strategy
+from adaptlab.train.continual.result import SequenceResult
+from adaptlab.train.continual.sequence import StageDone, train_sequence
 from adaptlab.train.continual.spec import SequenceSpec
-from adaptlab.train.continual.stages import use_stage_adapter
+from adaptlab.train.history import TrainHistory
 
-StageDone = Callable[[int, StageOutcome], None]
-"""Called after each stage is trained and tested (and checkpointed): its index and outcome."""
+
+class CorpusStages:
+    """A causal-LM sequence's model, tokenised corpora and strategy (`SequenceStages`)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        stages: Sequence[TextStage],
+        pad_id: int,
+        strategy: TextStrategy,
+        eval_batch_size: int,
+    ) -> None:
+        self.model, self.stages, self.pad_id, self.strategy = model, stages, pad_id, strategy
+        self.eval_batch_size = eval_batch_size
+
+    def adapter_name(self, stage: int) -> str:
+        return self.strategy.adapter_name(stage)
+
+    def labels(self, stage: int) -> tuple[str, ...]:
+        return ()
+
+    def ready(self, stage: int) -> None:
+        """Nothing but the adapter is the stage's own."""
+
+    def resume(self, carried: Mapping[str, torch.Tensor]) -> None:
+        """Nothing to take back: a causal-LM strategy carries no tensors between stages."""
+
+    def train(
+        self, stage: int, config: TrainConfig, learning_rate: float, progress: bool
+    ) -> TrainHistory:
+        run = TextStageRun(self.model, self.stages, stage, self.pad_id, self.eval_batch_size)
+        self.strategy.begin(run)
+        return train_text_stage(run, self.strategy, config, learning_rate, progress=progress)
+
+    def test(self, stage: int, trained: int) -> dict[str, float]:
+        self.strategy.route(self.model, stage, trained)
+        test = self.stages[stage].test
+        measured = perplexity(self.model, test, self.pad_id, self.eval_batch_size)
+        return {**measured.metrics(), "loss": measured.loss}
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {}
 
 
 def train_text_sequence(
@@ -40,45 +76,10 @@ def train_text_sequence(
     loaded = load_model(spec.model, "causal_lm", seed=spec.train.seed)
     model: nn.Module = loaded.model
     model.to(device)
-    pad_id = loaded.tokenizer.pad_token_id
     stages = [tokenised(corpus, loaded.tokenizer, spec.train.max_length) for corpus in corpora]
     strategy = make_text_strategy(spec.strategy)
-    outcomes = list(checkpoint.completed) if checkpoint is not None else []
-    for index in range(len(outcomes)):
-        use_stage_adapter(
-            model, strategy.adapter_name(index), spec.methods, spec.train.seed + index
-        )
-    if checkpoint is not None and outcomes:
-        checkpoint.restore(model)
-    for index in range(len(outcomes), len(stages)):
-        began = time.perf_counter()
-        name = strategy.adapter_name(index)
-        use_stage_adapter(model, name, spec.methods, spec.train.seed + index)
-        trained = {n for n, p in model.named_parameters() if p.requires_grad}
-        run = TextStageRun(model, stages, index, pad_id, spec.train.eval_batch_size)
-        strategy.begin(run)
-        history = train_text_stage(
-            run, strategy, spec.train, spec.learning_rate(), progress=progress
-        )
-        row = []
-        for tested, other in enumerate(stages):
-            strategy.route(model, tested, index)
-            measured = perplexity(model, other.test, pad_id, spec.train.eval_batch_size)
-            row.append({**measured.metrics(), "loss": measured.loss})
-        stage = stages[index]
-        record = StageRecord(
-            name=stage.name,
-            labels=(),
-            sizes={"train": len(stage.train), "dev": len(stage.dev), "test": len(stage.test)},
-            epochs=tuple(history.epochs),
-            best_epoch=history.best_epoch,
-            trainable_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
-            seconds=time.perf_counter() - began,
-        )
-        outcome = StageOutcome(record, tuple(row))
-        outcomes.append(outcome)
-        if checkpoint is not None:
-            checkpoint.save_stage(outcome, model, trained, {})
-        if on_stage is not None:
-            on_stage(index, outcome)
-    return sequence_result(spec, outcomes)
+    eval_batch_size = spec.train.eval_batch_size
+    corpus_stages = CorpusStages(
+        model, stages, loaded.tokenizer.pad_token_id, strategy, eval_batch_size
+    )
+    return train_sequence(spec, corpus_stages, progress, checkpoint, on_stage)

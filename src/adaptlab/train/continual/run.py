@@ -15,36 +15,26 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
-from transformers import PreTrainedTokenizerBase
 
-from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
+from adaptlab.data import Dataset, load_dataset, low_resource
 from adaptlab.data.splits import strata_order, stratum, systematic_pick
 from adaptlab.errors import DataError
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.finite import finite_json
 from adaptlab.folders import FolderKind, check_result_folder
 from adaptlab.models.device import torch_device
-from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import existing, json_with_key
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.decoder import check_causal_lm
-from adaptlab.train.continual.heads import StageHeads
-from adaptlab.train.continual.lm_run import StageDone, train_text_sequence
+from adaptlab.train.continual.labelled_stages import LabelledStages
+from adaptlab.train.continual.lm_run import train_text_sequence
 from adaptlab.train.continual.lm_stages import stage_corpus
 from adaptlab.train.continual.metrics import summarize
-from adaptlab.train.continual.result import (
-    SequenceResult,
-    StageOutcome,
-    StageRecord,
-    sequence_result,
-)
+from adaptlab.train.continual.result import SequenceResult
+from adaptlab.train.continual.sequence import StageDone, train_sequence
 from adaptlab.train.continual.spec import SequenceSpec
-from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import StageData, StageRun, use_stage_adapter
-from adaptlab.train.continual.strategy import SequentialConfig, make_strategy
-from adaptlab.train.evaluate import evaluate
+from adaptlab.train.continual.strategy import SequentialConfig
 
 SEQUENCE_FILE = "sequence.json"
 SEQUENCE_FOLDER = FolderKind(
@@ -167,81 +157,9 @@ def _train_sequence(
     checkpoint: SequenceCheckpoint | None = None,
     on_stage: StageDone | None = None,
 ) -> SequenceResult:
-    seed = spec.train.seed
-    loaded = load_model(spec.model, "single_label", label_names=datasets[0].label_names, seed=seed)
-    model: nn.Module = loaded.model
-    model.to(device)
-    heads = StageHeads.install(model, [len(d.label_names) for d in datasets], seed)
-    stages = [_encoded(dataset, loaded.tokenizer, spec) for dataset in datasets]
-    strategy = make_strategy(spec.strategy)
-    outcomes = list(checkpoint.completed) if checkpoint is not None else []
-    if outcomes:
-        for index in range(len(outcomes)):
-            use_stage_adapter(
-                model, strategy.adapter_name(index), spec.methods, spec.train.seed + index
-            )
-        assert checkpoint is not None
-        strategy.load_state(model, checkpoint.restore(model))
-    for index in range(len(outcomes), len(stages)):
-        stage = stages[index]
-        began = time.perf_counter()
-        use_stage_adapter(
-            model, strategy.adapter_name(index), spec.methods, spec.train.seed + index
-        )
-        heads.select(index)
-        heads.train_only(index)
-        trained = {n for n, p in model.named_parameters() if p.requires_grad}
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        run = StageRun(model, heads, stages, index, seed, spec.train.eval_batch_size)
-        strategy.begin(run)
-        history = train_stage(run, strategy, spec.train, spec.learning_rate(), progress=progress)
-        row = []
-        for tested, other in enumerate(stages):
-            strategy.route(model, tested, index)
-            heads.select(tested)
-            tested_on = evaluate(
-                model,
-                other.encoder,
-                other.test,
-                "single_label",
-                other.label_names,
-                spec.train.eval_batch_size,
-            )
-            row.append({**tested_on.metrics, "loss": tested_on.loss})
-        record = StageRecord(
-            name=stage.name,
-            labels=stage.label_names,
-            sizes={"train": len(stage.train), "dev": len(stage.dev), "test": len(stage.test)},
-            epochs=tuple(history.epochs),
-            best_epoch=history.best_epoch,
-            trainable_parameters=trainable,
-            seconds=time.perf_counter() - began,
-        )
-        outcome = StageOutcome(record, tuple(row))
-        outcomes.append(outcome)
-        if checkpoint is not None:
-            checkpoint.save_stage(outcome, model, trained, strategy.state())
-        if on_stage is not None:
-            on_stage(index, outcome)
-    return sequence_result(spec, outcomes)
-
-
-def _encoded(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, spec: SequenceSpec) -> StageData:
-    encoder = TextEncoder(
-        tokenizer,
-        "single_label",
-        len(dataset.label_names),
-        spec.train.max_length,
-    )
-    splits = {name: encoder.encode(examples) for name, examples in dataset.splits.items()}
-    return StageData(
-        name=dataset.name,
-        label_names=dataset.label_names,
-        encoder=encoder,
-        train=splits["train"],
-        dev=splits["dev"],
-        test=splits["test"],
-    )
+    """Train `spec.model` through the labelled `datasets`, testing every stage after each."""
+    stages = LabelledStages.load(spec, datasets, device)
+    return train_sequence(spec, stages, progress, checkpoint, on_stage)
 
 
 def _capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:

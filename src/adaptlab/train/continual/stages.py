@@ -1,10 +1,11 @@
-"""The records a sequence's stages share: each stage's encoded data, and the stage in training."""
+"""The records a sequence's stages share: each stage's encoded data, and the stage in training;
+and what every kind of stage (labelled data set, corpus) has, whatever its examples are."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -16,6 +17,35 @@ from adaptlab.train.continual.heads import StageHeads
 
 Row = tuple[int, int]
 """A training example of the sequence: (stage, index into that stage's training features)."""
+
+
+class StageSplits(Protocol):
+    """A stage's name and its train, dev and test examples, however encoded."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def train(self) -> Sequence[Any]: ...
+
+    @property
+    def dev(self) -> Sequence[Any]: ...
+
+    @property
+    def test(self) -> Sequence[Any]: ...
+
+
+class StageInTraining(Protocol):
+    """Stage `index` of `stages` about to be trained on `model` (`StageRun`, `TextStageRun`)."""
+
+    @property
+    def model(self) -> nn.Module: ...
+
+    @property
+    def stages(self) -> Sequence[StageSplits]: ...
+
+    @property
+    def index(self) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from adaptlab.errors import ConfigError
-from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
+from adaptlab.registry import Registry
+
+if TYPE_CHECKING:  # a sequence's spec reads strategy configs without torch
+    import torch
+    from torch import nn
+
+    from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 
 SEQUENCE_ADAPTER = "sequence"
 """The adapter every stage trains, for strategies that keep one."""
@@ -105,28 +108,37 @@ class StrategyEntry:
     description: str
 
 
-_REGISTRY: dict[str, StrategyEntry] = {}
+STRATEGIES: Registry[StrategyEntry] = Registry(
+    "strategy",
+    "strategies",
+    builtin={
+        "sequential": "adaptlab.train.continual.strategy",
+        "kd-logit": "adaptlab.train.continual.distillation",
+        "ewc": "adaptlab.train.continual.ewc",
+        "adapter-per-stage": "adaptlab.train.continual.per_stage",
+        "replay": "adaptlab.train.continual.replay",
+        "kd-representation": "adaptlab.train.continual.representation_distillation",
+        "kd-contrastive": "adaptlab.train.continual.representation_distillation",
+    },
+)
+"""Every strategy by name; adaptlab's own (listed first, in this order) are registered by
+their modules, imported when a strategy is first looked up."""
 
 
 def register_strategy(entry: StrategyEntry) -> StrategyEntry:
     """Add `entry` to the registry under its name."""
-    if entry.name in _REGISTRY:
-        raise ValueError(f"strategy {entry.name!r} is registered twice")
-    _REGISTRY[entry.name] = entry
-    return entry
+    return STRATEGIES.register(entry)
 
 
 def list_strategies() -> list[StrategyEntry]:
-    """Every registered strategy, in registration order."""
-    return list(_REGISTRY.values())
+    """Every strategy: adaptlab's own in listing order, then any registered from outside."""
+    return list(STRATEGIES)
 
 
 def strategy_config(name: str, options: Mapping[str, Any] | None = None) -> StrategyConfig:
     """`name`'s validated config from plain options; one-line errors for unknown names,
     unknown options and values of the wrong type."""
-    entry = _REGISTRY.get(name)
-    if entry is None:
-        raise ConfigError(f"unknown strategy {name!r}; known strategies: {', '.join(_REGISTRY)}")
+    entry = STRATEGIES.get(name)
     known = {f.name: f for f in fields(entry.config_class)}
     values: dict[str, Any] = {}
     for option, value in (options or {}).items():
@@ -147,7 +159,7 @@ def strategy_config(name: str, options: Mapping[str, Any] | None = None) -> Stra
 
 def make_strategy(config: StrategyConfig) -> Strategy:
     """The strategy object for a validated config."""
-    return _REGISTRY[config.name].make(config)
+    return STRATEGIES.get(config.name).make(config)
 
 
 register_strategy(

@@ -1,0 +1,121 @@
+"""The data-file options, declared once for every command that reads a data set:
+--text-column, --text-pair-column, --label-column, --task and, where a command splits the
+data itself, --split and --time-column.
+
+A command takes them as one parameter, `data_file: DataFileOptions = DEFAULT_DATA_FILE`, and
+`@with_data_file_options()` puts the options in its place on the command line (typer reads a
+command's options from its signature, so the decorator gives the command a signature with
+the options instead of that parameter).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+TextColumn = Annotated[str, typer.Option(help="Column holding the text (files).")]
+TextPairColumn = Annotated[str | None, typer.Option(help="Column holding a second text (files).")]
+LabelColumn = Annotated[str, typer.Option(help="Column holding the label (files).")]
+Task = Annotated[
+    str | None,
+    typer.Option(
+        help="single_label, multi_label, token or regression (inferred when omitted); "
+        "mlm: masked-language modelling on the text alone (a language adapter)."
+    ),
+]
+SplitStrategy = Annotated[
+    str,
+    typer.Option(
+        help="random (given splits, else 80/10/10 stratified) or chronological (earliest 80% "
+        "train, next 10% dev, latest 10% test, by --time-column)."
+    ),
+]
+TimeColumn = Annotated[
+    str | None, typer.Option(help="Column dating each row, for --split chronological (files).")
+]
+
+_OPTION_TYPES = {
+    "text_column": TextColumn,
+    "text_pair_column": TextPairColumn,
+    "label_column": LabelColumn,
+    "task": Task,
+    "split": SplitStrategy,
+    "time_column": TimeColumn,
+}
+_SPLIT_OPTIONS = ("split", "time_column")
+_GROUP_PARAMETER = "data_file"
+
+
+@dataclass(frozen=True)
+class DataFileOptions:
+    """How a data file is read (its columns and task) and, for commands that split the data
+    themselves, how it is split; the defaults are the options' defaults."""
+
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    task: str | None = None
+    split: str = "random"
+    time_column: str | None = None
+
+    def load_options(self) -> dict[str, Any]:
+        """The options as `load_dataset` keywords, defaults left out (so a run's recorded
+        data options name only what was asked for)."""
+        options: dict[str, Any] = {}
+        if self.text_column != "text":
+            options["text_column"] = self.text_column
+        if self.text_pair_column:
+            options["text_pair_column"] = self.text_pair_column
+        if self.label_column != "label":
+            options["label_column"] = self.label_column
+        if self.task:
+            options["task"] = self.task
+        if self.split != "random":
+            options["split"] = self.split
+        if self.time_column:
+            options["time_column"] = self.time_column
+        return options
+
+
+DEFAULT_DATA_FILE = DataFileOptions()
+"""Every option at its default: the `data_file` parameter's default in a command."""
+
+Command = Callable[..., None]
+
+
+def with_data_file_options(*, split: bool = False) -> Callable[[Command], Command]:
+    """Give a command the data-file options in place of its `data_file` parameter; with
+    `split`, also --split and --time-column."""
+    names = [name for name in _OPTION_TYPES if split or name not in _SPLIT_OPTIONS]
+    options = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=getattr(DEFAULT_DATA_FILE, name),
+            annotation=_OPTION_TYPES[name],
+        )
+        for name in names
+    ]
+
+    def decorate(command: Command) -> Command:
+        signature = inspect.signature(command, eval_str=True)
+        if _GROUP_PARAMETER not in signature.parameters:
+            raise TypeError(f"{command.__name__} has no {_GROUP_PARAMETER} parameter")
+        parameters: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            parameters.extend(options if parameter.name == _GROUP_PARAMETER else [parameter])
+
+        @functools.wraps(command)
+        def run(**values: Any) -> None:
+            group = DataFileOptions(**{name: values.pop(name) for name in names})
+            command(**values, **{_GROUP_PARAMETER: group})
+
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        return run
+
+    return decorate

@@ -1,0 +1,49 @@
+"""Folding a running adapter's mergeable modules into the weights, and taking them out again.
+
+Merging is something a method declares (`SiteModule.mergeable`: LoRA, DoRA, (IA)3). A merged
+module stays in the model and the dispatchers skip it; while anything is merged, changing
+what runs is refused (the weights hold one adapter's change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from torch import nn
+
+from adaptlab.backbone import get_module
+from adaptlab.errors import ConfigError
+from adaptlab.methods.handle import AdaptHandle
+
+
+def set_merged(
+    model: nn.Module, handle: AdaptHandle, running: Sequence[AdaptHandle], merge: bool
+) -> None:
+    """Fold (merge=True) or take out the mergeable modules of `handle`, one of `running`."""
+    if handle not in running:
+        raise ConfigError(f"merge: adapter {handle.name!r} is not active")
+    mergeable = [
+        (i.site, i.module) for ins in handle.insertions.values() for i in ins if i.module.mergeable
+    ]
+    if not mergeable:
+        raise ConfigError(
+            f"adapter {handle.name!r} ({'+'.join(handle.method_names)}) has nothing to merge; "
+            "mergeable methods: lora (DoRA too), ia3"
+        )
+    others = {site for u in running if u is not handle for site, _, _ in u.modules()}
+    for site, module in mergeable:
+        if site in others:
+            raise ConfigError(
+                f"merge: another active adapter also acts at {site!r}; merge needs it alone"
+            )
+        if module.merged != merge:
+            layer = get_module(model, site)
+            (module.merge_into if merge else module.unmerge_from)(layer)
+            module.merged = merge
+
+
+def merged_names(units: Iterable[AdaptHandle]) -> list[str]:
+    """Names of the `units` with a module merged into the weights."""
+    return [
+        u.name for u in units if any(i.module.merged for ins in u.insertions.values() for i in ins)
+    ]

@@ -1,0 +1,46 @@
+"""The data sources a spec names: a built-in name, a file, a folder or hf:NAME, each with the
+options that say how to read it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from adaptlab.study.spec_fields import StrictModel
+
+
+class DataOptions(StrictModel):
+    """How to read a data file (as `adaptlab train`'s column options); built-ins ignore them."""
+
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    task: Literal["single_label", "multi_label", "token", "regression", "mlm"] | None = None
+    label_separator: str | None = None
+    split: Literal["random", "chronological"] | None = None
+    time_column: str | None = None
+
+    def as_kwargs(self) -> dict[str, str]:
+        """The options given, as `load_dataset` keywords."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class DataEntry(StrictModel):
+    """A data source (built-in name, file, folder or hf:NAME) and its reading options."""
+
+    source: Annotated[str, Field(min_length=1)]
+    options: DataOptions = DataOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: object) -> object:
+        """`rotten-tomatoes` or `{reviews.csv: {label_column: stars}}`."""
+        if isinstance(value, str):
+            return {"source": value}
+        if isinstance(value, dict) and len(value) == 1:
+            ((source, options),) = value.items()
+            return {"source": source, "options": options if options is not None else {}}
+        raise ValueError(
+            "a data entry is a name or path, or {path: {label_column: ..., text_column: ...}}"
+        )
