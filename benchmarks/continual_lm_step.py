@@ -15,7 +15,7 @@ figure is the median step, the ratio to `sequential`'s.
 
 One-off cost: as the second stage begins, `kd-logit` runs the model once over the stage's
 training documents in evaluation mode and caches each position's top 64 words
-(`lm_strategy.TEACHER_TOP_K`), so that no step runs a teacher: reported per training document,
+(`distillation.TEACHER_TOP_K`), so that no step runs a teacher: reported per training document,
 with the cache's size, and projected on a stage of `--project-docs` documents trained
 `--project-epochs` epochs (its share of that stage, and the stage's time against
 `sequential`'s; arithmetic on the measured rates, dev evaluation left out).
@@ -50,10 +50,10 @@ import adaptlab
 from adaptlab.models.loading import load_model
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import SequenceSpec
+from adaptlab.train.continual.distillation import TextLogitDistillation
 from adaptlab.train.continual.lm_loop import train_text_stage
 from adaptlab.train.continual.lm_stages import Document, TextStage, TextStageRun
-from adaptlab.train.continual.lm_strategy import TextLogitDistillation, make_text_strategy
-from adaptlab.train.continual.spec import LM_STRATEGIES
+from adaptlab.train.continual.registry import make_text_strategy, strategies_for
 from adaptlab.train.continual.stages import use_stage_adapter
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -179,7 +179,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--method", default="lora")
-    parser.add_argument("--strategies", default=",".join(LM_STRATEGIES))
+    parser.add_argument("--strategies", default=",".join(strategies_for("causal-lm")))
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--length", type=int, default=64, help="tokens a document")
     parser.add_argument("--first-steps", type=int, default=2)

@@ -241,3 +241,15 @@ def test_export_and_import_write_only_new_or_empty_folders(
             capsys,
             "adapter folder taken exists and is not empty",
         )
+
+
+def test_a_damaged_store_behind_an_sqlite_header_is_one_line(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "s.yaml").write_text(
+        "name: s\nmodels: [minilm-l6]\ndata: [rotten-tomatoes]\nmethods: [lora]\n"
+    )
+    (work / "bad.db").write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 8)
+    with unchanged(work):
+        for args in (["run", "s.yaml", "--store"], ["status"], ["report"]):
+            refused(["study", *args, "bad.db"], capsys, "bad.db is not an adaptlab results store")

@@ -22,18 +22,17 @@ from adaptlab.report.plots import score_matrix
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import SequenceSpec, run_sequence, summarize
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
-from adaptlab.train.continual.distillation import LogitDistillationConfig
-from adaptlab.train.continual.lm_loop import perplexity
-from adaptlab.train.continual.lm_stages import TextStage, TextStageRun, collate
-from adaptlab.train.continual.lm_strategy import (
+from adaptlab.train.continual.distillation import (
     TEACHER_TOP_K,
+    LogitDistillationConfig,
     TeacherTokens,
     TextLogitDistillation,
-    TextReplay,
     merged_kl,
     teacher_tokens,
 )
-from adaptlab.train.continual.replay import ReplayConfig
+from adaptlab.train.continual.lm_loop import perplexity
+from adaptlab.train.continual.lm_stages import TextStage, TextStageRun, collate
+from adaptlab.train.continual.replay import ReplayConfig, TextReplay
 from adaptlab.train.continual.result import SequenceResult, StageOutcome
 
 WORDS = {

@@ -24,10 +24,10 @@ from adaptlab.train.continual import (
     run_sequence,
 )
 from adaptlab.train.continual.labelled_stages import encode_stage
+from adaptlab.train.continual.registry import strategy_config
 from adaptlab.train.continual.run import stage_dataset
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import StageRun
-from adaptlab.train.continual.strategy import strategy_config
 
 TOPICS = {
     "sentiment": {"fresh": ["great", "lovely", "superb"], "rotten": ["dull", "awful", "bad"]},

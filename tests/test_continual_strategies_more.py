@@ -14,11 +14,12 @@ from test_continual_sequence import _stage_run, run_cli, run_config, sequence
 from adaptlab.errors import ConfigError
 from adaptlab.train.continual import SEQUENCE_FILE, make_strategy, run_sequence
 from adaptlab.train.continual.ewc import Anchor, ElasticWeightConsolidation, diagonal_fisher
+from adaptlab.train.continual.registry import strategy_config
 from adaptlab.train.continual.representation_distillation import info_nce
 from adaptlab.train.continual.representations import mean_over_tokens
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
-from adaptlab.train.continual.strategy import Strategy, strategy_config
+from adaptlab.train.continual.strategy import Strategy
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ from tiny_models import ARCHS, tiny_inputs, tiny_model, train_steps
 import adaptlab
 from adaptlab import Fuse
 from adaptlab.errors import AdapterFileError, ConfigError
-from adaptlab.methods.fusion import FusionConfig, FusionLayer
+from adaptlab.methods.configs.fusion import FusionConfig
+from adaptlab.methods.fusion import FusionLayer
 
 
 def logits(model: torch.nn.Module) -> torch.Tensor:

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from inspect import isfunction
+from pathlib import Path
 
 import pytest
 
@@ -120,7 +121,7 @@ def test_methods_and_strategies_list_in_their_order_whatever_loads_first() -> No
     found = fresh(
         "import adaptlab.methods.fusion, adaptlab.train.continual.replay\n"
         "from adaptlab.methods.registry import list_methods\n"
-        "from adaptlab.train.continual.strategy import list_strategies\n"
+        "from adaptlab.train.continual.registry import list_strategies\n"
         "found['methods'] = [m.name for m in list_methods()]\n"
         "found['strategies'] = [s.name for s in list_strategies()]"
     )
@@ -134,3 +135,60 @@ def test_methods_and_strategies_list_in_their_order_whatever_loads_first() -> No
         "kd-representation",
         "kd-contrastive",
     ]
+
+
+def test_reading_a_store_and_old_records_loads_no_torch(tmp_path: Path) -> None:
+    from study_helpers import OLD_RECORD, one_run_store
+
+    store = one_run_store(tmp_path)
+    fusion = json.loads(OLD_RECORD.read_text())
+    fusion["spec"]["methods"] = [{"name": "fusion", "config": {"temperature": 2.0}}]
+    fusion["spec"]["fuse"] = ["runs/a", "runs/b"]
+    (tmp_path / "fusion.json").write_text(json.dumps(fusion))
+    found = fresh(
+        "import json\n"
+        "from adaptlab.study.store import load_records\n"
+        "from adaptlab.train.result import RunResult\n"
+        f"records = load_records({str(store)!r})\n"
+        "found['stored'] = [[c.name for c in r.result.spec.methods] for r in records]\n"
+        "found['read'] = []\n"
+        f"for name in ({str(OLD_RECORD)!r}, {str(tmp_path / 'fusion.json')!r}):\n"
+        "    with open(name) as file:\n"
+        "        spec = RunResult.from_dict(json.load(file)).spec\n"
+        "    found['read'].append([c.name for c in spec.trained_configs])\n"
+    )
+    assert found["heavy"] == []
+    assert found["stored"] == [["lora"]]
+    assert found["read"] == [["houlsby"], ["fusion"]]
+
+
+def test_the_method_registry_builds_every_config_without_torch() -> None:
+    found = fresh(
+        "from adaptlab.methods.registry import METHODS, list_methods, make_config\n"
+        "found['configs'] = [make_config(method.name).name for method in METHODS]\n"
+        "found['listed'] = [entry.name for entry in list_methods()]"
+    )
+    assert found["heavy"] == []
+    assert found["configs"] == [name for name in BUILTIN_METHODS if name != "fusion"]
+    assert found["listed"] == list(BUILTIN_METHODS)
+
+
+def test_study_status_and_report_load_no_torch(tmp_path: Path) -> None:
+    """Watching and reporting a study reads records and draws plots: no training code."""
+    from study_helpers import one_run_store
+
+    store = one_run_store(tmp_path)
+    found = fresh(
+        "import contextlib, io\n"
+        "from adaptlab.cli.app import main\n"
+        "found['codes'] = []\n"
+        f"for args in (['status', {str(store)!r}], ['report', {str(store)!r}]):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            main(['study', *args])\n"
+        "        except SystemExit as done:\n"
+        "            found['codes'].append(done.code or 0)\n"
+    )
+    assert found["codes"] == [0, 0]
+    assert (tmp_path / "s.html").is_file()
+    assert found["heavy"] == []

@@ -9,12 +9,12 @@ if TYPE_CHECKING:
     from adaptlab.backbone.overrides import BackboneOverrides
     from adaptlab.backbone.parts import (
         INSERTED,
-        ROLES,
         Backbone,
         BlockParts,
         get_module,
         is_inserted,
     )
+    from adaptlab.backbone.roles import ROLES
 
 __all__ = [
     "INSERTED",

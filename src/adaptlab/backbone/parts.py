@@ -6,9 +6,6 @@ from dataclasses import dataclass
 
 from torch import nn
 
-ROLES: tuple[str, ...] = ("query", "key", "value", "attention_out", "ffn_in", "ffn_out")
-"""Linear-layer roles a method may target inside each block."""
-
 INSERTED = "adaptlab"
 """Name of the child module, in every site, that holds what adaptlab inserted there."""
 

@@ -3,6 +3,8 @@
 Most commands need torch; listing them (`adaptlab --help`) should not. The group lists each
 command with the summary typer would show (the first paragraph of its help), read from its
 module's source, and imports the module when the command is invoked or asked for its help.
+Help that is made when the module is imported (from a registry) goes in the module's
+`EPILOGS`, by function name, and is shown after the command's options.
 """
 
 from __future__ import annotations
@@ -72,11 +74,12 @@ def _source(module: str) -> ast.Module:
 def _load(name: str, target: Target) -> Command:
     """The click command of `target`, its module imported now."""
     module, attribute = target
-    found = getattr(importlib.import_module(f"adaptlab.cli.{module}"), attribute)
+    loaded = importlib.import_module(f"adaptlab.cli.{module}")
+    found = getattr(loaded, attribute)
     if isinstance(found, typer.Typer):
         group = typer.main.get_group(found)
         group.name = name
         return group
     single = typer.Typer(add_completion=False)
-    single.command(name)(found)
+    single.command(name, epilog=getattr(loaded, "EPILOGS", {}).get(attribute))(found)
     return typer.main.get_command(single)

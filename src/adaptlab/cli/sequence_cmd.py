@@ -23,6 +23,7 @@ from adaptlab.train.continual import (
     SEQUENCE_FILE,
     SequenceResult,
     SequenceSpec,
+    StrategyEntry,
     list_strategies,
     run_sequence,
 )
@@ -48,7 +49,9 @@ def sequence(
     strategy: Annotated[
         str,
         typer.Option(
-            help="Continual strategy: " + ", ".join(entry.name for entry in list_strategies()) + "."
+            help="Continual strategy (options and objectives below): "
+            + ", ".join(entry.name for entry in list_strategies())
+            + "."
         ),
     ] = "sequential",
     strategy_option: Annotated[
@@ -95,13 +98,7 @@ def sequence(
 
     Each stage gets a new head; the score matrix is printed with average score, BWT, FWT and
     forgetting. With --objective causal-lm the model is a causal LM (e.g. smollm2-135m) trained
-    on each stage's text in turn, and the matrix holds held-out perplexities (strategies
-    sequential, replay, kd-logit, adapter-per-stage).
-
-    Strategies: sequential (keep training one adapter), replay (-s rate=0.01: earlier
-    examples per new one), kd-logit (-s weight=1.0 -s temperature=2.0), kd-representation
-    (-s weight=1.0 -s layers=last|all), kd-contrastive (-s weight=1.0 -s temperature=0.1),
-    ewc (-s ewc_lambda=1000 -s fisher_samples=1000), adapter-per-stage.
+    on each stage's text in turn, and the matrix holds held-out perplexities.
 
     Example:
 
@@ -135,6 +132,21 @@ def sequence(
     result = run_sequence(spec, out, progress=progress, overwrite=overwrite)
     show(result)
     console().print(f"written to {out / SEQUENCE_FILE}", highlight=False, soft_wrap=True)
+
+
+def strategies_help(entries: list[StrategyEntry]) -> str:
+    """One line per strategy: its name, its options as `-s KEY=DEFAULT`, what it does and the
+    objectives it runs on (the registry's declarations, so plug-ins show up too)."""
+    lines = ["Strategies (-s KEY=VALUE sets an option; shown with its default):"]
+    for entry in entries:
+        options = "".join(f" -s {key}={value}" for key, value in entry.options.items())
+        objectives = ", ".join(entry.objectives)
+        lines.append(f"- {entry.name}{options}: {entry.description}. Objectives: {objectives}.")
+    return "\n".join(lines)
+
+
+EPILOGS = {"sequence": strategies_help(list_strategies())}
+"""The command's strategies, from the registry (shown after its options)."""
 
 
 def show(result: SequenceResult) -> None:

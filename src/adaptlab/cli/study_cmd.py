@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -14,10 +14,7 @@ from adaptlab.cli.console import console
 from adaptlab.cli.options import positive
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.paths import check_output_file, listed
-from adaptlab.study.executors import Executor, LocalExecutor
 from adaptlab.study.progress import format_duration
-from adaptlab.study.runner import default_store, run_study
-from adaptlab.study.spec import load_spec
 from adaptlab.study.status import StudyStatus, study_status
 from adaptlab.study.store import (
     load_records,
@@ -26,6 +23,9 @@ from adaptlab.study.store import (
     load_validations,
 )
 from adaptlab.study.store_paths import store_files
+
+if TYPE_CHECKING:
+    from adaptlab.study.executors import Executor
 
 app = typer.Typer(help="Run studies (grids of runs) into a results store.", no_args_is_help=True)
 
@@ -79,6 +79,8 @@ def run(
 
         adaptlab study run examples/low-resource.yaml --executor ray --address auto
     """
+    from adaptlab.study.runner import run_study  # training code: loaded to run, not to report
+
     summary = run_study(
         spec,
         store_path=store,
@@ -100,8 +102,11 @@ def _executor(
     if name is ExecutorName.local:
         if address is not None or ray_cpus is not None:
             raise ConfigError("--address and --ray-cpus need --executor ray")
+        from adaptlab.study.executors import LocalExecutor
+
         return LocalExecutor(progress=progress)
     from adaptlab.study.ray_executor import RayExecutor
+    from adaptlab.study.spec import load_spec
 
     return RayExecutor(load_spec(spec).resources, address=address, num_cpus=ray_cpus)
 
@@ -236,5 +241,8 @@ def report(
 def _store_path(path: Path) -> Path:
     """The store itself, or the default store of a study spec."""
     if path.suffix.lower() in (".yaml", ".yml"):
+        from adaptlab.study.runner import default_store
+        from adaptlab.study.spec import load_spec
+
         return default_store(path, load_spec(path))
     return path

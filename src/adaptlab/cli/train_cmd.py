@@ -24,10 +24,22 @@ from adaptlab.cli.options import (
     seed,
 )
 from adaptlab.errors import ConfigError
+from adaptlab.methods.configs.fusion import FUSION
+from adaptlab.methods.registry import METHODS
 from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.frozen_cache import MODES
 from adaptlab.train.run import RunSpec, execute
+
+
+def method_help() -> str:
+    """--method's help, made from the method registry."""
+    alone = METHODS.names(lambda method: method.exclusive)
+    return (
+        f"Method, or methods joined by '+' (lora+bitfit): {', '.join(METHODS.names())} "
+        f"({', '.join(alone)} stand alone); or {FUSION}, over --adapters. "
+        "`adaptlab methods` describes them."
+    )
 
 
 def cache_mode(value: str) -> str:
@@ -51,9 +63,7 @@ def train(
         Path,
         typer.Option(help="Run folder to write (adapter/, metrics.json, splits.json, train.log)."),
     ],
-    method: Annotated[
-        str, typer.Option(help="Method or combination, e.g. houlsby, lora+bitfit.")
-    ] = "houlsby",
+    method: Annotated[str, typer.Option(help=method_help())] = "houlsby",
     option: Annotated[
         list[str] | None,
         typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
@@ -61,7 +71,7 @@ def train(
     adapters: Annotated[
         str | None,
         typer.Option(
-            help="With --method fusion: trained run or adapter folders to fuse, comma-separated."
+            help=f"With --method {FUSION}: trained run or adapter folders to fuse, comma-separated."
         ),
     ] = None,
     stack: Annotated[

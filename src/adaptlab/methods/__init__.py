@@ -1,4 +1,5 @@
-"""Adaptation methods: one module each, registered by name; named adapters and composition."""
+"""Adaptation methods: each one module of code and one of options (`configs`, where it is
+registered by name); named adapters and composition."""
 
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     )
     from adaptlab.methods.blocks import Fuse, Parallel, Stack
     from adaptlab.methods.config import MethodConfig
-    from adaptlab.methods.fusion import FusionConfig
+    from adaptlab.methods.configs.fusion import FusionConfig
     from adaptlab.methods.handle import AdaptHandle
     from adaptlab.methods.persistence import load_adapter, read_manifest, save_adapter
     from adaptlab.methods.registry import Method, get_method, list_methods, make_config

@@ -24,10 +24,11 @@ from adaptlab.backbone import BackboneOverrides, find_backbone
 from adaptlab.errors import ConfigError
 from adaptlab.methods.blocks import Composition, Fuse, parse_composition
 from adaptlab.methods.compose import MethodSpec, resolve
-from adaptlab.methods.fusion import FusionConfig, FusionLayer
+from adaptlab.methods.configs.fusion import fusion_config
+from adaptlab.methods.fusion import FusionLayer
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.params import head_parameters, inserted_name
-from adaptlab.methods.registry import get_method, make_config
+from adaptlab.methods.registry import get_method
 from adaptlab.methods.results import ApplyContext
 from adaptlab.methods.state import AdapterState, attach, get_state
 
@@ -131,8 +132,7 @@ def add_fusion(
     head, with `train_head`) train.
     """
     fuse = fuse if isinstance(fuse, Fuse) else Fuse(*fuse)
-    config = make_config("fusion", options)
-    assert isinstance(config, FusionConfig)
+    config = fusion_config(options)
     state = get_state(model)
     _check_new_name(state, name)
     if state is None:

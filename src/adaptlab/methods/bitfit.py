@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import nn
 
 from adaptlab.backbone import Backbone
 from adaptlab.errors import ConfigError
-from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.configs.bitfit import BitFitConfig
 from adaptlab.methods.params import bias_names, parameters_under
-from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
-
-
-@dataclass(frozen=True)
-class BitFitConfig(MethodConfig):
-    """BitFit has no options."""
-
-    name = "bitfit"
 
 
 def apply(
@@ -28,6 +18,3 @@ def apply(
     if not biases:
         raise ConfigError(f"bitfit: {backbone.model_class} has no bias terms outside its head")
     return MethodResult(groups={"biases": biases})
-
-
-register(Method("bitfit", BitFitConfig, apply, "bias terms only (+ head)"))

@@ -1,4 +1,5 @@
-"""Turn method specs into validated configs and refuse combinations that conflict."""
+"""Turn method specs into validated configs and refuse combinations that conflict; tell the
+fusion (`fusion`, which users write where they write a method) from methods."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.configs.fusion import FUSION, FusionConfig, fusion_config
 from adaptlab.methods.registry import get_method, make_config
 
 MethodSpec = str | MethodConfig | Mapping[str, Mapping[str, Any] | None]
@@ -27,6 +29,20 @@ def resolve(
         configs = (make_config(configs[0].name, {**configs[0].to_dict(), **options}),)
     check_combination(configs)
     return configs
+
+
+def fusion_in(spec: MethodSpec | Sequence[MethodSpec]) -> FusionConfig | None:
+    """The fusion's config when `spec` is `fusion` alone, as users write it (`"fusion"`,
+    `{"fusion": options}`, a FusionConfig, or a list of one of these); else None."""
+    if isinstance(spec, FusionConfig):
+        return spec
+    if isinstance(spec, str):
+        return fusion_config() if spec.strip() == FUSION else None
+    if isinstance(spec, Mapping):
+        return fusion_config(spec[FUSION]) if list(spec) == [FUSION] else None
+    if isinstance(spec, MethodConfig) or len(spec) != 1:
+        return None
+    return fusion_in(spec[0])
 
 
 def _expand(spec: MethodSpec | Sequence[MethodSpec]) -> list[MethodConfig]:

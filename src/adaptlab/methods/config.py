@@ -1,9 +1,13 @@
-"""Base class and checks shared by every method's frozen config dataclass."""
+"""Base class and checks shared by every method's frozen config dataclass (and fusion's), and
+building one from plain options. Configs load no torch: records are read through them."""
 
 from __future__ import annotations
 
+import math
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from adaptlab.errors import ConfigError
 
@@ -22,7 +26,8 @@ the same and their stores keep resuming."""
 
 @dataclass(frozen=True)
 class MethodConfig:
-    """A method's options; subclasses are frozen dataclasses validated on construction."""
+    """A method's options (or fusion's); subclasses are frozen dataclasses validated on
+    construction. `name` is what records write beside the options."""
 
     name: ClassVar[str]
     default_learning_rate: ClassVar[float] = ADAPTER_LR
@@ -62,3 +67,65 @@ def check_activation(method: str, value: object) -> None:
         method,
         f"activation must be one of {', '.join(ACTIVATIONS)}, got {value!r}",
     )
+
+
+Config = TypeVar("Config", bound=MethodConfig)
+
+
+def build_config(config_class: type[Config], options: Mapping[str, Any] | None = None) -> Config:
+    """`config_class` from plain options (from Python, YAML or JSON).
+
+    Every option's type is checked against the config's field types before the config's own
+    range checks run; an unknown option is refused, naming the known ones.
+    """
+    name = config_class.name
+    options = dict(options or {})
+    known = [f.name for f in fields(config_class)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{name}: unknown option {unknown[0]!r}; options: {', '.join(known) or 'none'}"
+        )
+    hints = get_type_hints(config_class)
+    for option, value in options.items():
+        if isinstance(value, list):
+            options[option] = tuple(value)
+        if not _matches(options[option], hints[option]):
+            expected = _describe(hints[option])
+            raise ConfigError(f"{name}: option {option} must be {expected}, got {value!r}")
+    return config_class(**options)
+
+
+def _matches(value: object, hint: Any) -> bool:
+    """Whether a plain value fits a config field's type (bool is not an int here)."""
+    if get_origin(hint) in (Union, types.UnionType):
+        return any(_matches(value, option) for option in get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return number and math.isfinite(value)  # type: ignore[arg-type]
+    if hint is str:
+        return isinstance(value, str)
+    if get_origin(hint) is tuple:
+        item = get_args(hint)[0]
+        return isinstance(value, tuple) and all(_matches(v, item) for v in value)
+    return True
+
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
+
+
+def _describe(hint: Any) -> str:
+    """A config field's type in words: `int | None` -> 'an integer or null'."""
+    if get_origin(hint) in (Union, types.UnionType):
+        return " or ".join(_describe(option) for option in get_args(hint))
+    if hint is type(None):
+        return "null"
+    if get_origin(hint) is tuple:
+        return f"a list ({_describe(get_args(hint)[0])} each)"
+    return _KINDS.get(hint, str(hint))

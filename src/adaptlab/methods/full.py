@@ -15,33 +15,14 @@ embeddings are not mixed out. In eval mode the layer is w.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import nn
 
 from adaptlab.backbone import Backbone
-from adaptlab.methods.config import ADDED, FINE_TUNING_LR, MethodConfig, require
+from adaptlab.methods.configs.full import FullConfig
 from adaptlab.methods.params import pretrained_names
-from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, WeightModule
-
-
-@dataclass(frozen=True)
-class FullConfig(MethodConfig):
-    """mixout: the probability p that a unit falls back to its pretrained weights (0: off;
-    He et al. 2021 compare p = 0.9). lr 2e-5 (paper-effectiveness §3)."""
-
-    name = "full"
-    default_learning_rate = FINE_TUNING_LR
-    mixout: float = field(default=0.0, metadata=ADDED)
-
-    def __post_init__(self) -> None:
-        ok = isinstance(self.mixout, int | float) and not isinstance(self.mixout, bool)
-        require(
-            ok and 0 <= self.mixout < 1, "full", f"mixout must be in [0, 1), got {self.mixout!r}"
-        )
 
 
 class Mixout(WeightModule):
@@ -79,14 +60,3 @@ def apply(
             result.insertions.append(Insertion(name, Mixout(pretrained, config.mixout)))
     result.no_dropout.add("")
     return result
-
-
-register(
-    Method(
-        "full",
-        FullConfig,
-        apply,
-        "all parameters train; mixout: p of mixout (Lee et al. 2020), replacing dropout",
-        exclusive=True,
-    )
-)

@@ -14,49 +14,16 @@ once, to the query (K^T Q h), instead of N times to the adapters; and V, linear 
 runs once, on the mixture. V starts as the identity, so one adapter under a fusion is exactly
 that adapter; Q and K start from N(0, init_std^2). `value_regularization` adds
 lambda * sum ||V - I||^2 over the layers to the training loss (the paper's regulariser, on at
-lambda = 0.01 as in the authors' dynamic fusion; 0 turns it off).
+lambda = 0.01 as in the authors' dynamic fusion; 0 turns it off). Its options are
+`adaptlab.methods.configs.fusion`.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
-from adaptlab.backbone import Backbone
-from adaptlab.errors import ConfigError
-from adaptlab.methods.config import MethodConfig, require
-from adaptlab.methods.registry import Method, register
-from adaptlab.methods.results import ApplyContext, MethodResult
-
-FUSION_LR = 5e-5
-"""Learning rate of the fusion layers (Pfeiffer et al. 2021, §4.2)."""
-
-
-@dataclass(frozen=True)
-class FusionConfig(MethodConfig):
-    """temperature T of the softmax; value_regularization lambda; init_std of Q and K."""
-
-    name = "fusion"
-    default_learning_rate = FUSION_LR
-    temperature: float = 1.0
-    value_regularization: float = 0.01
-    init_std: float = 0.02
-
-    def __post_init__(self) -> None:
-        for option in ("temperature", "value_regularization", "init_std"):
-            value = getattr(self, option)
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            require(ok and math.isfinite(value), "fusion", f"{option} must be a number")
-        require(self.temperature > 0, "fusion", f"temperature must be > 0, got {self.temperature}")
-        require(
-            self.value_regularization >= 0,
-            "fusion",
-            f"value_regularization must be >= 0, got {self.value_regularization}",
-        )
-        require(self.init_std >= 0, "fusion", f"init_std must be >= 0, got {self.init_std}")
+from adaptlab.methods.configs.fusion import FusionConfig
 
 
 class FusionLayer(nn.Module):
@@ -94,23 +61,3 @@ class FusionLayer(nn.Module):
             return None
         eye = torch.eye(self.value.weight.shape[0], device=self.value.weight.device)
         return self.value_regularization * (self.value.weight - eye).pow(2).sum()
-
-
-def apply(
-    model: nn.Module, backbone: Backbone, config: FusionConfig, ctx: ApplyContext
-) -> MethodResult:
-    raise ConfigError(
-        "fusion combines trained adapters: adaptlab.add_fusion(model, Fuse(...)), or "
-        "adaptlab train --method fusion --adapters RUN,RUN,..."
-    )
-
-
-register(
-    Method(
-        "fusion",
-        FusionConfig,
-        apply,
-        "AdapterFusion: attention over trained adapters (--adapters), which stay frozen",
-        exclusive=True,
-    )
-)

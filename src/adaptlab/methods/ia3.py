@@ -12,43 +12,14 @@ Defaults: all three targets, learning rate 3e-3 (Liu et al. §3.3, T-Few).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from adaptlab.backbone import Backbone, get_module
 from adaptlab.errors import ConfigError
-from adaptlab.methods.config import MethodConfig, require
-from adaptlab.methods.registry import Method, register
+from adaptlab.methods.configs.ia3 import TARGETS, IA3Config
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import InputModule, Insertion, SiteModule
-
-TARGETS = {"key": "key", "value": "value", "ffn": "ffn_out"}
-"""Target -> the role of the linear layer whose output (key, value) or input (ffn) is scaled."""
-SITES = {"key": "key", "value": "value", "ffn": "ffn_activation"}
-
-IA3_LR = 3e-3
-"""Liu et al. 2022 §3.3 (T-Few): learning rate 3e-3."""
-
-
-@dataclass(frozen=True)
-class IA3Config(MethodConfig):
-    """targets: which of key, value, ffn (the FFN's intermediate activation) are rescaled."""
-
-    name = "ia3"
-    default_learning_rate = IA3_LR
-    targets: tuple[str, ...] = ("key", "value", "ffn")
-
-    def __post_init__(self) -> None:
-        require(len(self.targets) > 0, "ia3", "targets must name at least one of key, value, ffn")
-        for target in self.targets:
-            require(
-                target in TARGETS,
-                "ia3",
-                f"unknown target {target!r}; targets: {', '.join(TARGETS)}",
-            )
-        require(len(set(self.targets)) == len(self.targets), "ia3", "a target is given twice")
 
 
 def _refuse_zero(scale: torch.Tensor, layer: str) -> None:
@@ -126,14 +97,3 @@ def apply(
             )
             result.insertions.append(Insertion(name, module))
     return result
-
-
-register(
-    Method(
-        "ia3",
-        IA3Config,
-        apply,
-        "(IA)3: learned rescaling of keys, values and the FFN activation (+ head)",
-        sites=lambda config: frozenset(SITES[t] for t in config.targets),
-    )
-)

@@ -27,9 +27,6 @@ from adaptlab.methods.bottleneck import Bottleneck
 from adaptlab.methods.results import ApplyContext
 from adaptlab.methods.site import InputModule, Insertion, SiteModule
 
-SITES = ("embeddings", "output_embeddings")
-"""What an invertible adapter modifies, for the check that two methods do not share a site."""
-
 
 class InvertibleCoupling(SiteModule):
     """A(e) on the embedding layer's output; `inverse` is A^-1."""

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import nn
 
 from adaptlab.backbone import Backbone
 from adaptlab.errors import ConfigError
-from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.configs.lnfit import LNFitConfig
 from adaptlab.methods.params import norm_names, parameters_under
-from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
-
-
-@dataclass(frozen=True)
-class LNFitConfig(MethodConfig):
-    """LN-tuning has no options."""
-
-    name = "lnfit"
 
 
 def apply(
@@ -28,6 +18,3 @@ def apply(
     if not norms:
         raise ConfigError(f"lnfit: {backbone.model_class} has no LayerNorm or RMSNorm parameters")
     return MethodResult(groups={"norms": norms})
-
-
-register(Method("lnfit", LNFitConfig, apply, "LayerNorm / RMSNorm parameters only (+ head)"))

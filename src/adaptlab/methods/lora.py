@@ -17,40 +17,18 @@ Merging writes f ⊙ (W + s B A) into W and keeps the norm it used, so unmerging
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from adaptlab.backbone import ROLES, Backbone, get_module
+from adaptlab.backbone import Backbone, get_module
 from adaptlab.errors import ConfigError
-from adaptlab.methods.config import ADDED, MethodConfig, check_positive_int, require
+from adaptlab.methods.config import require
+from adaptlab.methods.configs.lora import LoRAConfig
 from adaptlab.methods.dora import DoRAOutput
-from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, SiteModule
-
-
-@dataclass(frozen=True)
-class LoRAConfig(MethodConfig):
-    """rank r, scaling alpha / r, dropout on the LoRA input, target roles in each block; dora:
-    a learned magnitude per output (DoRA)."""
-
-    name = "lora"
-    rank: int = 8
-    alpha: float = 8.0
-    dropout: float = 0.0
-    targets: tuple[str, ...] = ("query", "value")
-    dora: bool = field(default=False, metadata=ADDED)
-
-    def __post_init__(self) -> None:
-        check_positive_int("lora", "rank", self.rank)
-        require(self.alpha > 0, "lora", f"alpha must be > 0, got {self.alpha!r}")
-        require(0 <= self.dropout < 1, "lora", f"dropout must be in [0, 1), got {self.dropout!r}")
-        require(len(self.targets) > 0, "lora", "targets must name at least one role")
-        for role in self.targets:
-            require(role in ROLES, "lora", f"unknown target {role!r}; roles: {', '.join(ROLES)}")
 
 
 class LoRA(SiteModule):
@@ -147,14 +125,3 @@ def apply(
         lora = LoRA(layer, config, ctx.generator(target))
         result.insertions.append(Insertion(target, lora, reads=target))
     return result
-
-
-register(
-    Method(
-        "lora",
-        LoRAConfig,
-        apply,
-        "low-rank update of chosen linear layers (default query, value); dora: DoRA",
-        sites=lambda config: frozenset(config.targets),
-    )
-)

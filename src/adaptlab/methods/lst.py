@@ -33,34 +33,11 @@ from torch.nn import functional as F
 
 from adaptlab.backbone import Backbone, get_module
 from adaptlab.errors import ConfigError
-from adaptlab.methods.config import MethodConfig, check_positive_int, require
+from adaptlab.methods.config import require
+from adaptlab.methods.configs.lst import LSTConfig
 from adaptlab.methods.prefix import attention_module
-from adaptlab.methods.registry import Method, register
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, SiteModule
-
-LST_LR = 3e-3
-"""Sung et al. 2022 §4.1: learning rate 3e-3 for LST."""
-
-
-@dataclass(frozen=True)
-class LSTConfig(MethodConfig):
-    """reduction_factor r (side width d / r); gate_temperature T; dropout in the side layers."""
-
-    name = "lst"
-    default_learning_rate = LST_LR
-    reduction_factor: int = 8
-    gate_temperature: float = 0.1
-    dropout: float = 0.1
-
-    def __post_init__(self) -> None:
-        check_positive_int("lst", "reduction_factor", self.reduction_factor)
-        require(
-            self.gate_temperature > 0,
-            "lst",
-            f"gate_temperature must be > 0, got {self.gate_temperature!r}",
-        )
-        require(0 <= self.dropout < 1, "lst", f"dropout must be in [0, 1), got {self.dropout!r}")
 
 
 @dataclass
@@ -213,14 +190,3 @@ def apply(
         reads = block.name if block.index == 0 else None
         result.insertions.append(Insertion(block.name, ladder, reads=reads))
     return result
-
-
-register(
-    Method(
-        "lst",
-        LSTConfig,
-        apply,
-        "Ladder Side-Tuning: a side network r times narrower reads the frozen blocks (+ head)",
-        exclusive=True,
-    )
-)

@@ -22,6 +22,7 @@ from adaptlab.errors import AdapterFileError, AdaptlabError
 from adaptlab.jsonfile import parse_json
 from adaptlab.methods.blocks import Composition, composition_names, parse_composition
 from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.configs.fusion import FUSION, fusion_config
 from adaptlab.methods.registry import make_config
 from adaptlab.tasks import RUN_TASK_KINDS
 from adaptlab.version import __version__
@@ -266,9 +267,9 @@ class _Fields:
             _refuse_non_finite(item["config"], self.path, where)
             try:
                 if kind == "fusion":
-                    if item["name"] != "fusion":
-                        raise AdapterFileError(f"{where} of a fusion must be 'fusion'")
-                    configs.append(make_config("fusion", item["config"]))
+                    if item["name"] != FUSION:
+                        raise AdapterFileError(f"{where} of a fusion must be {FUSION!r}")
+                    configs.append(fusion_config(item["config"]))
                 else:
                     configs.append(make_config(item["name"], item["config"]))
             except AdaptlabError as error:

@@ -1,6 +1,7 @@
 """Folding a running adapter's mergeable modules into the weights, and taking them out again.
 
-Merging is something a method declares (`SiteModule.mergeable`: LoRA, DoRA, (IA)3). A merged
+Merging is something a method declares: its modules say how (`SiteModule.mergeable`: LoRA,
+DoRA, (IA)3), its registration says that it can (`Method.mergeable`, for listings). A merged
 module stays in the model and the dispatchers skip it; while anything is merged, changing
 what runs is refused (the weights hold one adapter's change).
 """
@@ -14,6 +15,7 @@ from torch import nn
 from adaptlab.backbone import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
+from adaptlab.methods.registry import METHODS
 
 
 def set_merged(
@@ -28,7 +30,7 @@ def set_merged(
     if not mergeable:
         raise ConfigError(
             f"adapter {handle.name!r} ({'+'.join(handle.method_names)}) has nothing to merge; "
-            "mergeable methods: lora (DoRA too), ia3"
+            f"mergeable methods: {', '.join(METHODS.names(lambda method: method.mergeable))}"
         )
     others = {site for u in running if u is not handle for site, _, _ in u.modules()}
     for site, module in mergeable:

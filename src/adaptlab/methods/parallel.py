@@ -6,35 +6,13 @@ list): the FFN-side parallel adapter with scaling s = 4 was their best placement
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import nn
 
 from adaptlab.backbone import Backbone
 from adaptlab.methods.bottleneck import ParallelAdapter
-from adaptlab.methods.config import MethodConfig, check_activation, check_positive_int, require
-from adaptlab.methods.registry import Method, register
+from adaptlab.methods.configs.parallel import ParallelConfig
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion
-
-SITES = ("ffn_out",)
-
-
-@dataclass(frozen=True)
-class ParallelConfig(MethodConfig):
-    """hidden_size: bottleneck m; scale: s multiplying the branch."""
-
-    name = "parallel"
-    hidden_size: int = 64
-    scale: float = 4.0
-    activation: str = "relu"
-    init_std: float = 1e-2
-
-    def __post_init__(self) -> None:
-        check_positive_int("parallel", "hidden_size", self.hidden_size)
-        check_activation("parallel", self.activation)
-        require(self.scale > 0, "parallel", f"scale must be > 0, got {self.scale!r}")
-        require(self.init_std >= 0, "parallel", f"init_std must be >= 0, got {self.init_std!r}")
 
 
 def apply(
@@ -60,14 +38,3 @@ def insert_parallel(
         )
         result.insertions.append(Insertion(block.ffn_out, adapter, reads=block.ffn_in[0]))
     return result
-
-
-register(
-    Method(
-        "parallel",
-        ParallelConfig,
-        apply,
-        "parallel adapter beside the FFN, scaled by s",
-        sites=lambda config: frozenset(SITES),
-    )
-)

@@ -36,8 +36,9 @@ from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
 from adaptlab.jsonfile import parse_json
 from adaptlab.methods.adapt import DEFAULT_ADAPTER, add_adapter, delete_adapter, get_handle
+from adaptlab.methods.configs.lora import LoRAConfig
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
-from adaptlab.methods.lora import LoRA, LoRAConfig
+from adaptlab.methods.lora import LoRA
 from adaptlab.models.tensor_checks import fit_problem, read_tensor_file
 from adaptlab.paths import listed
 

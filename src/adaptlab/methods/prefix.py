@@ -21,49 +21,16 @@ Defaults: l = 30 (He et al. §4.5's prefix), MLP width 512, learning rate 1e-4.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from adaptlab.backbone import Backbone, get_module
 from adaptlab.methods.attention import check_attention
-from adaptlab.methods.config import MethodConfig, check_positive_int, require
-from adaptlab.methods.registry import Method, register
+from adaptlab.methods.config import require
+from adaptlab.methods.configs.prefix import PrefixConfig
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import AttentionModule, Insertion
-
-SITES = ("attention_prefix",)
-MAX_LENGTH, MAX_HIDDEN = 4096, 16384
-"""Bounds that keep a manifest from asking for absurd allocations (Li & Liang use l <= 200)."""
-
-
-@dataclass(frozen=True)
-class PrefixConfig(MethodConfig):
-    """length l of the prefix; reparameterize: train it through an MLP of width
-    reparam_hidden (folded away when saved)."""
-
-    name = "prefix"
-    length: int = 30
-    reparameterize: bool = True
-    reparam_hidden: int = 512
-
-    def __post_init__(self) -> None:
-        check_prefix("prefix", "length", self.length, "reparam_hidden", self.reparam_hidden)
-
-    def folded(self) -> PrefixConfig:
-        return replace(self, reparameterize=False)
-
-
-def check_prefix(
-    method: str, length_option: str, length: int, hidden_option: str, hidden: int
-) -> None:
-    """A prefix length and an MLP width: positive and within `MAX_LENGTH`, `MAX_HIDDEN`."""
-    check_positive_int(method, length_option, length)
-    check_positive_int(method, hidden_option, hidden)
-    require(length <= MAX_LENGTH, method, f"{length_option} must be at most {MAX_LENGTH}")
-    require(hidden <= MAX_HIDDEN, method, f"{hidden_option} must be at most {MAX_HIDDEN}")
 
 
 class PrefixEncoder(nn.Module):
@@ -156,14 +123,3 @@ def apply(
     model: nn.Module, backbone: Backbone, config: PrefixConfig, ctx: ApplyContext
 ) -> MethodResult:
     return MethodResult(insertions=insert_prefixes(model, backbone, config, ctx, "prefix"))
-
-
-register(
-    Method(
-        "prefix",
-        PrefixConfig,
-        apply,
-        "prefix tuning: l learned keys and values in every attention (+ head)",
-        sites=lambda config: frozenset(SITES),
-    )
-)

@@ -25,7 +25,7 @@ from adaptlab.study.spec import StudySpec
 from adaptlab.study.spec_methods import MethodEntry
 from adaptlab.train.adapters import as_adapter_name
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec
+from adaptlab.train.spec import RunSpec
 from adaptlab.train.transfer import ZeroShotTarget
 
 RUN_REFERENCE = "run:"

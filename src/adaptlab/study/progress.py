@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
-from adaptlab.study.executors import Outcome
-from adaptlab.study.planner import PlannedRun
 from adaptlab.train.choice import choose_metric
+
+if TYPE_CHECKING:
+    from adaptlab.study.executors import Outcome
+    from adaptlab.study.planner import PlannedRun
 
 
 def format_duration(seconds: float) -> str:

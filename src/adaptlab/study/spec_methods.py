@@ -9,7 +9,8 @@ from typing import Annotated, Any
 from pydantic import Field, PlainValidator, PositiveInt, model_validator
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods.compose import resolve
+from adaptlab.methods.compose import fusion_in, resolve
+from adaptlab.methods.configs.fusion import FUSION
 from adaptlab.study.spec_fields import LearningRates, StrictModel, options_label
 
 MethodParts = tuple[tuple[str, dict[str, Any]], ...]
@@ -42,8 +43,10 @@ def _method_parts(value: object) -> MethodParts:
             "a method is a name (houlsby, lora+bitfit), {name: {option: value}}, "
             "or {method: ..., epochs: ...}"
         )
+    method = [{name: options} for name, options in parts]
     try:
-        resolve([{name: options} for name, options in parts], {})
+        if fusion_in(method) is None:
+            resolve(method, {})
     except ConfigError as error:
         raise ValueError(str(error)) from None
     return parts
@@ -99,7 +102,7 @@ class MethodEntry(StrictModel):
     @property
     def is_fusion(self) -> bool:
         """Whether the method is `fusion` alone (it fuses the adapters `adapters` names)."""
-        return [name for name, _ in self.method] == ["fusion"]
+        return [name for name, _ in self.method] == [FUSION]
 
     @property
     def references(self) -> tuple[str, ...]:

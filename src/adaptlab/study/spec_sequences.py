@@ -12,8 +12,8 @@ from adaptlab.data.builtin import BUILTINS
 from adaptlab.errors import ConfigError
 from adaptlab.study.spec_data import DataEntry
 from adaptlab.study.spec_fields import StrictModel, options_label
-from adaptlab.train.continual.spec import LM_STRATEGIES
-from adaptlab.train.continual.strategy import StrategyConfig, strategy_config
+from adaptlab.train.continual.registry import STRATEGIES, strategies_for, strategy_config
+from adaptlab.train.continual.strategy import StrategyConfig
 
 
 def _strategy_parts(value: object) -> tuple[str, dict[str, Any]]:
@@ -76,11 +76,11 @@ def check_stage(entry: DataEntry) -> None:
 
 
 def check_lm_strategies(entries: Sequence[StrategyEntry]) -> None:
-    """A causal-LM sequence takes only the strategies that work on a language model."""
+    """A causal-LM sequence takes only the strategies that declare that objective."""
     for entry in entries:
-        name = entry.strategy[0]
-        if name not in LM_STRATEGIES:
+        strategy = STRATEGIES.get(entry.strategy[0])
+        if "causal-lm" not in strategy.objectives:
             raise ValueError(
-                f"strategy {name} is for classification sequences; objective: "
-                f"causal-lm takes {', '.join(LM_STRATEGIES)}"
+                f"strategy {strategy.name} is for {' and '.join(strategy.objectives)} "
+                f"sequences; objective: causal-lm takes {', '.join(strategies_for('causal-lm'))}"
             )

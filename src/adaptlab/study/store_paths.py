@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 from adaptlab.errors import ConfigError
 from adaptlab.paths import Inputs, check_apart, check_writable, has_prefix
 from adaptlab.study.lock import lock_path
-from adaptlab.study.store_connection import connect
+from adaptlab.study.store_connection import cannot_open, connect
 from adaptlab.study.store_schema import SQLITE_HEADER, foreign_problem
 
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -35,8 +36,11 @@ def check_store_path(path: Path, inputs: Inputs = ()) -> None:
     if path.exists() and path.stat().st_size:
         if not has_prefix(path, SQLITE_HEADER):
             raise ConfigError(f"{path} is not an adaptlab results store (not an SQLite file)")
-        with closing(connect(path, read_only=True)) as db:
-            problem = foreign_problem(db, path)
+        try:
+            with closing(connect(path, read_only=True)) as db:
+                problem = foreign_problem(db, path)
+        except sqlite3.DatabaseError as error:  # a damaged file behind an SQLite header
+            raise ConfigError(cannot_open(path, error)) from None
         if problem:
             raise ConfigError(problem)
     check_apart(path, "results store", inputs)

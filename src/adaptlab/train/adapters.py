@@ -30,9 +30,9 @@ from adaptlab.train.spec import RunSpec
 def attach_adapters(model: nn.Module, spec: RunSpec) -> AdaptHandle:
     """The adapter `spec` trains, added to `model` with the frozen ones it builds on."""
     seed = spec.train.seed
-    if spec.fuse:
+    if spec.fusion is not None:
         names = load_frozen(model, spec.fuse)
-        add_fusion(model, Fuse(*names), name=DEFAULT_FUSION, seed=seed, **spec.methods[0].to_dict())
+        add_fusion(model, Fuse(*names), name=DEFAULT_FUSION, seed=seed, **spec.fusion.to_dict())
         return train_adapter(model, DEFAULT_FUSION)
     if spec.stack:
         names = load_frozen(model, spec.stack)

@@ -1,10 +1,11 @@
-"""What defines one training run: model, data, validated method configs and training settings.
+"""What defines one training run: model, data, validated method configs (or the fusion it
+trains over adapters) and training settings.
 
 A run's id (`adaptlab.study.planner.run_id`) hashes `RunSpec.to_dict()`, so that dict is a
 stored contract: the seven fields below always write exactly what they wrote in adaptlab 0.1.0,
 and a field added later writes itself only when it differs from its default. Adding a field
 with a default therefore keeps the id of every existing run, and a results store keeps
-resuming.
+resuming. A fusion run's `fusion` is written in `methods`, as the run's one method.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods.compose import MethodSpec, check_combination, resolve
+from adaptlab.methods.compose import MethodSpec, check_combination, fusion_in, resolve
 from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.configs.fusion import FusionConfig
 from adaptlab.methods.registry import make_config
 from adaptlab.tasks import MLM
 from adaptlab.train.config import TrainConfig
@@ -24,12 +26,15 @@ from adaptlab.train.transfer import ZeroShotTarget
 
 _CORE = ("model", "data", "methods", "train_size", "train", "data_options", "device")
 """The fields every spec writes, in this order (adaptlab 0.1.0's form)."""
+_WRITTEN_AS_METHOD = ("fusion",)
+"""Fields a record writes as the run's method (a fusion run names `fusion` in `methods`)."""
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that defines a run. `methods` are validated configs: `RunSpec.build` takes a
-    method as users write it (`"houlsby"`, `"lora+bitfit"`, `{"lora": {"rank": 4}}`, a list)."""
+    method as users write it (`"houlsby"`, `"lora+bitfit"`, `{"lora": {"rank": 4}}`, a list).
+    A fusion run has no methods: its `fusion` trains over the adapters of `fuse`."""
 
     model: str
     data: str
@@ -39,7 +44,9 @@ class RunSpec:
     data_options: Mapping[str, Any] = field(default_factory=dict)
     device: str = "cpu"
     fuse: tuple[str, ...] = ()
-    """Adapter (or run) folders that a fusion run fuses; its method is `fusion`."""
+    """Adapter (or run) folders that a fusion run fuses."""
+    fusion: FusionConfig | None = None
+    """The fusion layers a fusion run trains over `fuse` (instead of methods)."""
     stack: tuple[str, ...] = ()
     """Adapter (or run) folders that run, frozen, below the adapter this run trains."""
     zero_shot: tuple[ZeroShotTarget, ...] = ()
@@ -53,12 +60,18 @@ class RunSpec:
                 f"RunSpec.methods must be a tuple of method configs, got {self.methods!r}; "
                 "RunSpec.build takes method names such as 'lora+bitfit'"
             )
-        check_combination(self.methods)
         for name in ("fuse", "stack"):
             folders = getattr(self, name)
             if not isinstance(folders, tuple) or not all(isinstance(f, str) and f for f in folders):
                 raise ConfigError(f"RunSpec.{name} must be a tuple of folders, got {folders!r}")
-        fusion = self.methods[0].name == "fusion"
+        if self.fusion is None:
+            check_combination(self.methods)
+        elif not isinstance(self.fusion, FusionConfig) or self.methods:
+            raise ConfigError(
+                f"RunSpec.fusion must be a FusionConfig, in a spec without methods; got "
+                f"{self.fusion!r} beside {len(self.methods)} method(s)"
+            )
+        fusion = self.fusion is not None
         if fusion and not self.fuse:
             raise ConfigError("a fusion run needs the adapters to fuse (--adapters RUN,RUN,...)")
         if self.fuse and not fusion:
@@ -85,21 +98,32 @@ class RunSpec:
         method: MethodSpec | Sequence[MethodSpec] = "houlsby",
         **settings: Any,
     ) -> RunSpec:
-        """A spec whose method is given as users write it; `settings` are the other fields."""
+        """A spec whose method is given as users write it; `settings` are the other fields.
+
+        `fusion` (alone, with its options) is the spec's `fusion`, trained over `fuse`.
+        """
+        fusion = fusion_in(method)
+        if fusion is not None:
+            return cls(model, data, (), fusion=fusion, **settings)
         return cls(model, data, resolve(method, {}), **settings)
 
+    @property
+    def trained_configs(self) -> tuple[MethodConfig, ...]:
+        """What the run trains, as its record writes it: its methods, or its fusion."""
+        return self.methods if self.fusion is None else (self.fusion,)
+
     def learning_rate(self) -> float:
-        """The given learning rate, or the lowest default of the run's methods (App. A.2)."""
+        """The given learning rate, or the lowest default of what the run trains (App. A.2)."""
         if self.train.learning_rate is not None:
             return self.train.learning_rate
-        return min(c.default_learning_rate for c in self.methods)
+        return min(c.default_learning_rate for c in self.trained_configs)
 
     def to_dict(self) -> dict[str, Any]:
         """The fully resolved spec, JSON-ready (the learning rate resolved too)."""
         spec: dict[str, Any] = {
             "model": self.model,
             "data": self.data,
-            "methods": [{"name": c.name, "config": c.to_dict()} for c in self.methods],
+            "methods": [{"name": c.name, "config": c.to_dict()} for c in self.trained_configs],
             "train_size": self.train_size,
             "train": {**self.train.to_dict(), "learning_rate": self.learning_rate()},
             "data_options": dict(self.data_options),
@@ -107,7 +131,7 @@ class RunSpec:
         }
         for added in fields(self):
             value = getattr(self, added.name)
-            if added.name not in _CORE and value != _default(added):
+            if added.name not in (*_CORE, *_WRITTEN_AS_METHOD) and value != _default(added):
                 spec[added.name] = _plain(value)
         return spec
 
@@ -125,6 +149,9 @@ class RunSpec:
         spec.refuse_unknown((*_CORE, "fuse", "stack", "zero_shot"))
         parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
         try:
+            fusion = fusion_in([{name: options} for name, options in parts])
+            if fusion is not None:
+                parts = []  # a fusion run's one "method" is its fusion
             methods = tuple(make_config(name, options) for name, options in parts)
         except ConfigError as error:
             raise ConfigError(f"{spec.where}: {spec.prefix}methods: {error}") from None
@@ -132,6 +159,7 @@ class RunSpec:
             model=spec.text("model"),
             data=spec.text("data"),
             methods=methods,
+            fusion=fusion,
             train_size=spec.optional_integer("train_size"),
             train=_train_config(spec.object("train")),
             data_options=dict(spec.mapping("data_options", default={})),

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     import adaptlab.train.continual.replay as replay
     import adaptlab.train.continual.representation_distillation as representation_distillation
     from adaptlab.train.continual.heads import StageHeads
+    from adaptlab.train.continual.lm_strategy import TextStrategy
     from adaptlab.train.continual.metrics import (
         ContinualScores,
         average_score,
@@ -21,16 +22,17 @@ if TYPE_CHECKING:
         gem_forward_transfer,
         summarize,
     )
+    from adaptlab.train.continual.registry import (
+        StrategyEntry,
+        list_strategies,
+        make_strategy,
+        register_strategy,
+        strategy_config,
+    )
     from adaptlab.train.continual.result import SequenceResult, StageRecord
     from adaptlab.train.continual.run import SEQUENCE_FILE, run_sequence
     from adaptlab.train.continual.spec import SequenceSpec
-    from adaptlab.train.continual.strategy import (
-        Strategy,
-        StrategyConfig,
-        list_strategies,
-        make_strategy,
-        strategy_config,
-    )
+    from adaptlab.train.continual.strategy import Strategy, StrategyConfig
 
 __all__ = [
     "SEQUENCE_FILE",
@@ -41,6 +43,8 @@ __all__ = [
     "StageRecord",
     "Strategy",
     "StrategyConfig",
+    "StrategyEntry",
+    "TextStrategy",
     "average_score",
     "backward_transfer",
     "distillation",
@@ -51,6 +55,7 @@ __all__ = [
     "list_strategies",
     "make_strategy",
     "per_stage",
+    "register_strategy",
     "replay",
     "representation_distillation",
     "run_sequence",

@@ -32,14 +32,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from adaptlab.errors import ConfigError
+from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
-from adaptlab.train.continual.strategy import (
-    Strategy,
-    StrategyConfig,
-    StrategyEntry,
-    check_number,
-    register_strategy,
-)
+from adaptlab.train.continual.strategy import Strategy, StrategyConfig, check_number
 
 
 @dataclass(frozen=True)
@@ -177,7 +172,7 @@ register_strategy(
     StrategyEntry(
         "ewc",
         EWCConfig,
-        ElasticWeightConsolidation,
         "trainable tensors held near earlier stages' weights, by their Fisher information",
+        classification=ElasticWeightConsolidation,
     )
 )

@@ -14,10 +14,11 @@ from adaptlab.data import Dataset, TextEncoder
 from adaptlab.models.loading import load_model
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.heads import StageHeads
+from adaptlab.train.continual.registry import make_strategy
 from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import StageData, StageRun
-from adaptlab.train.continual.strategy import Strategy, make_strategy
+from adaptlab.train.continual.strategy import Strategy
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.history import TrainHistory
 

@@ -14,7 +14,8 @@ from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.lm_loop import perplexity, train_text_stage
 from adaptlab.train.continual.lm_stages import TextStage, TextStageRun, tokenised
-from adaptlab.train.continual.lm_strategy import TextStrategy, make_text_strategy
+from adaptlab.train.continual.lm_strategy import TextStrategy
+from adaptlab.train.continual.registry import make_text_strategy
 from adaptlab.train.continual.result import SequenceResult
 from adaptlab.train.continual.sequence import StageDone, train_sequence
 from adaptlab.train.continual.spec import SequenceSpec

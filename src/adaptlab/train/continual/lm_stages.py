@@ -6,16 +6,18 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from transformers import PreTrainedTokenizerBase
 
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
 from adaptlab.errors import DataError
 from adaptlab.train.continual.spec import SequenceSpec
+
+if TYPE_CHECKING:  # kd-logit's teacher cache collates documents without loading transformers
+    from transformers import PreTrainedTokenizerBase
 
 Document = tuple[int, ...]
 """A document's token ids, at most `max_length` of them."""

@@ -1,5 +1,6 @@
 """`adapter-per-stage`: a new named adapter for every stage, earlier ones frozen, and the test
-of stage j routed to stage j's adapter (task-id routing; Jin et al. 2022's adapter baseline).
+of stage j routed to stage j's adapter (task-id routing; Jin et al. 2022's adapter baseline),
+on either objective.
 
 Earlier stages keep their scores exactly: nothing of theirs trains again (their adapter and
 their head are frozen, the base model is never trained by an adapter method).
@@ -12,12 +13,9 @@ from dataclasses import dataclass
 from torch import nn
 
 from adaptlab.methods import set_active
-from adaptlab.train.continual.strategy import (
-    Strategy,
-    StrategyConfig,
-    StrategyEntry,
-    register_strategy,
-)
+from adaptlab.train.continual.lm_strategy import TextStrategy
+from adaptlab.train.continual.registry import StrategyEntry, register_strategy
+from adaptlab.train.continual.strategy import Strategy, StrategyConfig
 
 
 @dataclass(frozen=True)
@@ -29,6 +27,17 @@ class AdapterPerStageConfig(StrategyConfig):
 
 class AdapterPerStage(Strategy):
     """Train stage k's own adapter `stage-k`; test stage j with `stage-j`."""
+
+    def adapter_name(self, stage: int) -> str:
+        return stage_adapter(stage)
+
+    def route(self, model: nn.Module, stage: int, trained: int) -> None:
+        route_to_stage(model, stage, trained)
+
+
+class TextAdapterPerStage(TextStrategy):
+    """Train corpus k's own adapter `stage-k`; test corpus j with `stage-j` (later corpora
+    with the last one trained)."""
 
     def adapter_name(self, stage: int) -> str:
         return stage_adapter(stage)
@@ -51,7 +60,8 @@ register_strategy(
     StrategyEntry(
         "adapter-per-stage",
         AdapterPerStageConfig,
-        AdapterPerStage,
         "a new adapter per stage, earlier ones frozen; routed by stage at test time",
+        classification=AdapterPerStage,
+        causal_lm=TextAdapterPerStage,
     )
 )

@@ -5,24 +5,26 @@ With rate r, the first n examples of a stage are joined by floor(r * n) earlier 
 all: a batch of b new examples gets floor(r * (n + b)) - floor(r * n) of them, so the rate
 holds exactly over a stage and the replayed examples are spread evenly over its batches. They
 are drawn uniformly, with replacement, from the training examples of every earlier stage, and
-each is scored by its own stage's head.
+each is scored by its own stage's head. On a causal-LM sequence the same rule mixes earlier
+corpora's training documents into each batch.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from adaptlab.errors import ConfigError
+from adaptlab.train.continual.lm_strategy import TextStrategy
+from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.stages import Row, StageRun
-from adaptlab.train.continual.strategy import (
-    Strategy,
-    StrategyConfig,
-    StrategyEntry,
-    register_strategy,
-)
+from adaptlab.train.continual.strategy import Strategy, StrategyConfig
+
+if TYPE_CHECKING:
+    from adaptlab.train.continual.lm_stages import TextStageRun
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,25 @@ class Replay(Strategy):
         return rows
 
 
+class TextReplay(TextStrategy):
+    """Mix earlier corpora's documents into every stage's batches."""
+
+    config: ReplayConfig
+
+    def __init__(self, config: ReplayConfig) -> None:
+        super().__init__(config)
+        self._seen = 0
+
+    def begin(self, run: TextStageRun) -> None:
+        self._seen = 0
+
+    def replayed(self, run: TextStageRun, new_rows: int, generator: torch.Generator) -> list[Row]:
+        sizes = [len(stage.train) for stage in run.stages[: run.index]]
+        rows = replay_rows(self.config.rate, self._seen, new_rows, sizes, generator)
+        self._seen += new_rows
+        return rows
+
+
 def replay_rows(
     rate: float, seen: int, new_rows: int, sizes: list[int], generator: torch.Generator
 ) -> list[Row]:
@@ -79,5 +100,11 @@ def _locate(position: int, sizes: list[int]) -> Row:
 
 
 register_strategy(
-    StrategyEntry("replay", ReplayConfig, Replay, "earlier stages' examples join each batch")
+    StrategyEntry(
+        "replay",
+        ReplayConfig,
+        "earlier stages' examples join each batch",
+        classification=Replay,
+        causal_lm=TextReplay,
+    )
 )

@@ -26,19 +26,14 @@ import torch
 import torch.nn.functional as F
 
 from adaptlab.errors import ConfigError
+from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.representations import (
     Layers,
     student_representations,
     teacher_representations,
 )
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun, own_rows
-from adaptlab.train.continual.strategy import (
-    Strategy,
-    StrategyConfig,
-    StrategyEntry,
-    check_number,
-    register_strategy,
-)
+from adaptlab.train.continual.strategy import Strategy, StrategyConfig, check_number
 
 LAYER_CHOICES = ("last", "all")
 
@@ -155,15 +150,15 @@ register_strategy(
     StrategyEntry(
         "kd-representation",
         RepresentationDistillationConfig,
-        RepresentationDistillation,
         "hidden states kept close to the model's before the stage (MSE, cached teacher)",
+        classification=RepresentationDistillation,
     )
 )
 register_strategy(
     StrategyEntry(
         "kd-contrastive",
         ContrastiveDistillationConfig,
-        ContrastiveDistillation,
         "InfoNCE between the student's and the teacher's representations of a batch",
+        classification=ContrastiveDistillation,
     )
 )

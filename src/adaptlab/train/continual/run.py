@@ -33,8 +33,8 @@ from adaptlab.train.continual.lm_stages import stage_corpus
 from adaptlab.train.continual.metrics import summarize
 from adaptlab.train.continual.result import SequenceResult
 from adaptlab.train.continual.sequence import StageDone, train_sequence
+from adaptlab.train.continual.sequential import SequentialConfig
 from adaptlab.train.continual.spec import SequenceSpec
-from adaptlab.train.continual.strategy import SequentialConfig
 
 SEQUENCE_FILE = "sequence.json"
 SEQUENCE_FOLDER = FolderKind(

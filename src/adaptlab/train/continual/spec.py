@@ -5,21 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, resolve
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.registry import make_config
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual.strategy import StrategyConfig, strategy_config
+from adaptlab.train.continual.registry import check_objective, strategy_config
+from adaptlab.train.continual.strategy import OBJECTIVES, Objective, StrategyConfig
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import _train_config
-
-Objective = Literal["classification", "causal-lm"]
-OBJECTIVES: tuple[str, ...] = get_args(Objective)
-LM_STRATEGIES = ("sequential", "replay", "kd-logit", "adapter-per-stage")
-"""The strategies a causal-LM sequence (lifelong pretraining) takes."""
 
 
 @dataclass(frozen=True)
@@ -56,11 +52,7 @@ class SequenceSpec:
             raise ConfigError(
                 f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
             )
-        if self.objective == "causal-lm" and self.strategy.name not in LM_STRATEGIES:
-            raise ConfigError(
-                f"strategy {self.strategy.name} is for classification sequences; a causal-lm "
-                f"sequence takes {', '.join(LM_STRATEGIES)}"
-            )
+        check_objective(self.strategy.name, self.objective)
         if not self.stages or not all(isinstance(s, str) and s for s in self.stages):
             raise ConfigError("a sequence needs at least one stage (a data set name or file)")
         if self.stage_options and len(self.stage_options) != len(self.stages):

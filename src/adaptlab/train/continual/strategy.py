@@ -1,4 +1,6 @@
-"""Continual-learning strategies: small registered objects that change how a sequence trains.
+"""What a continual strategy is: a config of options and an object whose hooks change how a
+classification sequence trains (`lm_strategy.TextStrategy` holds the hooks of a causal-LM
+sequence; `registry` the strategies by name and the objectives each runs on).
 
 A strategy chooses the adapter each stage trains, may add earlier examples to a batch
 (`replayed`), add a term to the loss (`penalty`, given the student's hidden states when the
@@ -10,12 +12,11 @@ method: the method makes the adapter, the strategy decides what it learns from.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from adaptlab.errors import ConfigError
-from adaptlab.registry import Registry
 
 if TYPE_CHECKING:  # a sequence's spec reads strategy configs without torch
     import torch
@@ -23,13 +24,18 @@ if TYPE_CHECKING:  # a sequence's spec reads strategy configs without torch
 
     from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 
+Objective = Literal["classification", "causal-lm"]
+"""What a sequence's stages train for; a strategy declares the objectives it runs on."""
+OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
+
 SEQUENCE_ADAPTER = "sequence"
 """The adapter every stage trains, for strategies that keep one."""
 
 
 @dataclass(frozen=True)
 class StrategyConfig:
-    """A strategy's options; subclasses are frozen dataclasses validated on construction."""
+    """A strategy's options; subclasses are frozen dataclasses validated on construction,
+    each field an option and its default the option's default."""
 
     name: ClassVar[str]
 
@@ -89,79 +95,3 @@ def check_number(strategy: str, option: str, value: float, *, positive: bool = F
     if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
         bound = "> 0" if positive else ">= 0"
         raise ConfigError(f"{strategy}: {option} must be {bound}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class SequentialConfig(StrategyConfig):
-    """Keep fine-tuning one adapter (no options)."""
-
-    name = "sequential"
-
-
-@dataclass(frozen=True)
-class StrategyEntry:
-    """A registered strategy: its name, config class, constructor and a one-line summary."""
-
-    name: str
-    config_class: type[StrategyConfig]
-    make: Callable[[Any], Strategy]
-    description: str
-
-
-STRATEGIES: Registry[StrategyEntry] = Registry(
-    "strategy",
-    "strategies",
-    builtin={
-        "sequential": "adaptlab.train.continual.strategy",
-        "kd-logit": "adaptlab.train.continual.distillation",
-        "ewc": "adaptlab.train.continual.ewc",
-        "adapter-per-stage": "adaptlab.train.continual.per_stage",
-        "replay": "adaptlab.train.continual.replay",
-        "kd-representation": "adaptlab.train.continual.representation_distillation",
-        "kd-contrastive": "adaptlab.train.continual.representation_distillation",
-    },
-)
-"""Every strategy by name; adaptlab's own (listed first, in this order) are registered by
-their modules, imported when a strategy is first looked up."""
-
-
-def register_strategy(entry: StrategyEntry) -> StrategyEntry:
-    """Add `entry` to the registry under its name."""
-    return STRATEGIES.register(entry)
-
-
-def list_strategies() -> list[StrategyEntry]:
-    """Every strategy: adaptlab's own in listing order, then any registered from outside."""
-    return list(STRATEGIES)
-
-
-def strategy_config(name: str, options: Mapping[str, Any] | None = None) -> StrategyConfig:
-    """`name`'s validated config from plain options; one-line errors for unknown names,
-    unknown options and values of the wrong type."""
-    entry = STRATEGIES.get(name)
-    known = {f.name: f for f in fields(entry.config_class)}
-    values: dict[str, Any] = {}
-    for option, value in (options or {}).items():
-        if option not in known:
-            listed = ", ".join(known) or "none"
-            raise ConfigError(f"{name}: unknown option {option!r}; options: {listed}")
-        wanted = type(known[option].default)
-        if wanted is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if type(value) is not wanted:
-            article = "an" if wanted.__name__[0] in "aeiou" else "a"
-            raise ConfigError(
-                f"{name}: {option} must be {article} {wanted.__name__}, got {value!r}"
-            )
-        values[option] = value
-    return entry.config_class(**values)
-
-
-def make_strategy(config: StrategyConfig) -> Strategy:
-    """The strategy object for a validated config."""
-    return STRATEGIES.get(config.name).make(config)
-
-
-register_strategy(
-    StrategyEntry("sequential", SequentialConfig, Strategy, "keep fine-tuning (the baseline)")
-)

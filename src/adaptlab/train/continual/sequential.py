@@ -1,0 +1,28 @@
+"""`sequential`: one adapter keeps training, stage after stage (the forgetting baseline), on
+either objective: the plain hooks of `Strategy` and `TextStrategy`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adaptlab.train.continual.lm_strategy import TextStrategy
+from adaptlab.train.continual.registry import StrategyEntry, register_strategy
+from adaptlab.train.continual.strategy import Strategy, StrategyConfig
+
+
+@dataclass(frozen=True)
+class SequentialConfig(StrategyConfig):
+    """Keep fine-tuning one adapter (no options)."""
+
+    name = "sequential"
+
+
+register_strategy(
+    StrategyEntry(
+        "sequential",
+        SequentialConfig,
+        "keep fine-tuning (the baseline)",
+        classification=Strategy,
+        causal_lm=TextStrategy,
+    )
+)
