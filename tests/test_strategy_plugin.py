@@ -138,7 +138,8 @@ def test_a_registered_strategy_runs_a_classification_sequence(
     assert all(terms[stage] and min(terms[stage]) > 0 for stage in (0, 1))
     assert result.to_dict()["spec"]["strategy"] == {"name": "toy-shrink", "config": {"weight": 5.0}}
     plain = run_sequence(sequence(tiny_model_dir, stages, "sequential"), progress=False)
-    assert result.tests[1][0]["loss"] != plain.tests[1][0]["loss"]  # the penalty trained too
+    # the penalty trained too: the losses differ by far more than rounding
+    assert result.tests[1][0]["loss"] != pytest.approx(plain.tests[1][0]["loss"], abs=1e-3)
 
 
 def test_an_objective_a_strategy_does_not_declare_is_refused() -> None:
