@@ -7,14 +7,14 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.adaptlab-installed
 
-.PHONY: setup demo test lint assets-mpnet browser clean
+.PHONY: setup demo test lint gpu-check assets-mpnet browser clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt requirements-offline.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e ".[dev,bench,ray,serve]"
+	$(PIP) install -q -c constraints.txt -e ".[dev,bench,ray,serve,quantize]"
 	$(PIP) install -q --no-deps -r requirements-offline.txt
 	touch $(STAMP)
 
@@ -31,6 +31,11 @@ browser:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends chromium >/dev/null; fi
+
+# Everything that needs a CUDA GPU (tests and the GPU halves of the benchmarks), within
+# 8 minutes; one line and exit 0 where there is no GPU.
+gpu-check: setup
+	$(PY) benchmarks/gpu_check.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks

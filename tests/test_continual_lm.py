@@ -34,6 +34,7 @@ from adaptlab.train.continual.lm_loop import perplexity
 from adaptlab.train.continual.lm_stages import TextStage, TextStageRun, collate
 from adaptlab.train.continual.replay import ReplayConfig, TextReplay
 from adaptlab.train.continual.result import SequenceResult, StageOutcome
+from adaptlab.train.lm_head_capture import lm_head_input
 
 WORDS = {
     "finance": [
@@ -100,12 +101,16 @@ def test_merged_kl_is_the_full_kl_when_the_top_words_cover_the_vocabulary() -> N
     student = F.log_softmax(torch.randn(5, 12, generator=generator), -1)
     full = F.kl_div(student, teacher, log_target=True, reduction="sum")
     every = teacher.topk(12, dim=-1)
-    covered = merged_kl(TeacherTokens(every.indices.int(), every.values), student)
+    covered = merged_kl(
+        TeacherTokens(every.indices.int(), every.values), student.gather(1, every.indices)
+    )
     assert covered.item() == pytest.approx(full.item(), rel=1e-4)
     some = teacher.topk(4, dim=-1)
-    merged = merged_kl(TeacherTokens(some.indices.int(), some.values), student)
+    merged = merged_kl(
+        TeacherTokens(some.indices.int(), some.values), student.gather(1, some.indices)
+    )
     assert 0 < merged.item() <= full.item() + 1e-6  # merging outcomes never adds divergence
-    same = merged_kl(TeacherTokens(some.indices.int(), some.values), teacher)
+    same = merged_kl(TeacherTokens(some.indices.int(), some.values), some.values)
     assert same.item() == pytest.approx(0.0, abs=1e-5)
 
 
@@ -125,8 +130,8 @@ def test_the_teacher_cache_is_the_model_before_the_stage_and_never_changes() -> 
     rows = [(1, 0), (1, 1), (0, 2)]
     batch = collate([documents[i] for _, i in rows], 0)
     model.train()
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    first = strategy.penalty(run, rows, logits)
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
+    first = strategy.penalty(run, rows, lm_head_input(model, **inputs))
     assert first is not None and first.item() == pytest.approx(0.0, abs=1e-5)  # student = teacher
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
     for _ in range(3):
@@ -135,8 +140,7 @@ def test_the_teacher_cache_is_the_model_before_the_stage_and_never_changes() -> 
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    later = strategy.penalty(run, rows, logits)
+    later = strategy.penalty(run, rows, lm_head_input(model, **inputs))
     assert later is not None and later.item() > 1e-4  # the student moved, the teacher did not
     for cached, (ids, log_probs) in zip(strategy.teacher, before, strict=True):
         assert torch.equal(cached.ids, ids) and torch.equal(cached.log_probs, log_probs)

@@ -22,7 +22,7 @@ from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods import list_adapters
 from adaptlab.methods.compose import MethodSpec
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.mlm import hidden_states_at, masked_lm_loss
+from adaptlab.train.mlm import hidden_states_at, masked_lm_loss, masked_lm_scores
 from adaptlab.train.restore import load_trained
 from adaptlab.train.result import read_result
 from adaptlab.train.run import RunSpec, execute
@@ -181,10 +181,13 @@ def test_head_on_masked_positions_gives_the_full_forwards_logits(arch):
     assert picked.shape == (1, 4, full.shape[-1])
     torch.testing.assert_close(picked[0], full[chosen], rtol=1e-5, atol=1e-5)
     labels = ids.masked_fill(~chosen, IGNORE_INDEX)
-    loss, right, count = masked_lm_loss(model, {"input_ids": ids, "labels": labels})
+    batch = {"input_ids": ids, "labels": labels}
+    scores = masked_lm_scores(model, batch)
     expected = torch.nn.functional.cross_entropy(full[chosen], ids[chosen])
-    assert count == 4 and 0 <= right <= 4
-    torch.testing.assert_close(loss, expected)
+    assert int(scores.count) == 4
+    assert int(scores.correct) == int((full[chosen].argmax(-1) == ids[chosen]).sum())
+    torch.testing.assert_close(scores.total, expected * 4)
+    torch.testing.assert_close(masked_lm_loss(model, batch), expected)
 
 
 def test_a_language_adapters_head_leaves_the_tied_embeddings_frozen():

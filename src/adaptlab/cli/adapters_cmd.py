@@ -96,7 +96,7 @@ def export(
     out: Annotated[Path, typer.Argument(help="Folder to write.")],
     format: Annotated[str, typer.Option("--format", help="Folder format: peft.")] = "peft",
     model: BaseModel = None,
-    device: Device = "cpu",
+    device: Device = "auto",
 ) -> None:
     """Write a trained LoRA adapter in another library's format.
 

@@ -62,7 +62,7 @@ def rsa(
     split: Split = "dev",
     out: Out = None,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "cpu",
+    device: Device = "auto",
     model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
@@ -89,7 +89,7 @@ def cka(
     split: Split = "dev",
     out: Out = None,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "cpu",
+    device: Device = "auto",
     model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
@@ -130,7 +130,7 @@ def landscape(
     out: Out = None,
     batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "cpu",
+    device: Device = "auto",
     model: BaseModel = None,
     progress: Progress = True,
 ) -> None:
@@ -172,7 +172,7 @@ def fusion(
     out: Out = None,
     batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "cpu",
+    device: Device = "auto",
     model: BaseModel = None,
 ) -> None:
     """A fusion run's mean attention weight per adapter at each fusion layer, over every token.

@@ -5,6 +5,7 @@ A command's module is imported only when the command runs, so `adaptlab --help` 
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
@@ -51,6 +52,19 @@ def _options(
 
 
 _stderr = console(stderr=True)
+
+
+class _ToStderr(logging.Handler):
+    """Shows the library's notes for the user (the device a run trains on) on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _stderr.print(record.getMessage(), highlight=False, soft_wrap=True)
+
+
+_NOTES = logging.getLogger("adaptlab.device")
+if not any(isinstance(handler, _ToStderr) for handler in _NOTES.handlers):
+    _NOTES.addHandler(_ToStderr())
+    _NOTES.setLevel(logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> None:

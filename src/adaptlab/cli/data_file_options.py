@@ -3,20 +3,19 @@
 data itself, --split and --time-column.
 
 A command takes them as one parameter, `data_file: DataFileOptions = DEFAULT_DATA_FILE`, and
-`@with_data_file_options()` puts the options in its place on the command line (typer reads a
-command's options from its signature, so the decorator gives the command a signature with
-the options instead of that parameter).
+`@with_data_file_options()` puts the options in its place on the command line
+(`adaptlab.cli.option_group`).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+
+from adaptlab.cli.option_group import Command, with_option_group
 
 TextColumn = Annotated[str, typer.Option(help="Column holding the text (files).")]
 TextPairColumn = Annotated[str | None, typer.Option(help="Column holding a second text (files).")]
@@ -85,37 +84,10 @@ class DataFileOptions:
 DEFAULT_DATA_FILE = DataFileOptions()
 """Every option at its default: the `data_file` parameter's default in a command."""
 
-Command = Callable[..., None]
-
 
 def with_data_file_options(*, split: bool = False) -> Callable[[Command], Command]:
     """Give a command the data-file options in place of its `data_file` parameter; with
     `split`, also --split and --time-column."""
     names = [name for name in _OPTION_TYPES if split or name not in _SPLIT_OPTIONS]
-    options = [
-        inspect.Parameter(
-            name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=getattr(DEFAULT_DATA_FILE, name),
-            annotation=_OPTION_TYPES[name],
-        )
-        for name in names
-    ]
-
-    def decorate(command: Command) -> Command:
-        signature = inspect.signature(command, eval_str=True)
-        if _GROUP_PARAMETER not in signature.parameters:
-            raise TypeError(f"{command.__name__} has no {_GROUP_PARAMETER} parameter")
-        parameters: list[inspect.Parameter] = []
-        for parameter in signature.parameters.values():
-            parameters.extend(options if parameter.name == _GROUP_PARAMETER else [parameter])
-
-        @functools.wraps(command)
-        def run(**values: Any) -> None:
-            group = DataFileOptions(**{name: values.pop(name) for name in names})
-            command(**values, **{_GROUP_PARAMETER: group})
-
-        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-        return run
-
-    return decorate
+    options = {name: (_OPTION_TYPES[name], getattr(DEFAULT_DATA_FILE, name)) for name in names}
+    return with_option_group(_GROUP_PARAMETER, DataFileOptions, options)

@@ -42,7 +42,7 @@ def evaluate(
     batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
     max_length: MaxLength = 128,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "cpu",
+    device: Device = "auto",
     model: BaseModel = None,
     stack_swap: Annotated[
         list[str] | None,

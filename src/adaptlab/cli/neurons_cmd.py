@@ -87,7 +87,7 @@ def find(
     out: Annotated[Path, typer.Option(help="Folder for neurons.json and plots.")] = Path(
         "runs/neurons"
     ),
-    device: Device = "cpu",
+    device: Device = "auto",
 ) -> None:
     """Find each known fact's knowledge neurons and count them per layer.
 
@@ -137,7 +137,7 @@ def _scaling(
 
 @app.command("suppress")
 def suppress(
-    neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu", model: ModelOverride = None
+    neurons: NeuronsFile, seed: Seed = 0, device: Device = "auto", model: ModelOverride = None
 ) -> None:
     """Set each fact's knowledge neurons to 0 (and, separately, as many random ones).
 
@@ -150,7 +150,7 @@ def suppress(
 
 @app.command("amplify")
 def amplify(
-    neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu", model: ModelOverride = None
+    neurons: NeuronsFile, seed: Seed = 0, device: Device = "auto", model: ModelOverride = None
 ) -> None:
     """Double each fact's knowledge neurons (and, separately, as many random ones).
 
@@ -168,7 +168,7 @@ def edit(
     lambda2: Annotated[float, typer.Option(help="Weight of the new answer added.")] = LAMBDA2,
     limit: Annotated[int | None, typer.Option(help="Update only the first N facts.")] = None,
     seed: Seed = 0,
-    device: Device = "cpu",
+    device: Device = "auto",
     model: ModelOverride = None,
 ) -> None:
     """Update each fact <h, r, t> to <h, r, t'> through its neurons' value slots.
@@ -185,7 +185,7 @@ def edit(
 
 @app.command("erase")
 def erase(
-    neurons: NeuronsFile, seed: Seed = 0, device: Device = "cpu", model: ModelOverride = None
+    neurons: NeuronsFile, seed: Seed = 0, device: Device = "auto", model: ModelOverride = None
 ) -> None:
     """Erase the relation: zero the value slots of all its facts' neurons.
 

@@ -22,7 +22,21 @@ DataOption = Annotated[
         "wnut16-ner, slovenian-opinions), a CSV / TSV / JSONL / BIO file or folder, or hf:NAME.",
     ),
 ]
-Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
+
+
+def _device(value: str) -> str:
+    """Option callback: the device, checked, with "auto" resolved to the best one here."""
+    from adaptlab.models.device import torch_device
+
+    return str(torch_device(value))
+
+
+Device = Annotated[
+    str,
+    typer.Option(
+        help="auto (CUDA, then MPS, then the CPU), cpu, cuda, cuda:N or mps.", callback=_device
+    ),
+]
 BaseModel = Annotated[
     str | None,
     typer.Option(

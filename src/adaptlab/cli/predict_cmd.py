@@ -28,7 +28,7 @@ def predict(
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON object per line.")] = False,
     batch_size: Annotated[int, typer.Option(help="Prediction batch size.", callback=positive)] = 64,
     max_length: MaxLength = 128,
-    device: Device = "cpu",
+    device: Device = "auto",
     model: BaseModel = None,
 ) -> None:
     """Predict a label and its probability for every line of a file (or stdin).

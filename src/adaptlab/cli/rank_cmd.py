@@ -100,7 +100,7 @@ def rank_models(
         Path | None, typer.Option("--json", help="Also write results here.")
     ] = None,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "cpu",
+    device: Device = "auto",
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Score candidate models for a data set with transferability estimators; print the ranking.

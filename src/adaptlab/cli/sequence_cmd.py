@@ -18,6 +18,7 @@ from adaptlab.cli.options import (
     positive,
     seed,
 )
+from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import (
     SEQUENCE_FILE,
@@ -27,8 +28,10 @@ from adaptlab.train.continual import (
     list_strategies,
     run_sequence,
 )
+from adaptlab.train.scale import Scale
 
 
+@with_scale_options()
 def sequence(
     model: Annotated[str, typer.Option(help="minilm-l6, mpnet-base, a HF name or a folder.")],
     stages: Annotated[
@@ -90,7 +93,8 @@ def sequence(
     seed: Annotated[
         int, typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed)
     ] = 0,
-    device: Device = "cpu",
+    device: Device = "auto",
+    scale: Scale = AUTO_SCALE,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
@@ -126,6 +130,7 @@ def sequence(
             seed=seed,
         ),
         device=device,
+        scale=scale,
         single_stage=single_stage,
         objective=objective,
     )

@@ -34,7 +34,7 @@ def serve(
     max_texts: Annotated[int, typer.Option(help="Most texts in one request.")] = 64,
     max_chars: Annotated[int, typer.Option(help="Most characters in one text.")] = 10_000,
     max_length: MaxLength = 128,
-    device: Device = "cpu",
+    device: Device = "auto",
     ray: Annotated[bool, typer.Option("--ray", help="Deploy with Ray Serve.")] = False,
     replicas: Annotated[int, typer.Option(help="Ray Serve replicas (with --ray).")] = 1,
     address: Annotated[

@@ -23,6 +23,7 @@ from adaptlab.cli.options import (
     positive,
     seed,
 )
+from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
 from adaptlab.errors import ConfigError
 from adaptlab.methods.configs.fusion import FUSION
 from adaptlab.methods.registry import METHODS
@@ -30,6 +31,7 @@ from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.frozen_cache import MODES
 from adaptlab.train.run import RunSpec, execute
+from adaptlab.train.scale import Scale
 
 
 def method_help() -> str:
@@ -50,6 +52,7 @@ def cache_mode(value: str) -> str:
 
 
 @with_data_file_options(split=True)
+@with_scale_options()
 def train(
     model: Annotated[
         str,
@@ -97,7 +100,8 @@ def train(
         typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed),
     ] = 0,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "cpu",
+    device: Device = "auto",
+    scale: Scale = AUTO_SCALE,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     frozen_cache: Annotated[
@@ -126,6 +130,9 @@ def train(
 
         adaptlab train --model minilm-l6 --data reviews.csv --method houlsby \\
             --stack runs/lang-en --out runs/task
+
+        adaptlab train --model ./llama-3-8b --data reviews.csv --method lora -o rank=16 \\
+            --quantize nf4 --gradient-checkpointing --out runs/qlora     # QLoRA on one GPU
     """
     spec = RunSpec.build(
         model,
@@ -142,6 +149,7 @@ def train(
         ),
         data_options=data_file.load_options(),
         device=device,
+        scale=scale,
         fuse=comma_separated(adapters),
         stack=comma_separated(stack),
     )

@@ -28,9 +28,10 @@ from adaptlab.methods.configs.fusion import fusion_config
 from adaptlab.methods.fusion import FusionLayer
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.params import head_parameters, inserted_name
-from adaptlab.methods.registry import get_method
+from adaptlab.methods.registry import check_base_stays_frozen, get_method
 from adaptlab.methods.results import ApplyContext
 from adaptlab.methods.state import AdapterState, attach, get_state
+from adaptlab.models.quantize import quantized_kind
 
 DEFAULT_ADAPTER = "default"
 DEFAULT_FUSION = "fusion"
@@ -57,11 +58,15 @@ def add_adapter(
     head (a copy of the model's, trained with it). `keep_initial=False` lets an adapter that
     trains pretrained weights (full, freeze, bitfit, lnfit, the head) take the model's own
     tensors instead of copies: no memory spent, but the base model cannot be given back.
+    On a quantised base (`adaptlab.models.quantize`) a method that trains its weights is refused.
     """
     configs = resolve(method, options)
     overrides = BackboneOverrides.parse(backbone)
     state = get_state(model)
     _check_new_name(state, name)
+    quantized = quantized_kind(model)
+    if quantized is not None:
+        check_base_stays_frozen(configs, quantized)
     parts = find_backbone(model, overrides)
     ctx = ApplyContext(
         seed=seed, keep_initial=keep_initial, base=state.base_tensor if state else None
@@ -283,7 +288,8 @@ def get_handle(model: nn.Module, name: str | None = None) -> AdaptHandle:
 
 
 def remove(model: nn.Module) -> None:
-    """Take every adapter out: hooks and inserted modules go, all parameters train again.
+    """Take every adapter out: hooks and inserted modules go, all parameters train again
+    (those of float dtype: a quantised base's weights cannot).
 
     The pretrained weights in place stay: those of the running adapters that trained them
     (full fine-tuning's, say), or the base model's.
@@ -292,7 +298,9 @@ def remove(model: nn.Module) -> None:
     for name in state.merged():
         unmerge(model, name)
     state.clear()
-    model.requires_grad_(True)
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            parameter.requires_grad_(True)
 
 
 @contextmanager

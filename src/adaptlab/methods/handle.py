@@ -14,6 +14,7 @@ from adaptlab.backbone import Backbone, BackboneOverrides
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.fusion import FusionLayer
 from adaptlab.methods.params import inserted_name
+from adaptlab.methods.scale import TrainingScale
 from adaptlab.methods.site import Insertion, SiteModule
 
 HEAD_GROUP = "head"
@@ -69,6 +70,9 @@ class AdaptHandle:
     no_dropout: tuple[str, ...] = ()
     """Modules that run without dropout while this adapter runs (see `MethodResult`)."""
     inserted_initial: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+    training_scale: TrainingScale | None = None
+    """How the adapter was trained (precision, base dtype, quantisation), when the run that
+    trained it said so (`record_training_scale`); its manifest's `scale`."""
 
     @property
     def model(self) -> nn.Module:
@@ -125,6 +129,14 @@ class AdaptHandle:
     def saved_configs(self) -> tuple[MethodConfig, ...]:
         """The configs the saved form loads with (see `MethodConfig.folded`)."""
         return tuple(c.folded() for c in self.configs)
+
+    def record_training_scale(
+        self, *, precision: str, base_dtype: str, quantize: str | None = None
+    ) -> None:
+        """Say how this adapter is trained, for its manifest: `precision` and `base_dtype` one of
+        fp32, bf16, fp16 ("auto" resolved first), `quantize` None, nf4 or int8. The run pipeline
+        calls it before `save_adapter`; a one-line ConfigError names a bad value."""
+        self.training_scale = TrainingScale(precision, base_dtype, quantize)
 
     def remember_start(self) -> None:
         """Keep a copy of the inserted modules' starting values (see `initial`)."""

@@ -10,11 +10,13 @@ from torch import nn
 from adaptlab.backbone import INSERTED, get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
+from adaptlab.models.quantize import float_dtype
 
 
 def put_modules(model: nn.Module, handle: AdaptHandle) -> None:
     """Put `handle`'s modules into the model, on the device and in the dtype and training
-    mode of the site they act at."""
+    mode of the site they act at (a quantised site's: that of the weights it was quantised
+    from)."""
     for site, method, module in handle.modules():
         layer = get_module(model, site)
         container = getattr(layer, INSERTED, None)
@@ -28,9 +30,9 @@ def put_modules(model: nn.Module, handle: AdaptHandle) -> None:
             container[handle.name] = nn.ModuleDict()
         modules = container[handle.name]
         assert isinstance(modules, nn.ModuleDict)
-        weight = next(layer.parameters())
+        device = next(layer.parameters()).device
         module.train(layer.training)  # the model's mode, as if it had always been there
-        modules[method] = module.to(device=weight.device, dtype=weight.dtype)
+        modules[method] = module.to(device=device, dtype=float_dtype(layer))
 
 
 def take_modules(model: nn.Module, handle: AdaptHandle) -> None:

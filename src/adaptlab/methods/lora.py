@@ -12,6 +12,8 @@ which saves training memory. The layer's output h = W x + b is reused rather tha
 y = h + (f - 1) ⊙ (h - b) + f ⊙ s B A x with f = m / ||W + s B A||, one autograd function
 (`adaptlab.methods.dora`) that keeps a single activation for the backward pass.
 Merging writes f ⊙ (W + s B A) into W and keeps the norm it used, so unmerging restores W.
+On a quantised layer (QLoRA's base, `adaptlab.models.quantize`) W is the de-quantised weight,
+the one the layer multiplies by; merging there is refused (`adaptlab.methods.merging`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from adaptlab.methods.configs.lora import LoRAConfig
 from adaptlab.methods.dora import DoRAOutput
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, SiteModule
+from adaptlab.models.quantize import dense_weight
 
 
 class LoRA(SiteModule):
@@ -46,7 +49,8 @@ class LoRA(SiteModule):
         self.scaling = config.alpha / config.rank
         self.magnitude: nn.Parameter | None = None
         if config.dora:
-            self.magnitude = nn.Parameter(_row_norms(layer.weight.detach()).to(torch.float32))
+            weight = dense_weight(layer).detach()
+            self.magnitude = nn.Parameter(_row_norms(weight).to(torch.float32))
         self._merged_norms: torch.Tensor | None = None
 
     def weight_delta(self) -> torch.Tensor:
@@ -61,10 +65,11 @@ class LoRA(SiteModule):
             return h + self.delta(x)
         assert isinstance(site, nn.Linear)
         with torch.no_grad():  # DoRA §4.3: the norm is a constant
-            norms = self._norms(site.weight)
+            weight = dense_weight(site)
+            norms = self._norms(weight)
         if self.training and isinstance(self.dropout, nn.Dropout):
             dropped = self.dropout(x)  # the dropped input also goes through W, as in y' = W' x'
-            base = F.linear(dropped, site.weight)
+            base = F.linear(dropped, weight.to(dropped.dtype))
         else:
             dropped, base = x, h if site.bias is None else h - site.bias
         update = self._low_rank(dropped)

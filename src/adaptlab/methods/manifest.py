@@ -24,6 +24,8 @@ from adaptlab.methods.blocks import Composition, composition_names, parse_compos
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.configs.fusion import FUSION, fusion_config
 from adaptlab.methods.registry import make_config
+from adaptlab.methods.scale import PRECISIONS, TrainingScale
+from adaptlab.models.quantize import QUANTIZE_KINDS
 from adaptlab.tasks import RUN_TASK_KINDS
 from adaptlab.version import __version__
 
@@ -48,10 +50,11 @@ _FIELDS = {
     2: (
         "format", "format_version", "library_version", "torch_version", "transformers_version",
         "name", "kind", "methods", "backbone_overrides", "train_head", "seed", "base_model",
-        "task", "label_names", "metrics", "composition", "members", "tensors",
+        "task", "label_names", "metrics", "composition", "members", "tensors", "scale",
     ),
 }  # fmt: skip
-"""The fields of a manifest of each format version (a fusion's also has `fuses`)."""
+"""The fields of a manifest of each format version (a fusion's also has `fuses`; `scale` is
+optional, written since adaptlab learnt quantised bases)."""
 NAMED_LABELS = ("single_label", "multi_label", "token")
 """Tasks whose outputs are named labels (a regression's one output and masked LM have none)."""
 _BASE_FIELDS = ("id", "class", "model_type", "fingerprint")
@@ -98,6 +101,7 @@ class Manifest:
     members: dict[str, str]
     tensors: TensorInfo
     raw: dict[str, Any]
+    scale: TrainingScale | None = None
 
 
 def read_manifest_file(folder: Path) -> dict[str, Any]:
@@ -171,6 +175,7 @@ def parse_manifest(folder: Path) -> Manifest:
         members=members,
         tensors=fields.tensors(),
         raw=data,
+        scale=fields.scale(),
     )
 
 
@@ -297,6 +302,18 @@ class _Fields:
             if not _SHA256.fullmatch(digest):
                 raise self.fail("members", "an object of adapter name -> SHA-256 hex digest")
         return dict(value)
+
+    def scale(self) -> TrainingScale | None:
+        value = self.mapping("scale", optional=True)
+        if value is None:
+            return None
+        fields = _Fields(value, self.path, prefix="scale.")
+        fields.only(("precision", "base_dtype", "quantize"))
+        return TrainingScale(
+            precision=fields.choice("precision", PRECISIONS),
+            base_dtype=fields.choice("base_dtype", PRECISIONS),
+            quantize=fields.choice("quantize", (*QUANTIZE_KINDS, None)),
+        )
 
     def tensors(self) -> TensorInfo:
         info = self.mapping("tensors")

@@ -3,7 +3,8 @@
 Merging is something a method declares: its modules say how (`SiteModule.mergeable`: LoRA,
 DoRA, (IA)3), its registration says that it can (`Method.mergeable`, for listings). A merged
 module stays in the model and the dispatchers skip it; while anything is merged, changing
-what runs is refused (the weights hold one adapter's change).
+what runs is refused (the weights hold one adapter's change). A quantised layer
+(`adaptlab.models.quantize`) holds no float weight to fold into: merging there is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from adaptlab.backbone import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.registry import METHODS
+from adaptlab.models.quantize import layer_bits
 
 
 def set_merged(
@@ -25,7 +27,10 @@ def set_merged(
     if handle not in running:
         raise ConfigError(f"merge: adapter {handle.name!r} is not active")
     mergeable = [
-        (i.site, i.module) for ins in handle.insertions.values() for i in ins if i.module.mergeable
+        (method, i.site, i.module)
+        for method, ins in handle.insertions.items()
+        for i in ins
+        if i.module.mergeable
     ]
     if not mergeable:
         raise ConfigError(
@@ -33,11 +38,17 @@ def set_merged(
             f"mergeable methods: {', '.join(METHODS.names(lambda method: method.mergeable))}"
         )
     others = {site for u in running if u is not handle for site, _, _ in u.modules()}
-    for site, module in mergeable:
+    for method, site, _ in mergeable:
         if site in others:
             raise ConfigError(
                 f"merge: another active adapter also acts at {site!r}; merge needs it alone"
             )
+        bits = layer_bits(get_module(model, site))
+        if merge and bits is not None:
+            raise ConfigError(
+                f"cannot merge {method} into a {bits} base; load the full-precision base to merge"
+            )
+    for _, site, module in mergeable:
         if module.merged != merge:
             layer = get_module(model, site)
             (module.merge_into if merge else module.unmerge_from)(layer)

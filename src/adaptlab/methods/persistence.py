@@ -17,6 +17,11 @@ says one was trained and as many label names as that head has outputs.
 Tensor names in the file do not depend on the adapter's name: an inserted module's
 parameters are stored as ``<site>.adaptlab_<method>.<param>`` (what format 1 wrote too) and
 pretrained-weight copies under the model's own parameter names.
+
+The manifest's optional `scale` says how the adapter was trained (precision, the frozen base's
+dtype, its quantisation: `AdaptHandle.record_training_scale`). The base's fingerprint is that
+of its original weights even on a quantised base (`adaptlab.models.quantize`), so an adapter
+trained on a 4-bit base loads onto the full-precision one, and the reverse.
 """
 
 from __future__ import annotations
@@ -167,6 +172,7 @@ def _write(handle: AdaptHandle, folder: Path, about: Mapping[str, Any]) -> str:
             "bytes": tensor_path.stat().st_size,
             "sha256": checksum,
         },
+        **({"scale": handle.training_scale.to_dict()} if handle.training_scale else {}),
     }
     atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2).encode())
     return checksum
@@ -223,6 +229,7 @@ def load_adapter(
     labels = manifest.label_names
     outputs = getattr(config, "num_labels", None)
     sized = len(labels) if train_head and labels and len(labels) == outputs else None
+    handle.training_scale = manifest.scale
     problem = _fill(handle, tensors, sized)
     if problem:
         delete_adapter(model, name)

@@ -9,13 +9,14 @@ time the method is applied.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.config import MethodConfig, build_config
 from adaptlab.methods.configs.fusion import FUSION, FUSION_ENTRY, NOT_A_METHOD, FusionEntry
+from adaptlab.models.quantize import BITS
 from adaptlab.registry import Registry
 
 if TYPE_CHECKING:  # the registry itself loads no torch: records read method configs by name
@@ -46,6 +47,11 @@ class Method:
     """True for methods that cannot be combined with any other (full, head, lst)."""
     mergeable: bool = False
     """True for methods `adaptlab.merge` folds into the weights (lora, ia3)."""
+    trains_base_weights: bool = False
+    """True for methods whose trained parameters are the base model's own weights (full,
+    freeze, bitfit, lnfit): a quantised base, which stays frozen, refuses them. Norms a method
+    trains beside the modules it inserts (houlsby's) and the task head keep their precision
+    on a quantised base and do not count."""
 
     def apply(
         self, model: nn.Module, backbone: Backbone, config: Any, ctx: ApplyContext
@@ -55,8 +61,14 @@ class Method:
         return code.apply(model, backbone, config, ctx)  # type: ignore[no-any-return]
 
     def supports(self) -> str:
-        """What the method goes with, in words: 'alone' or 'combines', and 'merges'."""
-        return ("alone" if self.exclusive else "combines") + (", merges" if self.mergeable else "")
+        """What the method goes with, in words: 'alone' or 'combines', 'merges', and
+        'full-precision base' for one that trains the base's weights."""
+        words = ["alone" if self.exclusive else "combines"]
+        if self.mergeable:
+            words.append("merges")
+        if self.trains_base_weights:
+            words.append("full-precision base")
+        return ", ".join(words)
 
 
 BUILTIN_METHODS = (
@@ -104,6 +116,19 @@ def get_method(name: str) -> Method:
     if name == FUSION:
         raise ConfigError(NOT_A_METHOD)
     return METHODS.get(name)
+
+
+def check_base_stays_frozen(configs: Sequence[MethodConfig], kind: str) -> None:
+    """One line naming the first method of `configs` that trains the base model's weights,
+    which a base quantised to `kind` (nf4, int8) or kept in half precision (bf16, fp16) keeps
+    frozen; fusion trains over adapters."""
+    for config in configs:
+        if config.name != FUSION and get_method(config.name).trains_base_weights:
+            frozen = METHODS.names(lambda method: not method.trains_base_weights)
+            raise ConfigError(
+                f"{config.name} trains the base model's weights, which a {BITS.get(kind, kind)} "
+                f"base keeps frozen; use the full-precision base, or one of {', '.join(frozen)}"
+            )
 
 
 def make_config(name: str, options: Mapping[str, Any] | None = None) -> MethodConfig:

@@ -16,6 +16,7 @@ from torch import nn
 
 from adaptlab.backbone import get_module
 from adaptlab.errors import ConfigError
+from adaptlab.models.quantize import logical_numel
 
 Slot = tuple[nn.Module, str]
 
@@ -27,7 +28,8 @@ class BaseWeights:
         self._slots = _parameter_slots(model)
         self._originals: dict[str, nn.Parameter | None] = {}
         """Base weights of the slots some adapter owns; None where keep_initial=False took it."""
-        self.parameter_count = sum(_param(slots).numel() for slots in self._slots.values())
+        self.parameter_count = sum(logical_numel(_param(slots)) for slots in self._slots.values())
+        """Weights of the base model, a quantised layer's counted as the ones it stands for."""
 
     @property
     def names(self) -> list[str]:

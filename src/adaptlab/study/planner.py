@@ -120,6 +120,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                 train=train,
                 data_options=source.data.options.as_kwargs(),
                 device=spec.device,
+                scale=spec.scale,
             )
             planned = PlannedRun(
                 run_id(run_spec),
@@ -172,6 +173,7 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                     train=train,
                     data_options=options.as_kwargs(),
                     device=spec.device,
+                    scale=spec.scale,
                     fuse=tuple(folders) if entry.adapters else (),
                     stack=tuple(folders) if entry.stack else (),
                     zero_shot=targets,

@@ -89,6 +89,7 @@ def plan_sequences(spec: StudySpec, base: Path) -> list[PlannedSequence]:
                 test_size=spec.test_size,
                 train=train,
                 device=spec.device,
+                scale=spec.scale,
                 single_stage=spec.single_stage,
                 stage_options=options if any(options) else (),
                 objective=spec.objective,

@@ -10,6 +10,10 @@
     epochs: 10
     analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
     metric: macro_f1                # optional: what judges methods (default: fits the data)
+    device: auto                    # the best device here (cuda, mps, cpu), or one named
+    precision: auto                 # bf16 on a GPU that has it, else fp32; or fp32, bf16, fp16
+    quantize: nf4                   # optional: a 4-bit (nf4) or 8-bit (int8) frozen base
+    gradient_checkpointing: true    # optional: recompute each layer in the backward pass
 
 A sequence study gives `sequence:` (stages in training order) and `strategies:` instead of
 `data:`; its grid is models x methods x strategies x train sizes x seeds x learning rates.
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -56,6 +60,7 @@ from adaptlab.study.spec_transfer import SourceEntry, ZeroShotEntry
 from adaptlab.study.yamlfile import read_yaml
 from adaptlab.train.continual.spec import Objective
 from adaptlab.train.metrics import METRICS
+from adaptlab.train.scale import Scale
 
 
 class Resources(StrictModel):
@@ -82,7 +87,12 @@ class StudySpec(StrictModel):
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 16
     max_length: Annotated[int, Field(ge=2)] = 128
-    device: str = "cpu"
+    device: str = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    base_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    quantize: Literal["nf4", "int8"] | None = None
+    gradient_checkpointing: bool = False
+    offload_activations: bool = False
     resources: Resources = Resources()
     analysis: list[AnalysisName] = []
     analysis_tokens: Annotated[int, Field(ge=3)] = DEFAULT_TOKENS
@@ -140,6 +150,25 @@ class StudySpec(StrictModel):
         refuse_repeated_labels("strategies", [entry.display_label for entry in values])
         return values
 
+    @property
+    def scale(self) -> Scale:
+        """How every run of the study uses its hardware ("auto" precision resolved per run)."""
+        return Scale(
+            self.precision,
+            self.base_dtype,
+            self.gradient_checkpointing,
+            self.offload_activations,
+            self.quantize,
+        )
+
+    @model_validator(mode="after")
+    def _valid_scale(self) -> StudySpec:
+        try:
+            self.scale  # noqa: B018 (validates the combination)
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+        return self
+
     @model_validator(mode="after")
     def _data_or_sequence(self) -> StudySpec:
         if not self.data and not self.sequence:
@@ -183,8 +212,8 @@ class StudySpec(StrictModel):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        if not re.fullmatch(r"cpu|mps|cuda(:[0-9]+)?", value):
-            raise ValueError(f"device must be cpu, cuda, cuda:N or mps, got {value!r}")
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:[0-9]+)?", value):
+            raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {value!r}")
         return value
 
     @field_validator("models", "train_sizes", "seeds", "analysis")

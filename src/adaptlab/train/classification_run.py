@@ -20,6 +20,7 @@ from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.result import DataInfo
 from adaptlab.train.run_objective import Tested
+from adaptlab.train.scale_model import prepare_base
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.split_record import SplitRecord
 from adaptlab.train.trained_run import TrainedRun
@@ -101,7 +102,7 @@ def prepare_classification(spec: RunSpec, device: torch.device) -> Classificatio
         spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
     )
     model: nn.Module = loaded.model
-    model.to(device)
+    prepare_base(model, spec.scale, device)
     handle = attach_adapters(model, spec)
     encoder = TextEncoder(
         loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length

@@ -51,6 +51,18 @@ class JsonObject:
             raise self._fail(key, "a string", value)
         return value
 
+    def optional_text(self, key: str, default: Any = None) -> str | None:
+        value = self._get(key, default)
+        if value is not None and not isinstance(value, str):
+            raise self._fail(key, "a string or null", value)
+        return value
+
+    def boolean(self, key: str, default: Any = REQUIRED) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise self._fail(key, "true or false", value)
+        return value
+
     def integer(self, key: str, default: Any = REQUIRED) -> int:
         value = self._get(key, default)
         if not _is_int(value):

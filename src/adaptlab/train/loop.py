@@ -5,14 +5,16 @@ The protocol of paper-effectiveness §3 / App. A.2: AdamW with a linear schedule
 a fixed number of epochs over the examples in a seeded order, evaluation on dev after every
 epoch, and the best epoch's weights kept (restored into the model at the end). A step is
 forward and loss (the objective's, plus what the running adapters add), the finite-loss check,
-backward, gradient clipping, the optimiser and the schedule.
+backward, gradient clipping, the optimiser and the schedule. The model's scale
+(`adaptlab.train.scale_model`) sets the precision the forward passes (training and dev) run
+at, with float32 copies of what trains, and whether activations wait in host memory.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -22,11 +24,14 @@ from adaptlab.errors import AdaptlabError
 from adaptlab.methods import regularization_loss
 from adaptlab.progress import Progress
 from adaptlab.train.batches import batch_count
+from adaptlab.train.checkpointing import offloaded_activations
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.history import BestEpoch, TrainHistory
 from adaptlab.train.objective import Objective
 from adaptlab.train.optimizer import optimizer_and_schedule
+from adaptlab.train.precision import Precision, keep_trained_in_float32
 from adaptlab.train.result import EpochRecord
+from adaptlab.train.scale_model import scale_of
 
 log = logging.getLogger("adaptlab.train")
 
@@ -48,7 +53,11 @@ def train_epochs(
     epoch's. `seed` (default `config.seed`) seeds the example order, the objective's draws and
     dropout."""
     seed = config.seed if seed is None else seed
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    trainable = keep_trained_in_float32(model)
+    parameters = [p for _, p in trainable]
+    scale = scale_of(model)
+    device = next(model.parameters()).device
+    precision = Precision(scale.precision, device)
     total_steps = batch_count(objective.examples, config.batch_size) * config.epochs
     optimizer, scheduler = optimizer_and_schedule(trainable, config, learning_rate, total_steps)
     generator = torch.Generator().manual_seed(seed)
@@ -65,16 +74,20 @@ def train_epochs(
         order = torch.randperm(objective.examples, generator=generator).tolist()
         for start in range(0, len(order), config.batch_size):
             batch = objective.batch(order[start : start + config.batch_size], generator)
-            loss = objective.loss(batch)
-            penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
-            if penalty is not None:
-                loss = loss + penalty
+            with precision.autocast(), _offloaded(scale.offload_activations, model):
+                loss = objective.loss(batch)
+                penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
+                if penalty is not None:
+                    loss = loss + penalty
             _stop_unless_finite(loss, f"at {place}, step {step + 1}", learning_rate, bar)
-            losses.append(_apply_step(loss, optimizer, scheduler, trainable, config.max_grad_norm))
+            if precision.step(loss, optimizer, parameters, config.max_grad_norm):
+                scheduler.step()
+            losses.append(loss.item())
             step += 1
             bar.update()
             bar.show(loss=f"{losses[-1]:.4f}")
-        dev = objective.dev()
+        with precision.autocast():
+            dev = objective.dev()
         record = EpochRecord(
             epoch=epoch,
             step=step,
@@ -93,8 +106,16 @@ def train_epochs(
         bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{shown:.4f}"})
         bar.line()
     bar.close()
+    if precision.skipped:
+        log.info("%d of %d fp16 steps skipped: their gradients overflowed", precision.skipped, step)
     best.restore()
     return history
+
+
+def _offloaded(offload: bool, model: nn.Module) -> AbstractContextManager[object]:
+    if not offload:
+        return nullcontext()
+    return offloaded_activations(next(model.parameters()).device, model.parameters())
 
 
 def _stop_unless_finite(
@@ -106,20 +127,3 @@ def _stop_unless_finite(
         raise TrainingError(
             f"loss became {loss.item()} {where}; lower the learning rate (now {learning_rate:g})"
         )
-
-
-def _apply_step(
-    loss: torch.Tensor,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    trainable: Sequence[tuple[str, nn.Parameter]],
-    max_grad_norm: float,
-) -> float:
-    """Back-propagate `loss`, clip the gradients' norm, step the optimizer and the schedule;
-    the loss as a number."""
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_([p for _, p in trainable], max_grad_norm)
-    optimizer.step()
-    scheduler.step()
-    return loss.item()

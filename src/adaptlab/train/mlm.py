@@ -10,7 +10,8 @@ embeddings: its transform and LayerNorm train with the adapter and are saved wit
 
 Only the masked positions reach the head: a forward hook on the base model keeps their
 hidden states alone, so the vocabulary-sized output (250,037 words for XLM-R's) is computed
-for 15% of the tokens instead of all of them.
+for 15% of the tokens instead of all of them, and even those logits are made a chunk of
+positions at a time and never all at once (`adaptlab.train.lm_loss`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.errors import ConfigError
 from adaptlab.tasks import MLM
+from adaptlab.train.lm_head_capture import lm_head_input
+from adaptlab.train.lm_loss import TokenLoss, linear_cross_entropy
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.objective import DevScore
 
@@ -71,20 +73,24 @@ def hidden_states_at(model: nn.Module, chosen: torch.Tensor) -> Iterator[None]:
         hook.remove()
 
 
-def masked_lm_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, int, int]:
-    """Cross-entropy over the masked tokens, how many were predicted right, how many there are."""
+def masked_lm_scores(model: nn.Module, batch: Batch) -> TokenLoss:
+    """Cross-entropy summed over the masked tokens, how many were predicted right, how many
+    there are; the head reads the masked positions only and its logits are made in chunks."""
     labels = batch["labels"]
     chosen = labels.ne(IGNORE_INDEX)
     with hidden_states_at(model, chosen):
-        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+        head = lm_head_input(model, **{k: v for k, v in batch.items() if k != "labels"})
     targets = labels[chosen]
-    if logits.shape[:2] != (1, len(targets)):
+    if head.hidden.shape[:-1] != (1, len(targets)):
         raise ConfigError(
             f"{type(model).__name__}: its LM head did not read the base model's output"
         )
-    logits = logits[0].float()
-    loss = F.cross_entropy(logits, targets)
-    return loss, int((logits.argmax(-1) == targets).sum()), len(targets)
+    return linear_cross_entropy(head.hidden[0], head.weight, head.bias, targets)
+
+
+def masked_lm_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """Mean cross-entropy over the masked tokens (`labels` other than IGNORE_INDEX)."""
+    return masked_lm_scores(model, batch).mean()
 
 
 def masked_batch(
@@ -115,9 +121,9 @@ def evaluate_mlm(
     for start in range(0, len(features), batch_size):
         indices = range(start, min(start + batch_size, len(features)))
         batch = masked_batch(encoder, features, indices, generator, device)
-        loss, right, masked = masked_lm_loss(model, batch)
-        total_loss += float(loss) * masked
-        correct, count = correct + right, count + masked
+        scores = masked_lm_scores(model, batch)
+        total_loss += float(scores.total)
+        correct, count = correct + int(scores.correct), count + int(scores.count)
     model.train(was_training)
     mean = total_loss / count
     return MlmEvaluation(mean, {MLM_METRIC: correct / count, "perplexity": math.exp(mean)})
@@ -148,7 +154,7 @@ class MaskedLm:
         return masked_batch(self.encoder, self.train_features, indices, generator, self.device)
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        return masked_lm_loss(self.model, batch)[0]
+        return masked_lm_loss(self.model, batch)
 
     def dev(self) -> DevScore:
         tested = evaluate_mlm(self.model, self.encoder, self.dev_features, self.eval_batch_size)

@@ -21,6 +21,7 @@ from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.mlm import MaskedLm, evaluate_mlm
 from adaptlab.train.result import DataInfo
 from adaptlab.train.run_objective import Tested
+from adaptlab.train.scale_model import prepare_base
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.split_record import SplitRecord
 
@@ -82,7 +83,7 @@ def prepare_masked_lm(spec: RunSpec, device: torch.device) -> MaskedLmRun:
         corpus = sample_texts(corpus, spec.train_size, spec.train.seed)
     loaded = load_model(spec.model, "masked_lm", seed=spec.train.seed)
     model: nn.Module = loaded.model
-    model.to(device)
+    prepare_base(model, spec.scale, device)
     handle = attach_adapters(model, spec)
     encoder = MaskedLmEncoder(loaded.tokenizer, spec.train.max_length)
     return MaskedLmRun(spec, model, handle, encoder, corpus)

@@ -29,6 +29,7 @@ from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.train.result import RunResult, Versions
 from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.run_objective import RunObjective
+from adaptlab.train.scale_model import announce_scale
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.trained_run import OnTrained
 
@@ -68,6 +69,12 @@ def execute(
     prepare = prepare_masked_lm if masked_lm else prepare_classification
     objective: RunObjective = prepare(spec, device)
     model, handle = objective.model, objective.handle
+    announce_scale(model)
+    if not spec.scale.is_default:  # the manifest says how the adapter was trained
+        scale = spec.scale
+        handle.record_training_scale(
+            precision=scale.precision, base_dtype=scale.base_dtype, quantize=scale.quantize
+        )
     with folder:
         log.info("run %s", json.dumps(spec.to_dict()))
         log.info("data %s", objective.description)

@@ -6,6 +6,8 @@ stored contract: the seven fields below always write exactly what they wrote in 
 and a field added later writes itself only when it differs from its default. Adding a field
 with a default therefore keeps the id of every existing run, and a results store keeps
 resuming. A fusion run's `fusion` is written in `methods`, as the run's one method.
+`device` and the scale's precision "auto" are resolved when the spec is made (on the machine
+that makes it), so a record names what the run used, and float32 CPU runs keep their ids.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, fusion_in, resolve
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.configs.fusion import FusionConfig
-from adaptlab.methods.registry import make_config
+from adaptlab.methods.registry import check_base_stays_frozen, make_config
 from adaptlab.tasks import MLM
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.jsonfields import JsonObject
+from adaptlab.train.scale import Scale, resolve_auto
 from adaptlab.train.transfer import ZeroShotTarget
 
 _CORE = ("model", "data", "methods", "train_size", "train", "data_options", "device")
@@ -42,7 +45,11 @@ class RunSpec:
     train_size: int | None = None
     train: TrainConfig = field(default_factory=TrainConfig)
     data_options: Mapping[str, Any] = field(default_factory=dict)
-    device: str = "cpu"
+    device: str = "auto"
+    """cpu, cuda, cuda:N, mps, or "auto" (the best this machine has), resolved on creation."""
+    scale: Scale = Scale()
+    """Precision ("auto" resolved on creation), base dtype or quantisation, checkpointing,
+    offloading; written when not the float32 default (the commands' default is "auto")."""
     fuse: tuple[str, ...] = ()
     """Adapter (or run) folders that a fusion run fuses."""
     fusion: FusionConfig | None = None
@@ -53,6 +60,9 @@ class RunSpec:
     """Data sets whose test split the trained run is also scored on, labels matched by name."""
 
     def __post_init__(self) -> None:
+        device, scale = resolve_auto(self.device, self.scale)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "scale", scale)
         if not isinstance(self.methods, tuple) or not all(
             isinstance(config, MethodConfig) for config in self.methods
         ):
@@ -89,6 +99,8 @@ class RunSpec:
         size = self.train_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ConfigError(f"train-size must be a positive integer, got {size!r}")
+        if self.scale.frozen_base is not None:
+            check_base_stays_frozen(self.trained_configs, self.scale.frozen_base)
 
     @classmethod
     def build(
@@ -146,7 +158,7 @@ class RunSpec:
     @classmethod
     def from_json(cls, spec: JsonObject) -> RunSpec:
         """`from_dict` of an object being read as part of a larger record."""
-        spec.refuse_unknown((*_CORE, "fuse", "stack", "zero_shot"))
+        spec.refuse_unknown((*_CORE, "scale", "fuse", "stack", "zero_shot"))
         parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
         try:
             fusion = fusion_in([{name: options} for name, options in parts])
@@ -164,6 +176,7 @@ class RunSpec:
             train=_train_config(spec.object("train")),
             data_options=dict(spec.mapping("data_options", default={})),
             device=spec.text("device", default="cpu"),
+            scale=Scale.from_json(spec.object("scale")) if "scale" in spec else Scale(),
             fuse=spec.texts("fuse", default=()),
             stack=spec.texts("stack", default=()),
             zero_shot=tuple(

@@ -15,4 +15,12 @@ class BitFitConfig(MethodConfig):
     name = "bitfit"
 
 
-register(Method("bitfit", BitFitConfig, "bias terms only (+ head)", "adaptlab.methods.bitfit"))
+register(
+    Method(
+        "bitfit",
+        BitFitConfig,
+        "bias terms only (+ head)",
+        "adaptlab.methods.bitfit",
+        trains_base_weights=True,
+    )
+)

@@ -28,5 +28,6 @@ register(
         FreezeConfig,
         "embeddings and first k blocks frozen, rest trains",
         "adaptlab.methods.freeze",
+        trains_base_weights=True,
     )
 )

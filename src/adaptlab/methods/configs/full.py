@@ -32,5 +32,6 @@ register(
         "all parameters train; mixout: p of mixout (Lee et al. 2020), replacing dropout",
         "adaptlab.methods.full",
         exclusive=True,
+        trains_base_weights=True,
     )
 )

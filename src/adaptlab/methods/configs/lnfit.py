@@ -21,5 +21,6 @@ register(
         LNFitConfig,
         "LayerNorm / RMSNorm parameters only (+ head)",
         "adaptlab.methods.lnfit",
+        trains_base_weights=True,
     )
 )

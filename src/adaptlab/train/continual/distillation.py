@@ -16,7 +16,9 @@ the full distributions 200 KB a token, so the teacher's cache keeps each positio
 is taken over those `TEACHER_TOP_K + 1` outcomes. That is the KL of the two distributions
 with the rest of the vocabulary merged into one outcome: never more than the full KL, equal
 to it when the student's tail is shaped like the teacher's, and exact in the teacher's top
-words.
+words. Neither the teacher's cache nor the student's term makes the full (tokens, vocabulary)
+logits: both go through the chunked head of `adaptlab.train.lm_loss` (top-k, and the
+log-probabilities at the teacher's words with their gradient).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from adaptlab.train.continual.lm_strategy import TextStrategy
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun, own_rows
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig, check_number
+from adaptlab.train.lm_head_capture import LmHeadInput, lm_head_input
+from adaptlab.train.lm_loss import linear_log_probs_at, linear_top_k
 
 TEACHER_TOP_K = 64
 """Words per position the causal-LM teacher cache keeps (the rest merged into one outcome)."""
@@ -139,31 +143,35 @@ class TextLogitDistillation(TextStrategy):
         self.teacher = teacher_tokens(run, self.config.temperature) if run.index else []
 
     def penalty(
-        self, run: TextStageRun, rows: Sequence[Row], logits: torch.Tensor
+        self, run: TextStageRun, rows: Sequence[Row], head: LmHeadInput
     ) -> torch.Tensor | None:
         if not self.teacher:
             return None
-        temperature = self.config.temperature
-        terms, tokens = [], 0
+        hidden, cached = [], []
         for position, (stage, index) in enumerate(rows):
-            if stage != run.index:
-                continue
-            cached = self.teacher[index]
-            count = cached.ids.shape[0]
-            student = F.log_softmax(logits[position, :count] / temperature, dim=-1)
-            terms.append(merged_kl(cached, student))
-            tokens += count
-        if not terms:
+            if stage == run.index:
+                cached.append(self.teacher[index])
+                hidden.append(head.hidden[position, : cached[-1].ids.shape[0]])
+        if not cached:
             return None
-        return self.config.weight * temperature**2 * torch.stack(terms).sum() / tokens
+        device = head.hidden.device
+        teacher = TeacherTokens(
+            torch.cat([t.ids for t in cached]).to(device),
+            torch.cat([t.log_probs for t in cached]).to(device),
+        )
+        temperature = self.config.temperature
+        student = linear_log_probs_at(
+            torch.cat(hidden), head.weight, head.bias, teacher.ids, temperature=temperature
+        )
+        kl = merged_kl(teacher, student)
+        return self.config.weight * temperature**2 * kl / teacher.ids.shape[0]
 
 
-def merged_kl(teacher: TeacherTokens, student_log_probs: torch.Tensor) -> torch.Tensor:
+def merged_kl(teacher: TeacherTokens, student_top: torch.Tensor) -> torch.Tensor:
     """Sum over positions of KL(teacher || student) over the teacher's top words and one
-    outcome for all other words; `student_log_probs` (positions, vocabulary)."""
-    device = student_log_probs.device
-    top = teacher.log_probs.to(device)
-    student_top = student_log_probs.gather(-1, teacher.ids.to(device).long())
+    outcome for all other words; `student_top` (positions, TEACHER_TOP_K) the student's
+    log-probabilities at the teacher's top words."""
+    top = teacher.log_probs.to(student_top.device)
     kl = (top.exp() * (top - student_top)).sum(-1)
     teacher_rest, student_rest = _rest(top), _rest(student_top)
     kl = kl + teacher_rest.exp() * (teacher_rest - student_rest)
@@ -189,15 +197,19 @@ def teacher_tokens(run: TextStageRun, temperature: float) -> list[TeacherTokens]
         for start in range(0, len(stage.train), run.eval_batch_size):
             documents = stage.train[start : start + run.eval_batch_size]
             batch = collate(documents, run.pad_id)
-            logits = model(
+            head = lm_head_input(
+                model,
                 input_ids=batch["input_ids"].to(device),
                 attention_mask=batch["attention_mask"].to(device),
-            ).logits
-            for row, document in enumerate(documents):
-                scaled = logits[row, : len(document) - 1].float() / temperature
-                log_probs = F.log_softmax(scaled, dim=-1)
-                top = log_probs.topk(min(TEACHER_TOP_K, log_probs.shape[-1]), dim=-1)
-                cached.append(TeacherTokens(top.indices.int().cpu(), top.values.cpu()))
+            )
+            counts = [len(document) - 1 for document in documents]
+            hidden = torch.cat([head.hidden[row, :count] for row, count in enumerate(counts)])
+            k = min(TEACHER_TOP_K, head.weight.shape[0])
+            ids, log_probs = linear_top_k(
+                hidden, head.weight, head.bias, k, temperature=temperature
+            )
+            parts = zip(ids.split(counts), log_probs.split(counts), strict=True)
+            cached.extend(TeacherTokens(i.int().cpu(), p.cpu()) for i, p in parts)
     finally:
         model.train(was_training)
     return cached

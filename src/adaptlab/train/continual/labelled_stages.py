@@ -21,6 +21,7 @@ from adaptlab.train.continual.stages import StageData, StageRun
 from adaptlab.train.continual.strategy import Strategy
 from adaptlab.train.evaluate import evaluate
 from adaptlab.train.history import TrainHistory
+from adaptlab.train.scale_model import prepare_base
 
 
 class LabelledStages:
@@ -47,7 +48,7 @@ class LabelledStages:
             spec.model, "single_label", label_names=datasets[0].label_names, seed=seed
         )
         model: nn.Module = loaded.model
-        model.to(device)
+        prepare_base(model, spec.scale, device)
         heads = StageHeads.install(model, [len(d.label_names) for d in datasets], seed)
         stages = [encode_stage(dataset, loaded.tokenizer, spec) for dataset in datasets]
         return cls(model, heads, stages, make_strategy(spec.strategy), spec)

@@ -1,6 +1,8 @@
 """Training and testing of one causal-LM stage in the epoch loop (`adaptlab.train.loop`):
 next-token cross-entropy over the batch's tokens with the strategy's replayed documents and
-penalty, the epoch of lowest dev perplexity kept; and perplexity on held-out documents."""
+penalty, the epoch of lowest dev perplexity kept; and perplexity on held-out documents. The
+loss is chunked (`adaptlab.train.lm_loss`): the (tokens, vocabulary) logits are never made whole,
+and the strategy's penalty gets the head's input rather than the logits."""
 
 from __future__ import annotations
 
@@ -8,10 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.finite import exp_or_inf
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.lm_stages import Document, TextStageRun, collate
@@ -19,6 +19,8 @@ from adaptlab.train.continual.lm_strategy import TextStrategy
 from adaptlab.train.continual.stage_objective import StageObjective
 from adaptlab.train.continual.stages import Row
 from adaptlab.train.history import TrainHistory
+from adaptlab.train.lm_head_capture import lm_head_input
+from adaptlab.train.lm_loss import next_token_loss
 from adaptlab.train.objective import DevScore
 
 PERPLEXITY = "perplexity"
@@ -36,16 +38,6 @@ class Perplexity:
         return {PERPLEXITY: self.perplexity, "tokens": float(self.tokens)}
 
 
-def next_token_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str) -> torch.Tensor:
-    """Cross-entropy of each position's logits against the next token (pads ignored)."""
-    return F.cross_entropy(
-        logits[:, :-1].flatten(0, 1).float(),
-        labels[:, 1:].flatten(),
-        ignore_index=IGNORE_INDEX,
-        reduction=reduction,
-    )
-
-
 @torch.no_grad()
 def perplexity(
     model: nn.Module, documents: Sequence[Document], pad_id: int, batch_size: int
@@ -58,12 +50,14 @@ def perplexity(
     try:
         for start in range(0, len(documents), batch_size):
             batch = collate(documents[start : start + batch_size], pad_id)
-            logits = model(
+            head = lm_head_input(
+                model,
                 input_ids=batch["input_ids"].to(device),
                 attention_mask=batch["attention_mask"].to(device),
-            ).logits
-            total += next_token_loss(logits, batch["labels"].to(device), "sum").item()
-            tokens += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+            )
+            scores = next_token_loss(head, batch["labels"].to(device))
+            total += scores.total.item()
+            tokens += int(scores.count)
     finally:
         model.train(was_training)
     loss = total / tokens
@@ -80,12 +74,13 @@ class CorpusStage(StageObjective[TextStageRun, TextStrategy]):
         term."""
         run, device = self.run, self.device
         batch = collate([run.stages[stage].train[index] for stage, index in rows], run.pad_id)
-        logits = run.model(
+        head = lm_head_input(
+            run.model,
             input_ids=batch["input_ids"].to(device),
             attention_mask=batch["attention_mask"].to(device),
-        ).logits
-        loss = next_token_loss(logits, batch["labels"].to(device), "mean")
-        extra = self.strategy.penalty(run, rows, logits)
+        )
+        loss = next_token_loss(head, batch["labels"].to(device)).mean()
+        extra = self.strategy.penalty(run, rows, head)
         return loss if extra is None else loss + extra
 
     def dev(self) -> DevScore:

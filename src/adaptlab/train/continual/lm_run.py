@@ -20,6 +20,7 @@ from adaptlab.train.continual.result import SequenceResult
 from adaptlab.train.continual.sequence import StageDone, train_sequence
 from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.history import TrainHistory
+from adaptlab.train.scale_model import prepare_base
 
 
 class CorpusStages:
@@ -76,7 +77,7 @@ def train_text_sequence(
     """Train `spec.model` as a causal LM through `corpora`, testing every corpus after each."""
     loaded = load_model(spec.model, "causal_lm", seed=spec.train.seed)
     model: nn.Module = loaded.model
-    model.to(device)
+    prepare_base(model, spec.scale, device)
     stages = [tokenised(corpus, loaded.tokenizer, spec.train.max_length) for corpus in corpora]
     strategy = make_text_strategy(spec.strategy)
     eval_batch_size = spec.train.eval_batch_size

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from adaptlab.train.continual.lm_stages import TextStageRun
     from adaptlab.train.continual.stages import Row
+    from adaptlab.train.lm_head_capture import LmHeadInput
 
 
 class TextStrategy:
@@ -37,9 +38,12 @@ class TextStrategy:
         return []
 
     def penalty(
-        self, run: TextStageRun, rows: Sequence[Row], logits: torch.Tensor
+        self, run: TextStageRun, rows: Sequence[Row], head: LmHeadInput
     ) -> torch.Tensor | None:
-        """A term added to the batch's loss; `logits` (rows, tokens, vocabulary) the student's."""
+        """A term added to the batch's loss; `head` what the student's LM head reads for the
+        batch (hidden states (rows, tokens, hidden) and the head's weight and bias), from which
+        a strategy computes what it needs of the logits a chunk at a time
+        (`adaptlab.train.lm_loss`), never all of them at once."""
         return None
 
     def route(self, model: nn.Module, stage: int, trained: int) -> None:

@@ -23,6 +23,7 @@ from adaptlab.train.continual.result import (
 from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.continual.stages import StageSplits, use_stage_adapter
 from adaptlab.train.history import TrainHistory
+from adaptlab.train.scale_model import announce_scale
 
 StageDone = Callable[[int, StageOutcome], None]
 """Called after each stage is trained and tested (and checkpointed): its index and outcome."""
@@ -79,6 +80,7 @@ def train_sequence(
     """Train `stages` in order from the first one `checkpoint` has not finished, testing every
     stage after each; the sequence's result."""
     model, seed = stages.model, spec.train.seed
+    announce_scale(model)
     outcomes = list(checkpoint.completed) if checkpoint is not None else []
     for index in range(len(outcomes)):
         use_stage_adapter(model, stages.adapter_name(index), spec.methods, seed + index)

@@ -10,11 +10,12 @@ from typing import Any
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, resolve
 from adaptlab.methods.config import MethodConfig
-from adaptlab.methods.registry import make_config
+from adaptlab.methods.registry import check_base_stays_frozen, make_config
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.registry import check_objective, strategy_config
 from adaptlab.train.continual.strategy import OBJECTIVES, Objective, StrategyConfig
 from adaptlab.train.jsonfields import JsonObject
+from adaptlab.train.scale import Scale, resolve_auto
 from adaptlab.train.spec import _train_config
 
 
@@ -33,6 +34,9 @@ class SequenceSpec:
     (`load_texts` sources: a built-in's texts, a .txt file, a text column), the model a causal
     LM trained on next-token prediction, scored by each corpus's held-out perplexity;
     `train_size` and `test_size` then count documents.
+
+    `device` "auto" and the `scale`'s precision "auto" are resolved on creation, as in
+    `RunSpec`; the scale is written only when it is not the float32 default.
     """
 
     model: str
@@ -42,12 +46,16 @@ class SequenceSpec:
     train_size: int | None = None
     test_size: int | None = None
     train: TrainConfig = field(default_factory=TrainConfig)
-    device: str = "cpu"
+    device: str = "auto"
     single_stage: bool = False
     stage_options: tuple[Mapping[str, str], ...] = ()
     objective: Objective = "classification"
+    scale: Scale = Scale()
 
     def __post_init__(self) -> None:
+        device, scale = resolve_auto(self.device, self.scale)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "scale", scale)
         if self.objective not in OBJECTIVES:
             raise ConfigError(
                 f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
@@ -71,6 +79,8 @@ class SequenceSpec:
                 raise ConfigError(
                     f"{name.replace('_', '-')} must be a positive integer, got {size!r}"
                 )
+        if self.scale.frozen_base is not None:
+            check_base_stays_frozen(self.methods, self.scale.frozen_base)
 
     @classmethod
     def build(
@@ -119,6 +129,7 @@ class SequenceSpec:
                 else {}
             ),
             **({"objective": self.objective} if self.objective != "classification" else {}),
+            **({} if self.scale.is_default else {"scale": self.scale.to_dict()}),
         }
 
     @classmethod
@@ -152,6 +163,7 @@ class SequenceSpec:
                 for item in spec.objects("stage_options", default=[])
             ),
             objective=spec.text("objective", default="classification"),  # type: ignore[arg-type]
+            scale=Scale.from_json(spec.object("scale")) if "scale" in spec else Scale(),
         )
 
 
