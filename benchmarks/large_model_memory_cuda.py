@@ -37,7 +37,8 @@ def measure(setup: Setup, shape: str, tokens: int, steps: int) -> dict[str, Any]
     torch.manual_seed(0)
     row: dict[str, Any] = {"setup": setup.key, "shape": shape, "tokens": tokens}
     try:
-        model = llama(shape, None, tokens).to("cuda")
+        with torch.device("cuda"):  # random weights made on the GPU, not copied there
+            model = llama(shape, None, tokens)
         step = setup.build(model, LiveBytes())
         ids = torch.randint(0, model.config.vocab_size, (1, tokens), device="cuda")
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])

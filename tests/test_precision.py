@@ -25,7 +25,8 @@ def test_fp16_loss_scaling_skips_a_step_whose_gradients_overflow() -> None:
     optimizer = torch.optim.SGD([weight], lr=0.1)
     precision = Precision("fp16", torch.device("cpu"))
     scale = precision.scaler.get_scale()
-    overflowing = (weight * 1e38).sum() * 1e38  # inf once multiplied by the loss scale
+    overflowing = (weight * 1e34).sum()  # finite, but its gradient times the scale is not
+    assert torch.isfinite(overflowing) and scale * 1e34 > torch.finfo(torch.float32).max
     assert not precision.step(overflowing, optimizer, [weight], max_grad_norm=1.0)
     assert torch.equal(weight.detach(), torch.ones(4))  # the step was skipped
     assert precision.scaler.get_scale() == scale / 2 and precision.skipped == 1
