@@ -17,16 +17,11 @@ from typing import Any
 from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
+from adaptlab.methods.manifest import RUN_ADAPTER_FOLDER, adapter_folder
 from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.outputs import METRICS_FILE
-from adaptlab.train.restore import (
-    RUN_ADAPTER_FOLDER,
-    adapter_folder,
-    check_data_fits,
-    check_split,
-    load_trained,
-)
+from adaptlab.train.restore import check_data_fits, check_split, load_trained
 from adaptlab.train.result import read_result
 from adaptlab.train.spec import RunSpec
 

@@ -13,12 +13,12 @@ from adaptlab.cli.console import console
 from adaptlab.cli.options import BaseModel, Device
 from adaptlab.errors import ConfigError
 from adaptlab.methods import save_adapter
-from adaptlab.methods.manifest import MEMBERS, Manifest, parse_manifest
+from adaptlab.methods.manifest import MEMBERS, Manifest, adapter_folder, parse_manifest
 from adaptlab.methods.peft_format import export_peft, import_peft
 from adaptlab.models.loading import load_model
 from adaptlab.paths import check_new_folder, existing
 from adaptlab.tasks import TASK_KINDS
-from adaptlab.train.restore import adapter_folder, load_trained
+from adaptlab.train.restore import load_trained
 
 app = typer.Typer(help="Look inside adapter folders.", no_args_is_help=True)
 FORMATS = ("peft",)

@@ -12,6 +12,7 @@ is one line naming the field.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ MANIFEST = "manifest.json"
 TENSORS = "adapter.safetensors"
 MEMBERS = "adapters"
 """Subfolder holding the adapters a fusion or stack was trained with, one folder each."""
+RUN_ADAPTER_FOLDER = "adapter"
+"""Where a run folder (`adaptlab train --out`) keeps its adapter."""
 FORMAT = "adaptlab-adapter"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -102,6 +105,16 @@ class Manifest:
     tensors: TensorInfo
     raw: dict[str, Any]
     scale: TrainingScale | None = None
+
+
+def adapter_folder(path: str | os.PathLike[str]) -> Path:
+    """`path` itself if it holds a manifest, else its `adapter/` subfolder (a run folder)."""
+    folder = Path(path)
+    if not folder.exists():
+        raise AdapterFileError(f"{folder}: no such adapter or run folder")
+    if not (folder / MANIFEST).is_file() and (folder / RUN_ADAPTER_FOLDER / MANIFEST).is_file():
+        return folder / RUN_ADAPTER_FOLDER
+    return folder
 
 
 def read_manifest_file(folder: Path) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from adaptlab.methods.manifest import (
     MEMBERS,
     TENSORS,
     Manifest,
+    adapter_folder,
     parse_manifest,
 )
 from adaptlab.methods.params import head_parameters
@@ -191,7 +192,8 @@ def load_adapter(
     activate: bool = True,
     with_head: bool = True,
 ) -> nn.Module:
-    """Add the adapter saved in `folder` to `model` (bare or already adapted) and load it.
+    """Add the adapter saved in `folder` (an adapter folder, or a run folder holding one in
+    `adapter/`) to `model` (bare or already adapted) and load it.
 
     `name` renames it (default: the name it was saved under). The adapters it was saved with
     (a fusion's, a stack's) are loaded too, unless the model already has them, which is
@@ -199,7 +201,7 @@ def load_adapter(
     and the model's label names become the adapter's. `with_head=False` leaves the saved
     head out (an adapter trained on other labels, to fuse or stack under another task).
     """
-    folder = Path(folder)
+    folder = adapter_folder(folder)
     manifest = parse_manifest(folder)
     train_head = manifest.train_head and with_head
     _check_base(model, manifest, folder, same_class=train_head)

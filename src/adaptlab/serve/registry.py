@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from adaptlab.errors import AdaptlabError, ConfigError
-from adaptlab.methods.manifest import NAME, TENSORS, Manifest, parse_manifest
+from adaptlab.methods.manifest import NAME, TENSORS, Manifest, adapter_folder, parse_manifest
 from adaptlab.serve.options import megabytes
 from adaptlab.tasks import TaskKind
-from adaptlab.train.restore import adapter_folder
 
 BaseCheck = Callable[[Manifest], str | None]
 """Given a manifest: None if the served base model fits it, else why not."""

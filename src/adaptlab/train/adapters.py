@@ -23,7 +23,7 @@ from adaptlab.methods import (
     train_adapter,
 )
 from adaptlab.methods.adapt import DEFAULT_ADAPTER, DEFAULT_FUSION
-from adaptlab.train.restore import RUN_ADAPTER_FOLDER, adapter_folder
+from adaptlab.methods.manifest import RUN_ADAPTER_FOLDER, adapter_folder
 from adaptlab.train.spec import RunSpec
 
 

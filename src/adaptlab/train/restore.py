@@ -14,25 +14,14 @@ from adaptlab.data.label_match import align_labels
 from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
 from adaptlab.methods import load_adapter, read_manifest
-from adaptlab.methods.persistence import MANIFEST
+from adaptlab.methods.manifest import adapter_folder
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.resolve import looks_like_path
 from adaptlab.tasks import MLM
 
-RUN_ADAPTER_FOLDER = "adapter"
 _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
-
-
-def adapter_folder(path: str | os.PathLike[str]) -> Path:
-    """`path` itself if it holds a manifest, else its `adapter/` subfolder (a run folder)."""
-    folder = Path(path)
-    if not folder.exists():
-        raise AdapterFileError(f"{folder}: no such adapter or run folder")
-    if not (folder / MANIFEST).is_file() and (folder / RUN_ADAPTER_FOLDER / MANIFEST).is_file():
-        return folder / RUN_ADAPTER_FOLDER
-    return folder
 
 
 def load_trained(
