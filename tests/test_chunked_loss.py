@@ -39,6 +39,9 @@ TOLERANCE = {
     torch.float32: {"rtol": 1e-5, "atol": 1e-5},
     torch.bfloat16: {"rtol": 2e-2, "atol": 2e-2},
 }
+TIE = {torch.float32: 1e-4, torch.bfloat16: 1.25e-1}
+"""Top-two logit gaps below which another CPU's rounding may pick the other word (bf16: two
+units in the last place of logits between 8 and 16)."""
 
 
 class LargestTensor(TorchDispatchMode):
@@ -83,7 +86,10 @@ def test_cross_entropy_and_its_gradients_equal_the_plain_computation(dtype, bias
     kept = targets != IGNORE_INDEX
     assert int(chunked.count) == int(kept.sum())
     right = int((logits.argmax(-1) == targets)[kept].sum())
-    assert abs(int(chunked.correct) - right) <= (dtype == torch.bfloat16)  # a bf16 near-tie
+    top2 = logits.topk(2, dim=-1).values
+    near_ties = int(((top2[:, 0] - top2[:, 1] < TIE[dtype]) & kept).sum())  # rounding may flip
+    assert abs(int(chunked.correct) - right) <= near_ties  # exact in float32 here: no near-tie
+    assert dtype == torch.bfloat16 or near_ties == 0
     for got, expected in zip(
         grads(chunked.mean(), hidden, weight, shift),
         grads(plain, hidden, weight, shift),
@@ -145,8 +151,10 @@ def test_top_k_gives_the_plain_top_words_and_log_probabilities() -> None:
     log_probs = F.log_softmax(F.linear(hidden, weight, shift) / 1.5, -1)
     top = log_probs.topk(5, dim=-1)
     ids, values = linear_top_k(hidden, weight, shift, 5, temperature=1.5, chunk_size=CHUNK)
-    assert torch.equal(ids, top.indices) and not values.requires_grad
+    assert not values.requires_grad
     torch.testing.assert_close(values, top.values)
+    # the ids are a top k (near-ties may come in another order on another CPU)
+    torch.testing.assert_close(log_probs.gather(-1, ids), top.values)
 
 
 def test_no_tensor_of_positions_times_vocabulary_is_made() -> None:

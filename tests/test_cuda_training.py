@@ -21,8 +21,10 @@ from adaptlab.train.scale import Scale
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 TRAIN = TrainConfig(epochs=2, batch_size=8, learning_rate=2e-3, seed=0)
-FAMILIES = ["lora", {"lora": {"dora": True}}, "houlsby", "parallel", "ia3", "prefix", "bitfit"]
-FAMILIES += ["lnfit", "full"]
+FAMILIES = [
+    "lora", {"lora": {"dora": True}}, "houlsby", "parallel", "ia3", "prefix", "bitfit", "lnfit",
+    "full",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -185,7 +185,10 @@ def test_head_on_masked_positions_gives_the_full_forwards_logits(arch):
     scores = masked_lm_scores(model, batch)
     expected = torch.nn.functional.cross_entropy(full[chosen], ids[chosen])
     assert int(scores.count) == 4
-    assert int(scores.correct) == int((full[chosen].argmax(-1) == ids[chosen]).sum())
+    right = int((full[chosen].argmax(-1) == ids[chosen]).sum())
+    top2 = full[chosen].topk(2, dim=-1).values
+    near_ties = int((top2[:, 0] - top2[:, 1] < 1e-4).sum())  # another CPU may round otherwise
+    assert near_ties == 0 and int(scores.correct) == right
     torch.testing.assert_close(scores.total, expected * 4)
     torch.testing.assert_close(masked_lm_loss(model, batch), expected)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -58,6 +58,11 @@ def train_epochs(
     scale = scale_of(model)
     device = next(model.parameters()).device
     precision = Precision(scale.precision, device)
+    offloaded = (
+        offloaded_activations(device, model.parameters())
+        if scale.offload_activations
+        else nullcontext()
+    )
     total_steps = batch_count(objective.examples, config.batch_size) * config.epochs
     optimizer, scheduler = optimizer_and_schedule(trainable, config, learning_rate, total_steps)
     generator = torch.Generator().manual_seed(seed)
@@ -74,7 +79,7 @@ def train_epochs(
         order = torch.randperm(objective.examples, generator=generator).tolist()
         for start in range(0, len(order), config.batch_size):
             batch = objective.batch(order[start : start + config.batch_size], generator)
-            with precision.autocast(), _offloaded(scale.offload_activations, model):
+            with precision.autocast(), offloaded:
                 loss = objective.loss(batch)
                 penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
                 if penalty is not None:
@@ -110,12 +115,6 @@ def train_epochs(
         log.info("%d of %d fp16 steps skipped: their gradients overflowed", precision.skipped, step)
     best.restore()
     return history
-
-
-def _offloaded(offload: bool, model: nn.Module) -> AbstractContextManager[object]:
-    if not offload:
-        return nullcontext()
-    return offloaded_activations(next(model.parameters()).device, model.parameters())
 
 
 def _stop_unless_finite(

@@ -11,15 +11,15 @@ Torch-free: records load without torch; "auto" is resolved where a run is built.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods.scale import PRECISIONS as DTYPES
+from adaptlab.methods.scale import PRECISIONS as DTYPE_NAMES
 from adaptlab.models.quantize import QUANTIZE_KINDS
 from adaptlab.train.jsonfields import JsonObject
 
-PRECISIONS = ("auto", *DTYPES)
+PRECISIONS = ("auto", *DTYPE_NAMES)
 HALF = ("bf16", "fp16")
 
 
@@ -38,7 +38,7 @@ class Scale:
 
     def __post_init__(self) -> None:
         _one_of(self.precision, PRECISIONS, "precision")
-        _one_of(self.base_dtype, DTYPES, "base-dtype")
+        _one_of(self.base_dtype, DTYPE_NAMES, "base-dtype")
         if self.quantize is not None:
             _one_of(self.quantize, QUANTIZE_KINDS, "quantize")
         for name in ("gradient_checkpointing", "offload_activations"):
@@ -60,13 +60,7 @@ class Scale:
             from adaptlab.models.device import auto_precision
 
             precision = auto_precision(device)
-        return Scale(
-            precision,
-            self.base_dtype,
-            self.gradient_checkpointing,
-            self.offload_activations,
-            self.quantize,
-        )
+        return replace(self, precision=precision)
 
     @property
     def is_default(self) -> bool:

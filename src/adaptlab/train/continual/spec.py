@@ -157,7 +157,7 @@ class SequenceSpec:
             test_size=spec.optional_integer("test_size"),
             train=_train_config(spec.object("train")),
             device=spec.text("device", default="cpu"),
-            single_stage=_flag(spec, "single_stage"),
+            single_stage=spec.boolean("single_stage", False),
             stage_options=tuple(
                 {str(key): str(value) for key, value in item.data.items()}
                 for item in spec.objects("stage_options", default=[])
@@ -165,12 +165,3 @@ class SequenceSpec:
             objective=spec.text("objective", default="classification"),  # type: ignore[arg-type]
             scale=Scale.from_json(spec.object("scale")) if "scale" in spec else Scale(),
         )
-
-
-def _flag(spec: JsonObject, key: str) -> bool:
-    value = spec.data.get(key, False)
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"{spec.where}: {spec.prefix}{key}: expected true or false, got {value!r}"
-        )
-    return value
