@@ -107,10 +107,12 @@ def _free_port() -> int:
 
 
 @contextmanager
-def server(registry: Path, threads: int, max_wait_ms: float) -> Iterator[tuple[str, int]]:
+def server(
+    registry: Path, threads: int, max_wait_ms: float, model: str = MODEL
+) -> Iterator[tuple[str, int]]:
     """`adaptlab serve` on `registry` in its own process; yields (base URL, pid)."""
     port = _free_port()
-    command = [*CLI, "serve", "--model", MODEL, "--adapters", str(registry)]
+    command = [*CLI, "serve", "--model", model, "--adapters", str(registry)]
     command += ["--port", str(port), "--max-batch", "32", "--max-wait-ms", str(max_wait_ms)]
     process = subprocess.Popen(command, env=_env(threads), stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

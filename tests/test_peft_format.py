@@ -124,3 +124,106 @@ def test_pickle_weights_and_partial_layers_are_refused(tmp_path: Path) -> None:
     tensors.write_bytes(safetensors.torch.save(kept))
     with pytest.raises(AdapterFileError, match="in some blocks only"):
         import_peft(tiny_model("bert"), tmp_path)
+
+
+def test_a_builtin_alias_is_exported_as_its_hub_id_and_kept_in_adaptlab_json(
+    tmp_path: Path,
+) -> None:
+    model = tiny_model("bert")
+    adaptlab.adapt(model, "lora")
+    export_peft(model, tmp_path, base_model_id="minilm-l6", label_names=["neg", "neu", "pos"])
+    config = json.loads((tmp_path / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "sentence-transformers/all-MiniLM-L6-v2"
+    about = json.loads((tmp_path / "adaptlab.json").read_text())
+    assert about["base_model"]["adaptlab_name"] == "minilm-l6"
+    assert about["base_model"]["id"] == config["base_model_name_or_path"]
+    assert about["label_names"] == ["neg", "neu", "pos"]
+    assert about["id2label"] == {"0": "neg", "1": "neu", "2": "pos"}
+    assert about["label2id"] == {"neg": 0, "neu": 1, "pos": 2}
+    assert about["modules_to_save"]["classifier"] == "the task head"
+    assert about["modules_to_save"]["bert.pooler"].startswith("a pretrained part of the base")
+    card = (tmp_path / "README.md").read_text()
+    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card and "2 = pos" in card
+
+
+def test_a_causal_lm_export_records_no_labels(tmp_path: Path) -> None:
+    model = tiny_model("llama", causal=True)
+    adaptlab.adapt(model, "lora", train_head=False)
+    export_peft(model, tmp_path)
+    about = json.loads((tmp_path / "adaptlab.json").read_text())
+    assert about["label_names"] is None and "id2label" not in about
+    assert about["modules_to_save"] == {}
+
+
+def save_body(model: torch.nn.Module, folder: Path) -> str:
+    """The classifier's body as a plain BERT folder with no labels, as a hub encoder is."""
+    import transformers as T
+    from tiny_models import tiny_config
+
+    body = T.BertModel(tiny_config("bert"))
+    body.load_state_dict(model.bert.state_dict())
+    body.save_pretrained(str(folder))
+    return str(folder)
+
+
+@pytest.mark.parametrize("labels", (["fresh", "rotten"], ["neg", "neu", "pos"]))
+def test_auto_peft_model_loads_an_exported_folder_with_its_labels(
+    labels: list[str], tmp_path: Path
+) -> None:
+    model = tiny_model("bert", num_labels=len(labels))
+    base = save_body(model, tmp_path / "base")
+    adaptlab.adapt(model, "lora", targets=("query", "value", "ffn_out"))
+    train_steps(model)
+    expected = logits(model)
+    export_peft(model, tmp_path / "peft", base_model_id=base, label_names=labels)
+    names = json.loads((tmp_path / "peft" / "adaptlab.json").read_text())["label_names"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if len(labels) == 2:  # the base's default head size: the folder loads as it is
+            plain = peft.AutoPeftModelForSequenceClassification.from_pretrained(
+                str(tmp_path / "peft")
+            )
+            assert (logits(plain.eval()) - expected).abs().max().item() <= 1e-5
+        loaded = peft.AutoPeftModelForSequenceClassification.from_pretrained(  # as the card says
+            str(tmp_path / "peft"),
+            id2label=dict(enumerate(names)),
+            label2id={label: i for i, label in enumerate(names)},
+        ).eval()
+    assert (logits(loaded) - expected).abs().max().item() <= 1e-5
+    assert loaded.config.id2label == dict(enumerate(labels))
+    assert loaded.config.label2id == {label: i for i, label in enumerate(labels)}
+
+
+def test_a_run_exported_by_the_cli_loads_in_peft_with_its_label_names(
+    tiny_model_dir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import transformers as T
+    from cli_cases import run_cli, write_reviews
+
+    from adaptlab.train.config import TrainConfig
+    from adaptlab.train.run import RunSpec, execute
+
+    train = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-3, seed=0)
+    spec = RunSpec.build(
+        tiny_model_dir, str(write_reviews(tmp_path / "r.csv")), "lora", train=train
+    )
+    execute(spec, tmp_path / "run", progress=False)
+    out = ["--adapter", str(tmp_path / "run"), str(tmp_path / "p"), "--model", tiny_model_dir]
+    code, _, err = run_cli(["export", *out], capsys)
+    assert code == 0, err
+    config = json.loads((tmp_path / "p" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == tiny_model_dir
+    manifest = adaptlab.read_manifest(tmp_path / "run" / "adapter")
+    names = json.loads((tmp_path / "p" / "adaptlab.json").read_text())["label_names"]
+    assert names == manifest["label_names"] and len(names) == 2
+    base = T.AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=2)
+    ours = adaptlab.load_adapter(base, tmp_path / "run").eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = peft.AutoPeftModelForSequenceClassification.from_pretrained(
+            str(tmp_path / "p"),
+            id2label=dict(enumerate(names)),
+            label2id={label: i for i, label in enumerate(names)},
+        ).eval()
+    assert (logits(theirs) - logits(ours)).abs().max().item() <= 1e-5
+    assert theirs.config.id2label == ours.config.id2label == dict(enumerate(names))

@@ -7,6 +7,7 @@ from adaptlab.lazy import lazy_face
 if TYPE_CHECKING:
     from adaptlab.backbone import Backbone, BackboneOverrides, find_backbone
     from adaptlab.errors import AdaptlabError
+    from adaptlab.integrations.hf import AdapterCheckpointCallback
     from adaptlab.methods import (
         AdaptHandle,
         Fuse,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdaptHandle",
+    "AdapterCheckpointCallback",
     "AdaptlabError",
     "Backbone",
     "BackboneOverrides",

@@ -100,7 +100,10 @@ def export(
 ) -> None:
     """Write a trained LoRA adapter in another library's format.
 
-    PEFT: adapter_config.json and adapter_model.safetensors, the head as modules_to_save.
+    PEFT: adapter_config.json and adapter_model.safetensors, the head as modules_to_save, the
+    base model named by its hub id; adaptlab.json keeps what PEFT's format has no field for (a
+    built-in's alias, the label names, which saved modules are pretrained parts of the base),
+    and README.md is a model card saying how to load it with the labels.
 
     Example:
 
@@ -115,8 +118,9 @@ def export(
         out,
         name=manifest.get("name"),
         base_model_id=model or manifest["base_model"]["id"],
+        label_names=manifest.get("label_names"),
     )
-    print(f"wrote {out} (PEFT LoRA; load with peft.PeftModel.from_pretrained)")
+    print(f"wrote {out} (PEFT LoRA; load with peft.PeftModel.from_pretrained, see its README.md)")
 
 
 def import_(

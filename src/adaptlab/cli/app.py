@@ -13,6 +13,7 @@ from rich.text import Text
 
 from adaptlab.cli.console import console
 from adaptlab.cli.lazy_group import Target, lazy_group
+from adaptlab.cli.relaunch import remember_command_line
 from adaptlab.errors import AdaptlabError
 
 COMMANDS: dict[str, Target] = {
@@ -55,16 +56,17 @@ _stderr = console(stderr=True)
 
 
 class _ToStderr(logging.Handler):
-    """Shows the library's notes for the user (the device a run trains on) on stderr."""
+    """Shows the library's notes for the user (the device a run trains on, a Ray node a study
+    lost) on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
         _stderr.print(record.getMessage(), highlight=False, soft_wrap=True)
 
 
-_NOTES = logging.getLogger("adaptlab.device")
-if not any(isinstance(handler, _ToStderr) for handler in _NOTES.handlers):
-    _NOTES.addHandler(_ToStderr())
-    _NOTES.setLevel(logging.INFO)
+for _notes in map(logging.getLogger, ("adaptlab.device", "adaptlab.study")):
+    if not any(isinstance(handler, _ToStderr) for handler in _notes.handlers):
+        _notes.addHandler(_ToStderr())
+        _notes.setLevel(logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     if debug:  # accepted anywhere on the line, handed to the top-level option
         args = ["--debug", *(a for a in args if a != "--debug")]
+    remember_command_line(args)
     try:
         app(args=args, prog_name="adaptlab")
     except AdaptlabError as error:

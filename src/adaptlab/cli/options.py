@@ -37,6 +37,24 @@ Device = Annotated[
         help="auto (CUDA, then MPS, then the CPU), cpu, cuda, cuda:N or mps.", callback=_device
     ),
 ]
+
+
+def _report_to(value: str) -> str:
+    """Option callback: the trackers named, each one's package installed (else one line)."""
+    from adaptlab.integrations.trackers.choice import report_to, require_installed
+
+    require_installed(report_to(value))
+    return value
+
+
+ReportTo = Annotated[
+    str,
+    typer.Option(
+        help="Experiment trackers to report to: none, tensorboard, mlflow, or both "
+        "(tensorboard,mlflow); see docs/trackers.md.",
+        callback=_report_to,
+    ),
+]
 BaseModel = Annotated[
     str | None,
     typer.Option(
@@ -111,3 +129,14 @@ def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:
     if "+" in method:
         raise ConfigError(f"--option applies to one method, not the combination {method!r}")
     return {method: key_values(pairs, "method option")}
+
+
+Processes = Annotated[
+    int,
+    typer.Option(
+        "--nproc",
+        help="Train on N processes of this machine (data parallel: gloo on the CPU, NCCL on "
+        "GPUs, one GPU each); --batch-size stays the global batch.",
+        callback=positive,
+    ),
+]

@@ -12,13 +12,17 @@ from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     Device,
     MaxLength,
+    Processes,
+    ReportTo,
     comma_separated,
     key_values,
     method_spec,
     positive,
     seed,
 )
+from adaptlab.cli.relaunch import relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
+from adaptlab.integrations.trackers import folder_tracking, track
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import (
     SEQUENCE_FILE,
@@ -28,6 +32,7 @@ from adaptlab.train.continual import (
     list_strategies,
     run_sequence,
 )
+from adaptlab.train.ranks import is_main_process
 from adaptlab.train.scale import Scale
 
 
@@ -97,6 +102,8 @@ def sequence(
     scale: Scale = AUTO_SCALE,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    report_to: ReportTo = "none",
+    nproc: Processes = 1,
 ) -> None:
     """Train one model through data sets in order and test every stage after each.
 
@@ -134,7 +141,13 @@ def sequence(
         single_stage=single_stage,
         objective=objective,
     )
-    result = run_sequence(spec, out, progress=progress, overwrite=overwrite)
+    if relaunched(nproc):
+        return
+    with track(folder_tracking(report_to, out), spec.to_dict()) as report:
+        result = run_sequence(spec, out, progress=progress, overwrite=overwrite)
+        report.finished_sequence(result)
+    if not is_main_process():
+        return
     show(result)
     console().print(f"written to {out / SEQUENCE_FILE}", highlight=False, soft_wrap=True)
 

@@ -34,6 +34,9 @@ def serve(
     max_texts: Annotated[int, typer.Option(help="Most texts in one request.")] = 64,
     max_chars: Annotated[int, typer.Option(help="Most characters in one text.")] = 10_000,
     max_length: MaxLength = 128,
+    max_tokens: Annotated[
+        int, typer.Option(help="Most tokens one completion may generate (/v1 endpoints).")
+    ] = 512,
     device: Device = "auto",
     ray: Annotated[bool, typer.Option("--ray", help="Deploy with Ray Serve.")] = False,
     replicas: Annotated[int, typer.Option(help="Ray Serve replicas (with --ray).")] = 1,
@@ -47,6 +50,9 @@ def serve(
 
         adaptlab serve --model minilm-l6 --adapters runs/
         curl -s localhost:8000/predict -d '{"adapter": "rt-houlsby", "texts": ["a witty film"]}'
+
+    Causal-LM adapters (and a decoder base model itself) generate text through the
+    OpenAI-compatible /v1/completions and /v1/chat/completions, `model` naming the adapter.
     """
     try:
         from adaptlab.serve import AdapterService, ServeOptions
@@ -67,6 +73,7 @@ def serve(
         max_texts=max_texts,
         max_chars=max_chars,
         max_length=max_length,
+        max_tokens=max_tokens,
         device=device,
     )
     if ray:
@@ -81,6 +88,9 @@ def serve(
     typer.echo(f"{len(registry.entries)} adapters on {model}: {', '.join(registry.entries)}")
     for name, reason in registry.refused.items():
         typer.echo(f"refused {name}: {reason}")
+    generating = [name for name, _ in service.models()]
+    if generating:
+        typer.echo(f"generating text at /v1 (OpenAI-compatible) as: {', '.join(generating)}")
     typer.echo(f"listening on http://{host}:{port} (OpenAPI documentation at /docs)")
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")

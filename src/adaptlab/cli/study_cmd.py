@@ -56,10 +56,17 @@ def run(
         typer.Option(help="Results store (SQLite); default: <name>.db beside the spec."),
     ] = None,
     executor: Annotated[
-        ExecutorName, typer.Option(help="local: one run after another; ray: Ray tasks.")
+        ExecutorName,
+        typer.Option(
+            help="local: one run after another; ray: Ray tasks, with the spec's resources."
+        ),
     ] = ExecutorName.local,
     address: Annotated[
-        str | None, typer.Option(help="Ray cluster address; default: start a local Ray.")
+        str | None,
+        typer.Option(
+            help="A running Ray cluster's address (auto: the one this machine is part of); "
+            "default: start a local Ray."
+        ),
     ] = None,
     ray_cpus: Annotated[
         int | None,

@@ -18,20 +18,26 @@ from adaptlab.cli.options import (
     DataOption,
     Device,
     MaxLength,
+    Processes,
+    ReportTo,
     comma_separated,
     method_spec,
     positive,
     seed,
 )
+from adaptlab.cli.relaunch import relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
 from adaptlab.errors import ConfigError
+from adaptlab.integrations.trackers import folder_tracking, track
 from adaptlab.methods.configs.fusion import FUSION
 from adaptlab.methods.registry import METHODS
 from adaptlab.train.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.frozen_cache import MODES
+from adaptlab.train.ranks import is_main_process
 from adaptlab.train.run import RunSpec, execute
 from adaptlab.train.scale import Scale
+from adaptlab.train.training_checkpoint import parse_every
 
 
 def method_help() -> str:
@@ -48,6 +54,13 @@ def cache_mode(value: str) -> str:
     """--frozen-cache: one of the cache's modes."""
     if value not in MODES:
         raise ConfigError(f"--frozen-cache must be one of {', '.join(MODES)}, got {value!r}")
+    return value
+
+
+def checkpoint_cadence(value: str | None) -> str | None:
+    """--checkpoint-every: 'epoch' or a positive number of steps."""
+    if value is not None:
+        parse_every(value)
     return value
 
 
@@ -112,6 +125,25 @@ def train(
             callback=cache_mode,
         ),
     ] = "auto",
+    report_to: ReportTo = "none",
+    nproc: Processes = 1,
+    checkpoint_every: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep a checkpoint beside --out every N steps or at each 'epoch' end.",
+            callback=checkpoint_cadence,
+        ),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Go on from the checkpoint a killed run left beside --out.")
+    ] = False,
+    shard: Annotated[
+        bool,
+        typer.Option(
+            help="Shard the model over the --nproc processes (FSDP2): each holds a part of "
+            "the frozen base, gathered block by block."
+        ),
+    ] = False,
 ) -> None:
     """Adapt a model to a data set, keep the best epoch on dev, and test it.
 
@@ -153,7 +185,22 @@ def train(
         fuse=comma_separated(adapters),
         stack=comma_separated(stack),
     )
-    result = execute(spec, out, progress=progress, overwrite=overwrite, frozen_cache=frozen_cache)
+    if relaunched(nproc):
+        return
+    with track(folder_tracking(report_to, out), spec.to_dict()) as report:
+        result = execute(
+            spec,
+            out,
+            progress=progress,
+            overwrite=overwrite,
+            frozen_cache=frozen_cache,
+            checkpoint_every=parse_every(checkpoint_every) if checkpoint_every else None,
+            resume=resume,
+            shard=shard,
+        )
+        report.finished_run(result, out)
+    if not is_main_process():
+        return
     out_console = console()
     metric = result.metric
     out_console.print(

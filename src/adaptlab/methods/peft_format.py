@@ -7,7 +7,9 @@ PEFT stores LoRA's pair of each target layer as ``base_model.model.<layer>.lora_
 adaptlab's A, B and alpha / r; the task head goes in `modules_to_save` and its tensors under
 their own names. Only what both sides mean the same way is converted: a PEFT adapter with
 DoRA, rsLoRA, per-layer ranks, a subset of the layers or bias training is refused, naming
-the field. No pickle: a folder with only `adapter_model.bin` is refused.
+the field. No pickle: a folder with only `adapter_model.bin` is refused. An export also writes
+what PEFT's format has no field for (the built-in alias behind the hub id, the label names, what
+each saved module is) to `adaptlab.json` and a model card (`adaptlab.methods.peft_about`).
 
 An imported folder is checked as an adaptlab folder is: its tensors with
 `adaptlab.models.tensor_checks`, its config as bounded JSON whose every field adaptlab knows
@@ -39,6 +41,7 @@ from adaptlab.methods.adapt import DEFAULT_ADAPTER, add_adapter, delete_adapter,
 from adaptlab.methods.configs.lora import LoRAConfig
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.lora import LoRA
+from adaptlab.methods.peft_about import describe_export, write_about
 from adaptlab.models.tensor_checks import fit_problem, read_tensor_file
 from adaptlab.paths import listed
 
@@ -81,8 +84,14 @@ def export_peft(
     *,
     name: str | None = None,
     base_model_id: str | None = None,
+    label_names: Sequence[str] | None = None,
 ) -> Path:
-    """Write LoRA adapter `name` of `model` as a PEFT folder; its head as modules_to_save."""
+    """Write LoRA adapter `name` of `model` as a PEFT folder; its head as modules_to_save.
+
+    `base_model_id` (default: the model config's name) becomes `base_model_name_or_path`, a
+    built-in alias as its hub id; `label_names` (default: the config's) and what each saved
+    module is go to `adaptlab.json` and the model card (`adaptlab.methods.peft_about`).
+    """
     handle = get_handle(model, name)
     extra = [g for g in handle.groups if g not in ("lora", HEAD_GROUP)]
     if handle.method_names != ("lora",) or extra:
@@ -105,17 +114,22 @@ def export_peft(
     head = handle.groups.get(HEAD_GROUP, [])
     for tensor_name in head:
         tensors[f"{PREFIX}{tensor_name}"] = handle.owned[tensor_name].detach()
+    saved = list(handle.backbone.head) if head else []
+    task_type = _task_type(model)
+    about = describe_export(
+        model, handle.name, handle.base_fingerprint, base_model_id, task_type, saved, label_names
+    )
     peft_config = {
         "peft_type": "LORA",
         "peft_version": PEFT_VERSION,
-        "task_type": _task_type(model),
-        "base_model_name_or_path": base_model_id,
+        "task_type": task_type,
+        "base_model_name_or_path": about.base_id,
         "inference_mode": True,
         "r": config.rank,
         "lora_alpha": config.alpha,
         "lora_dropout": config.dropout,
         "target_modules": targets,
-        "modules_to_save": list(handle.backbone.head) if head else None,
+        "modules_to_save": saved or None,
         "init_lora_weights": True,
         **_REFUSED,
     }
@@ -124,6 +138,7 @@ def export_peft(
     cpu = {k: v.to("cpu").contiguous() for k, v in tensors.items()}
     atomic_write(folder / TENSOR_FILE, safetensors.torch.save(cpu))
     atomic_write(folder / CONFIG_FILE, json.dumps(peft_config, indent=2).encode())
+    write_about(folder, about, "LoRA")
     return folder
 
 

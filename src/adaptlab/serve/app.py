@@ -1,6 +1,10 @@
-"""The HTTP API (FastAPI): /health, /adapters, /predict, /admin/reload, /metrics, /docs.
+"""The HTTP API (FastAPI): /health, /adapters, /predict, /admin/reload, /metrics, /docs, and
+the OpenAI-compatible /v1/models, /v1/completions, /v1/chat/completions
+(`adaptlab.serve.openai_routes`).
 
-Every refusal is a 4xx with a JSON body {"error": "<one line naming the problem>"}.
+Every refusal is a 4xx with a JSON body {"error": "<one line naming the problem>"}; under /v1
+the line is OpenAI's `error.message` ({"error": {"message": ..., "type": ..., "code": ...}}),
+where OpenAI clients look for it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from adaptlab.errors import AdaptlabError
 from adaptlab.serve.errors import RequestError
+from adaptlab.serve.openai_routes import PREFIX, openai_router
+from adaptlab.serve.openai_schema import error_body
 from adaptlab.serve.service import AdapterService
 from adaptlab.version import __version__
 
@@ -57,7 +63,8 @@ def create_app(service: AdapterService) -> FastAPI:
         endpoint = request.url.path if request.url.path in _ENDPOINTS else "other"
         size = request.headers.get("content-length", "")
         if size.isdigit() and int(size) > body_limit:
-            response: Response = _error(413, f"request body of {size} bytes is over {body_limit}")
+            message = f"request body of {size} bytes is over {body_limit}"
+            response: Response = _error(request, 413, message)
         else:
             response = await call_next(request)
         metrics.requests.labels(endpoint, str(response.status_code)).inc()
@@ -66,15 +73,15 @@ def create_app(service: AdapterService) -> FastAPI:
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, error: RequestError) -> JSONResponse:
-        return _error(error.status, str(error))
+        return _error(request, error.status, str(error))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        return _error(422, _describe(error.errors()))
+        return _error(request, 422, _describe(error.errors()))
 
     @app.exception_handler(AdaptlabError)
     async def failed(request: Request, error: AdaptlabError) -> JSONResponse:
-        return _error(500, str(error))
+        return _error(request, 500, str(error))
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -108,13 +115,27 @@ def create_app(service: AdapterService) -> FastAPI:
         """Request counts, latency and batch-size histograms in Prometheus text format."""
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
+    app.include_router(openai_router(service))
     return app
 
 
-_ENDPOINTS = frozenset(["/health", "/adapters", "/predict", "/admin/reload", "/metrics"])
+_ENDPOINTS = frozenset(
+    [
+        "/health",
+        "/adapters",
+        "/predict",
+        "/admin/reload",
+        "/metrics",
+        f"{PREFIX}/models",
+        f"{PREFIX}/completions",
+        f"{PREFIX}/chat/completions",
+    ]
+)
 
 
-def _error(status: int, message: str) -> JSONResponse:
+def _error(request: Request, status: int, message: str) -> JSONResponse:
+    if request.url.path.startswith(f"{PREFIX}/"):
+        return JSONResponse(error_body(status, message), status_code=status)
     return JSONResponse({"error": message}, status_code=status)
 
 

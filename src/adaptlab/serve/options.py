@@ -15,7 +15,9 @@ class ServeOptions:
 
     `max_batch` texts run in one forward at most; a batch waits at most `max_wait_ms` for more
     requests after its first. `max_loaded` / `max_loaded_mb` cap the adapters kept in memory
-    (least recently used leave first). `max_texts` / `max_chars` cap one request.
+    (least recently used leave first). `max_texts` / `max_chars` cap one request (a prompt
+    or a chat's messages: `max_chars` characters). `max_tokens` caps the tokens one completion
+    may generate; at most `max_batch` sequences generate at once.
     """
 
     model: str
@@ -27,10 +29,11 @@ class ServeOptions:
     max_texts: int = 64
     max_chars: int = 10_000
     max_length: int = 128
+    max_tokens: int = 512
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        for name in ("max_batch", "max_loaded", "max_texts", "max_chars"):
+        for name in ("max_batch", "max_loaded", "max_texts", "max_chars", "max_tokens"):
             checks.positive(getattr(self, name), _option(name))
         checks.at_least(self.max_length, 2, "--max-length")
         checks.positive_finite(self.max_loaded_mb, "--max-loaded-mb")

@@ -4,12 +4,15 @@ A plain adapter is loaded onto the model its head shape shares (`SharedBase.shar
 under its registry name, not activated; `Loaded.activate` makes it the one that runs (a
 pointer swap: its modules, head and own weights in place). A fusion or stack gets a model
 of its own, activated once, so the member adapters it brings never meet another entry's.
-Only the model thread calls into the pool.
+Causal-LM adapters share the base model's causal LM the same way. Adapters a caller still
+runs (text being generated) are passed as `keep` and never evicted: while they run, the
+caps may be passed. Only the model thread calls into the pool.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from torch import nn
@@ -17,6 +20,7 @@ from torch import nn
 from adaptlab.data import TextEncoder
 from adaptlab.errors import AdapterFileError
 from adaptlab.methods import active, delete_adapter, load_adapter, set_active
+from adaptlab.methods.blocks import composition_names
 from adaptlab.serve.base import SharedBase
 from adaptlab.serve.options import megabytes
 from adaptlab.serve.registry import Entry
@@ -24,11 +28,12 @@ from adaptlab.serve.registry import Entry
 
 @dataclass
 class Loaded:
-    """An adapter in memory: the model it is on and the encoder for its task."""
+    """An adapter in memory: the model it is on and the encoder for its task (none for a
+    causal LM, which takes token ids)."""
 
     entry: Entry
     model: nn.Module
-    encoder: TextEncoder
+    encoder: TextEncoder | None
 
     def activate(self) -> None:
         """Make this adapter the one that runs on its model (a no-op for a fusion or stack)."""
@@ -38,7 +43,7 @@ class Loaded:
     def unload(self) -> None:
         if self.entry.composed:
             return  # its own model goes with the last reference to it
-        if active(self.model) == self.entry.name:
+        if self.entry.name in composition_names(active(self.model)):  # alone, or in Rows
             set_active(self.model, None)
         delete_adapter(self.model, self.entry.name)
 
@@ -65,8 +70,14 @@ class AdapterPool:
     def bytes(self) -> int:
         return sum(item.entry.bytes for item in self._loaded.values())
 
-    def get(self, entry: Entry) -> Loaded:
-        """`entry` in memory (loaded now if it is not), marked as the most recently used."""
+    def loaded(self, name: str) -> Entry | None:
+        """The entry adapter `name` was loaded from, if it is in memory."""
+        item = self._loaded.get(name)
+        return item.entry if item is not None else None
+
+    def get(self, entry: Entry, keep: Collection[str] = ()) -> Loaded:
+        """`entry` in memory (loaded now if it is not), marked as the most recently used;
+        adapters named in `keep` stay in memory."""
         item = self._loaded.get(entry.name)
         if item is not None and item.entry == entry:
             self._loaded.move_to_end(entry.name)
@@ -79,10 +90,11 @@ class AdapterPool:
                 f"adapter {entry.name!r} has {megabytes(entry.bytes)} MB of tensors, above "
                 f"--max-loaded-mb {megabytes(self.max_bytes)}"
             )
-        while self._loaded and (
+        evictable = [name for name in self._loaded if name not in keep]
+        while evictable and (
             len(self._loaded) >= self.max_loaded or self.bytes + entry.bytes > self.max_bytes
         ):
-            self.drop(next(iter(self._loaded)))
+            self.drop(evictable.pop(0))
         item = self._load(entry)
         self._loaded[entry.name] = item
         self._names = tuple(self._loaded)
@@ -97,10 +109,14 @@ class AdapterPool:
 
     def _load(self, entry: Entry) -> Loaded:
         if entry.composed:
-            model = self.base.new_model(entry.task, entry.labels)
+            model = self.base.new_model(entry.kind, entry.labels)
             load_adapter(model, entry.folder, name=entry.name)
         else:
-            model = self.base.shared_model(entry.task, entry.labels)
+            model = self.base.shared_model(entry.kind, entry.labels)
             load_adapter(model, entry.folder, name=entry.name, activate=False)
-        encoder = TextEncoder(self.base.tokenizer, entry.task, len(entry.labels), self.max_length)
+        encoder = (
+            None
+            if entry.causal
+            else TextEncoder(self.base.tokenizer, entry.task, len(entry.labels), self.max_length)
+        )
         return Loaded(entry=entry, model=model, encoder=encoder)

@@ -4,9 +4,10 @@ A registry folder holds adapter folders (`manifest.json` + `adapter.safetensors`
 folders (`adaptlab train --out`, holding `adapter/`). Each becomes an entry named after its
 folder, or is refused with one line saying why: a name that is not an adapter name, a
 manifest that does not check (`adaptlab.methods.manifest`), no task or labels, no trained
-head, another base model, more tensor bytes than the server may hold, a symbolic link that
-leads out of the root. Folders are untrusted: a name is only ever looked up here, never
-joined onto a path.
+head (a causal-LM adapter, one saved on a causal LM's class, needs neither: it generates with
+the base model's LM head), another base model, more tensor bytes than the server may hold, a
+symbolic link that leads out of the root. Folders are untrusted: a name is only ever looked up
+here, never joined onto a path.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from typing import Any, cast
 
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.methods.manifest import NAME, TENSORS, Manifest, adapter_folder, parse_manifest
+from adaptlab.models.loading import ModelKind
 from adaptlab.serve.options import megabytes
 from adaptlab.tasks import TaskKind
+
+CAUSAL_LM: ModelKind = "causal_lm"
 
 BaseCheck = Callable[[Manifest], str | None]
 """Given a manifest: None if the served base model fits it, else why not."""
@@ -37,13 +41,24 @@ class Entry:
     """Size of every tensor file it loads (its own and its members')."""
 
     @property
+    def causal(self) -> bool:
+        """A causal-LM adapter: it generates text (`/v1/completions`), not labels."""
+        return is_causal_lm(self.manifest)
+
+    @property
     def task(self) -> TaskKind:
-        assert self.manifest.task is not None  # entries without a task are refused
+        assert self.manifest.task is not None  # labelled entries without a task are refused
         return cast(TaskKind, self.manifest.task)
 
     @property
+    def kind(self) -> ModelKind:
+        """The kind of model it runs on: its task's, or a causal LM."""
+        return CAUSAL_LM if self.causal else self.task
+
+    @property
     def labels(self) -> tuple[str, ...]:
-        return self.manifest.label_names or ()
+        """Its label names (none for a causal LM, whatever its config's id2label held)."""
+        return () if self.causal else self.manifest.label_names or ()
 
     @property
     def composed(self) -> bool:
@@ -55,7 +70,7 @@ class Entry:
         manifest = self.manifest
         return {
             "name": self.name,
-            "task": manifest.task,
+            "task": CAUSAL_LM if self.causal else manifest.task,
             "labels": list(self.labels),
             "method": "+".join(c.name for c in manifest.configs),
             "kind": manifest.kind,
@@ -106,12 +121,13 @@ def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None)
     _refuse_links_out(child, root)
     folder = adapter_folder(child)
     manifest = parse_manifest(folder)
-    if not manifest.task:
-        raise ConfigError("its manifest names no task")
-    if manifest.task != "regression" and not manifest.label_names:
-        raise ConfigError("its manifest names no labels")
-    if not manifest.train_head:
-        raise ConfigError("it has no trained head (saved with train_head=false)")
+    if not is_causal_lm(manifest):
+        if not manifest.task:
+            raise ConfigError("its manifest names no task")
+        if manifest.task != "regression" and not manifest.label_names:
+            raise ConfigError("its manifest names no labels")
+        if not manifest.train_head:
+            raise ConfigError("it has no trained head (saved with train_head=false)")
     problem = fits_base(manifest)
     if problem:
         raise ConfigError(problem)
@@ -121,6 +137,14 @@ def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None)
             f"its tensors take {megabytes(size)} MB, above --max-loaded-mb {megabytes(max_bytes)}"
         )
     return Entry(name=child.name, folder=folder.resolve(), manifest=manifest, bytes=size)
+
+
+def is_causal_lm(manifest: Manifest) -> bool:
+    """Whether the adapter was saved on a causal LM (LlamaForCausalLM, GPT2LMHeadModel, ...)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    base = manifest.base_model
+    return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(base.model_type or "") == base.model_class
 
 
 def _refuse_links_out(folder: Path, root: Path) -> None:

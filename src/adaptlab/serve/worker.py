@@ -5,7 +5,8 @@ place), so the HTTP side only queues work here. Prediction requests that arrive 
 `max_wait` seconds of the first, up to `max_batch` texts, form one batch; the batch is
 grouped by adapter, and each adapter's texts run as one contiguous slice (one call of
 `run_group`), in the order the adapters first appear. Other work (a registry reload) runs
-between batches.
+between batches. While a background task is busy (text generation: `Background`), the
+thread runs one step of it after each item it takes, and takes items without waiting.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from adaptlab.train.predict import Prediction
 
@@ -24,6 +25,16 @@ RunGroup = Callable[[str, list[str]], list[Prediction]]
 """Run one adapter on texts: its predictions, in order."""
 BatchObserver = Callable[[int, int], None]
 """Told (texts, adapters) of every batch run."""
+
+
+class Background(Protocol):
+    """Work done a step at a time on the model thread, between the queued items."""
+
+    def busy(self) -> bool:
+        """Whether a step has work to do."""
+
+    def step(self) -> None:
+        """Do one step of the work (one token for every sequence generating)."""
 
 
 @dataclass
@@ -40,6 +51,7 @@ class _Call:
 
 
 _STOP = object()
+_WAKE = object()
 
 
 class ModelThread:
@@ -51,8 +63,10 @@ class ModelThread:
         max_batch: int,
         max_wait: float,
         observe: BatchObserver | None = None,
+        background: Background | None = None,
     ) -> None:
         self._run_group = run_group
+        self._background = background
         self._max_batch = max_batch
         self._max_wait = max_wait
         self._observe = observe
@@ -72,25 +86,36 @@ class ModelThread:
         self._queue.put(call)
         return call.future
 
+    def wake(self) -> None:
+        """The background task has work now: step it even if nothing else is queued."""
+        self._queue.put(_WAKE)
+
     def close(self) -> None:
         """Finish what is queued, then stop the thread."""
         self._queue.put(_STOP)
         self._thread.join()
 
     def _loop(self) -> None:
+        background = self._background
         while True:
-            item = self._queue.get()
+            try:
+                waiting = background is None or not background.busy()
+                item = self._queue.get() if waiting else self._queue.get_nowait()
+            except queue.Empty:
+                item = _WAKE
             if item is _STOP:
                 return
             if isinstance(item, _Call):
                 _settle(item.future, item.function)
-                continue
-            batch, after = self._collect(item)
-            self._run(batch)
-            if after is _STOP:
-                return
-            if after is not None:
-                _settle(after.future, after.function)
+            elif isinstance(item, _Job):
+                batch, after = self._collect(item)
+                self._run(batch)
+                if after is _STOP:
+                    return
+                if isinstance(after, _Call):
+                    _settle(after.future, after.function)
+            if background is not None and background.busy():
+                background.step()
 
     def _collect(self, first: _Job) -> tuple[list[_Job], Any]:
         """`first` and the jobs that follow within max_wait, up to max_batch texts; and the

@@ -15,6 +15,8 @@ from typing import Protocol
 import torch
 
 from adaptlab.errors import AdaptlabError
+from adaptlab.integrations.trackers.choice import Tracking
+from adaptlab.integrations.trackers.session import track
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.planner import PlannedRun
 from adaptlab.train.result import RunResult
@@ -50,19 +52,22 @@ def run_one(
     progress: bool,
     analysis: AnalysisRequest | None = None,
     out: str | None = None,
+    tracking: Tracking | None = None,
 ) -> tuple[RunResult | None, str | None, float]:
     """`execute(spec)` -> (result, None, seconds); a user error or out-of-memory is (None, line, s).
 
     `analysis` names analyses to run on the trained model (their results join the result).
-    `out`: the run folder to write (for runs other runs build on). Any other exception is a
-    bug and propagates.
+    `out`: the run folder to write (for runs other runs build on). `tracking`: the experiment
+    trackers the run reports to, opened here, where it trains. Any other exception is a bug
+    and propagates.
     """
     started = time.perf_counter()
     hook = analysis.hook() if analysis is not None else None
     try:
-        result: RunResult | None = execute(
-            spec, out, progress=progress, overwrite=out is not None, on_trained=hook
-        )
+        with track(tracking, spec.to_dict()) as report:
+            done = execute(spec, out, progress=progress, overwrite=out is not None, on_trained=hook)
+            report.finished_run(done, out)
+        result: RunResult | None = done
         error = None
     except (AdaptlabError, torch.OutOfMemoryError) as failure:
         result, error = None, one_line(failure)
@@ -86,5 +91,7 @@ class LocalExecutor:
     def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
         for run in runs:
             started(run)
-            result, error, seconds = run_one(run.spec, self.progress, run.analysis, run.out)
+            result, error, seconds = run_one(
+                run.spec, self.progress, run.analysis, run.out, run.tracking
+            )
             yield Outcome(run, result, error, seconds)

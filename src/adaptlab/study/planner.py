@@ -19,6 +19,7 @@ from pathlib import Path
 from adaptlab.data import builtin_datasets
 from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
+from adaptlab.integrations.trackers.choice import Tracking
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.spec import StudySpec
@@ -41,7 +42,8 @@ class PlannedRun:
 
     `needs`: runs whose adapter folders this run builds on (its spec names them as
     run:<id>); `keep`: other runs build on this one, so its folder is written. `out` is
-    where the folder goes, set by the runner.
+    where the folder goes, and `tracking` where the run reports (`report_to:`), both set by
+    the runner.
     """
 
     run_id: str
@@ -53,6 +55,7 @@ class PlannedRun:
     keep: bool = False
     out: str | None = None
     data_digest: str | None = None
+    tracking: Tracking | None = None
 
     def describe(self) -> str:
         """A short human line: method · data · size · seed · learning rate · model."""

@@ -1,9 +1,13 @@
 """Run a study's runs as Ray tasks on a local or remote Ray cluster (`--executor ray`).
 
-One task per run, each asking for the spec's `resources` (cpus, gpus). The driver keeps at
-most as many tasks in flight as the cluster can run at once, marks each running as it is
-submitted, and writes each outcome to the store as `ray.wait` hands it back: tasks never touch
-the store, so it keeps a single writer. Ray is an optional extra (`pip install ray==2.60.0`).
+One task per run, each asking for the spec's `resources` (cpus, gpus: a share such as 0.25
+packs four runs on one GPU). The driver keeps at most as many tasks in flight as the cluster can
+run at once, marks each running as it is submitted, and writes each outcome to the store as
+`ray.wait` hands it back: tasks never touch the store, so it keeps a single writer, and a run's
+result arrives once however often Ray ran it. Ray runs a task again elsewhere when its node or
+worker process dies (`max_retries`), never when the run itself raised (`retry_exceptions=False`:
+a user's error is recorded once); `ray_nodes` logs the losses. Ray is an optional extra
+(`pip install ray==2.60.0`).
 """
 
 from __future__ import annotations
@@ -11,14 +15,16 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from types import ModuleType
 from typing import Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.integrations.trackers.choice import Tracking
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.executors import Outcome, Started, one_line, run_one
 from adaptlab.study.planner import PlannedRun
+from adaptlab.study.ray_nodes import WATCH_SECONDS, NodeWatch, lost_line
 from adaptlab.study.spec import Resources
 from adaptlab.train.result import RunResult
 from adaptlab.train.spec import RunSpec
@@ -36,14 +42,18 @@ def import_ray() -> ModuleType:
 
 
 def execute_task(
-    spec: RunSpec, analysis: AnalysisRequest | None = None, out: str | None = None
+    spec: RunSpec,
+    analysis: AnalysisRequest | None = None,
+    out: str | None = None,
+    tracking: Tracking | None = None,
 ) -> tuple[RunResult | None, str | None, float]:
     """The body of one Ray task: run the spec (and its analyses) without a progress bar.
 
     A run other runs build on writes its folder to `out`, which must be on a file system the
-    driver's machine shares (the study store's folder).
+    driver's machine shares (the study store's folder); so must `tracking`'s TensorBoard folder
+    and file store, whose trackers the task opens itself (`tracking` is plain data).
     """
-    return run_one(spec, progress=False, analysis=analysis, out=out)
+    return run_one(spec, progress=False, analysis=analysis, out=out, tracking=tracking)
 
 
 class RayExecutor:
@@ -62,6 +72,7 @@ class RayExecutor:
         self.num_cpus = num_cpus
 
     def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
+        self._check_devices(runs)
         ray = self._ray
         own = not ray.is_initialized()
         if own:
@@ -74,17 +85,21 @@ class RayExecutor:
             )
         pending: dict[Any, PlannedRun] = {}
         try:
-            task = ray.remote(
-                num_cpus=self.resources.cpus, num_gpus=self.resources.gpus, max_retries=0
-            )(execute_task)
+            task = self._task(ray)
             width = self._width(ray)
+            watch = NodeWatch(ray, self.resources.max_retries)
             queue = deque(runs)
             while queue or pending:
                 while queue and len(pending) < width:
                     run = queue.popleft()
                     started(run)
-                    pending[task.remote(run.spec, run.analysis, run.out)] = run
-                ready, _ = ray.wait(list(pending), num_returns=1)
+                    named = task.options(name=f"adaptlab run {run.run_id}")
+                    arguments: tuple[Any, ...] = (run.spec, run.analysis, run.out, run.tracking)
+                    if self.resources.nproc > 1:
+                        arguments += (self.resources,)
+                    pending[named.remote(*arguments)] = run
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=WATCH_SECONDS)
+                watch.check(pending)
                 for ref in ready:
                     yield self._outcome(ray, ref, pending.pop(ref))
         finally:
@@ -93,24 +108,61 @@ class RayExecutor:
             if own:
                 ray.shutdown()
 
+    def _task(self, ray: ModuleType) -> Any:
+        """The remote function a run is: the run itself with the spec's resources, or, with
+        `nproc` > 1, a task that holds nothing and starts its Ray Train workers, which do."""
+        resources = self.resources
+        body: Callable[..., tuple[RunResult | None, str | None, float]]
+        if resources.nproc > 1:
+            from adaptlab.study.ray_train import train_on_workers
+
+            body, cpus, gpus = train_on_workers, 0.0, 0.0
+        else:
+            body, cpus, gpus = execute_task, resources.cpus, resources.gpus
+        return ray.remote(
+            num_cpus=cpus,
+            num_gpus=gpus,
+            max_retries=resources.max_retries,
+            retry_exceptions=False,
+        )(body)
+
+    def _check_devices(self, runs: Sequence[PlannedRun]) -> None:
+        """Ray places runs by the GPUs they ask for, and shows each only its own, from cuda:0."""
+        cuda = sorted({run.spec.device for run in runs if run.spec.device.startswith("cuda")})
+        if cuda and not self.resources.gpus:
+            raise ConfigError(
+                f"runs on {cuda[0]} ask Ray for no GPU, so Ray would pile them onto one: add "
+                "resources: {gpus: 1} to the spec (or gpus: 0.25 to put four runs on a GPU)"
+            )
+        named = [device for device in cuda if device not in ("cuda", "cuda:0")]
+        if named:
+            raise ConfigError(
+                f"device: {named[0]} names a GPU of this machine, but a run on Ray sees only "
+                "the GPUs Ray gave it, from cuda:0; write device: cuda"
+            )
+
     def _width(self, ray: ModuleType) -> int:
         """How many runs the cluster can hold at once with the spec's resources."""
         cluster = ray.cluster_resources()
-        width = math.floor(cluster.get("CPU", 0) / self.resources.cpus + 1e-9)
+        processes = self.resources.nproc
+        width = math.floor(cluster.get("CPU", 0) / (self.resources.cpus * processes) + 1e-9)
         if self.resources.gpus:
-            width = min(width, math.floor(cluster.get("GPU", 0) / self.resources.gpus + 1e-9))
+            gpus = self.resources.gpus * processes
+            width = min(width, math.floor(cluster.get("GPU", 0) / gpus + 1e-9))
         if width < 1:
             raise ConfigError(
                 f"each run asks for {self.resources.cpus:g} CPUs and {self.resources.gpus:g} "
-                f"GPUs (resources: in the spec), more than the Ray cluster has "
+                f"GPUs{f' on each of {processes} processes' if processes > 1 else ''} "
+                "(resources: in the spec), more than the Ray cluster has "
                 f"({cluster.get('CPU', 0):g} CPUs, {cluster.get('GPU', 0):g} GPUs)"
             )
         return width
 
-    @staticmethod
-    def _outcome(ray: ModuleType, ref: Any, run: PlannedRun) -> Outcome:
+    def _outcome(self, ray: ModuleType, ref: Any, run: PlannedRun) -> Outcome:
         try:
             result, error, seconds = ray.get(ref)
+        except ray.exceptions.NodeDiedError as failure:
+            return Outcome(run, None, lost_line(failure, self.resources.max_retries), 0.0)
         except ray.exceptions.RayError as failure:
             cause = getattr(failure, "cause", None) or failure
             return Outcome(

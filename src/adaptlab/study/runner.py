@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +24,7 @@ from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import StudySummary, timed
+from adaptlab.study.tracking import cell_tracking
 from adaptlab.train.choice import require_metric
 from adaptlab.train.inputs import run_inputs
 from adaptlab.train.result import RunResult
@@ -90,6 +92,7 @@ def run_study(
                     results.reopen(run.run_id, "its data changed since")
                 results.set_plan(spec.name, runs, spec.metric)
                 runs = [run.placed(adapter_folders(store)) for run in runs]
+                runs = [replace(run, tracking=cell_tracking(spec, store, run)) for run in runs]
                 states = results.statuses()
                 for run in runs:
                     if run.keep and states.get(run.run_id) == "done" and not _folder_done(run):

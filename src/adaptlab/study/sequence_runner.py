@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from adaptlab.errors import AdaptlabError, ConfigError
+from adaptlab.integrations.trackers.choice import Tracking
+from adaptlab.integrations.trackers.session import track
 from adaptlab.study.executors import Executor, LocalExecutor, one_line
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.progress import StudyProgress, format_duration
@@ -27,6 +29,7 @@ from adaptlab.study.spec import StudySpec
 from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import SequenceOutcome, StudySummary, timed
+from adaptlab.study.tracking import sequence_tracking
 from adaptlab.train.continual import run_sequence
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import StageOutcome
@@ -85,7 +88,8 @@ def run_sequence_study(
             try:
                 for run in todo:
                     folder = folders / run.run_id
-                    outcome = _run_one(run, results, folder, executor, progress, single)
+                    tracking = sequence_tracking(spec, store, run)
+                    outcome = _run_one(run, results, folder, executor, progress, single, tracking)
                     summary.outcomes.append(outcome)
                     progress.sequence_finished(outcome)
             except KeyboardInterrupt:
@@ -138,8 +142,10 @@ def _run_one(
     executor: LocalExecutor,
     progress: SequenceProgress,
     single: dict[str, float],
+    tracking: Tracking | None,
 ) -> SequenceOutcome:
-    """Run (or go on with) one sequence, writing each stage to the store as it ends."""
+    """Run (or go on with) one sequence, writing each stage to the store as it ends, and
+    reporting to its trackers (a resumed sequence reports the stages it trains now)."""
     began = time.perf_counter()
     results.start(run)
     try:
@@ -151,13 +157,15 @@ def _run_one(
             results.save_stage(run.run_id, index, outcome)
             progress.stage_done(run, index, outcome)
 
-        result = run_sequence(
-            run.spec,
-            progress=executor.progress,
-            checkpoint=folder,
-            on_stage=stage_done,
-            single_scores=single,
-        )
+        with track(tracking, run.spec.to_dict()) as report:
+            result = run_sequence(
+                run.spec,
+                progress=executor.progress,
+                checkpoint=folder,
+                on_stage=stage_done,
+                single_scores=single,
+            )
+            report.finished_sequence(result)
     except (AdaptlabError, torch.OutOfMemoryError) as failure:
         results.fail(run.run_id, one_line(failure))
         return SequenceOutcome(run, None, one_line(failure), time.perf_counter() - began)

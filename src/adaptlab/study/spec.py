@@ -14,6 +14,8 @@
     precision: auto                 # bf16 on a GPU that has it, else fp32; or fp32, bf16, fp16
     quantize: nf4                   # optional: a 4-bit (nf4) or 8-bit (int8) frozen base
     gradient_checkpointing: true    # optional: recompute each layer in the backward pass
+    report_to: [tensorboard, mlflow]  # optional: experiment trackers (default none)
+    resources: {cpus: 1, gpus: 0.25, max_retries: 3}   # per run, for the Ray executor
 
 A sequence study gives `sequence:` (stages in training order) and `strategies:` instead of
 `data:`; its grid is models x methods x strategies x train sizes x seeds x learning rates.
@@ -49,6 +51,7 @@ from adaptlab.study.spec_errors import describe_error
 from adaptlab.study.spec_fields import (
     DEFAULT,
     LearningRates,
+    ReportTo,
     Seed,
     StrictModel,
     refuse_repeated_labels,
@@ -62,12 +65,34 @@ from adaptlab.train.continual.spec import Objective
 from adaptlab.train.metrics import METRICS
 from adaptlab.train.scale import Scale
 
+RAY_RESOLUTION = 10_000
+"""Ray counts resources in units of 1/10,000 (0.0001 of a CPU or GPU)."""
+
 
 class Resources(StrictModel):
-    """What one run needs from a Ray cluster (per task)."""
+    """What each run asks of a Ray cluster (one task per run), and how many times Ray starts a
+    run again elsewhere when the node or worker process it ran on died (`max_retries`). A run
+    with `nproc` > 1 trains on that many Ray Train workers, each asking `cpus` and `gpus`."""
 
     cpus: PositiveFloat = 1.0
     gpus: NonNegativeFloat = 0.0
+    max_retries: Annotated[int, Field(ge=0)] = 3
+    nproc: PositiveInt = 1
+
+    @field_validator("cpus", "gpus")
+    @classmethod
+    def _ray_quantity(cls, value: float, info: ValidationInfo) -> float:
+        scaled = value * RAY_RESOLUTION
+        if abs(scaled - round(scaled)) > 1e-6:
+            raise ValueError(
+                f"{info.field_name} has more decimals than Ray counts (0.0001), got {value!r}"
+            )
+        if info.field_name == "gpus" and value > 1 and not float(value).is_integer():
+            raise ValueError(
+                "gpus must be a share of one GPU (0.25: four runs on one GPU) or a whole "
+                f"number of GPUs, got {value!r}"
+            )
+        return value
 
 
 class StudySpec(StrictModel):
@@ -94,6 +119,7 @@ class StudySpec(StrictModel):
     gradient_checkpointing: bool = False
     offload_activations: bool = False
     resources: Resources = Resources()
+    report_to: ReportTo = ()
     analysis: list[AnalysisName] = []
     analysis_tokens: Annotated[int, Field(ge=3)] = DEFAULT_TOKENS
     sources: list[SourceEntry] = []

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from adaptlab.checks import MAX_SEED
+from adaptlab.errors import ConfigError
+from adaptlab.integrations.trackers.choice import report_to
 
 DEFAULT: Final = "default"
 
@@ -63,6 +65,20 @@ def _learning_rates(value: object) -> tuple[float, ...] | Literal["default"]:
     return tuple(float(rate) for rate in value)
 
 
+def _report_to(value: object) -> tuple[str, ...]:
+    """`none`, a tracker or a list of trackers (`adaptlab.integrations.trackers.choice`)."""
+    if not isinstance(value, str | list) or not all(isinstance(name, str) for name in value):
+        raise ValueError(
+            "must be none, tensorboard, mlflow or a list such as [tensorboard, mlflow]"
+        )
+    try:
+        return report_to(value, "report_to")
+    except ConfigError as error:
+        raise ValueError(str(error).removeprefix("report_to: ")) from None
+
+
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 """A seed every random generator takes (adaptlab.checks)."""
 LearningRates = Annotated[tuple[float, ...] | Literal["default"], PlainValidator(_learning_rates)]
+ReportTo = Annotated[tuple[str, ...], PlainValidator(_report_to)]
+"""The experiment trackers every run of a study reports to (none: the empty tuple)."""

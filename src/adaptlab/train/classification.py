@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from adaptlab.data import TextEncoder
+from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.tasks import TaskKind
 from adaptlab.train.batches import collated
 from adaptlab.train.config import TrainConfig
@@ -64,6 +65,14 @@ class Classification:
         with replay:
             loss: torch.Tensor = self.model(**tensors).loss
         return loss
+
+    def loss_terms(self, batch: IndexedBatch) -> int:
+        """What the model's mean loss is over: tagged tokens for token tasks, else examples
+        (for data-parallel shares, `adaptlab.train.data_parallel`)."""
+        indices, tensors = batch
+        if self.task == "token":
+            return int(tensors["labels"].ne(IGNORE_INDEX).sum())
+        return len(indices)
 
     def dev(self) -> DevScore:
         tested = evaluate(

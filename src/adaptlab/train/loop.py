@@ -26,12 +26,21 @@ from adaptlab.progress import Progress
 from adaptlab.train.batches import batch_count
 from adaptlab.train.checkpointing import offloaded_activations
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.data_parallel import data_parallel
+from adaptlab.train.events import tell_epoch, tell_step
 from adaptlab.train.history import BestEpoch, TrainHistory
 from adaptlab.train.objective import Objective
 from adaptlab.train.optimizer import optimizer_and_schedule
 from adaptlab.train.precision import Precision, keep_trained_in_float32
+from adaptlab.train.ranks import is_main_process
 from adaptlab.train.result import EpochRecord
 from adaptlab.train.scale_model import scale_of
+from adaptlab.train.training_checkpoint import (
+    LoopState,
+    Position,
+    Resumable,
+    TrainingCheckpoint,
+)
 
 log = logging.getLogger("adaptlab.train")
 
@@ -48,10 +57,13 @@ def train_epochs(
     *,
     progress: bool = True,
     seed: int | None = None,
+    checkpoint: TrainingCheckpoint | None = None,
 ) -> TrainHistory:
     """Train `model`'s trainable tensors on `objective`; on return it holds the best dev
     epoch's. `seed` (default `config.seed`) seeds the example order, the objective's draws and
-    dropout."""
+    dropout. `checkpoint`, if given, saves the state as it asks and, when it holds one, the
+    training goes on from it. In a process group each process trains on its share of every
+    batch (`adaptlab.train.data_parallel`)."""
     seed = config.seed if seed is None else seed
     trainable = keep_trained_in_float32(model)
     parameters = [p for _, p in trainable]
@@ -63,56 +75,96 @@ def train_epochs(
         if scale.offload_activations
         else nullcontext()
     )
-    total_steps = batch_count(objective.examples, config.batch_size) * config.epochs
+    per_epoch = batch_count(objective.examples, config.batch_size)
+    total_steps = per_epoch * config.epochs
     optimizer, scheduler = optimizer_and_schedule(trainable, config, learning_rate, total_steps)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # dropout masks
     history = TrainHistory(metric=objective.metric)
     best = BestEpoch(trainable, history)
-    step = 0
+    at = Position()
+    parts = Resumable(trainable, optimizer, scheduler, precision.scaler, generator)
+    if checkpoint is not None and checkpoint.exists():
+        state = checkpoint.load(parts)
+        at, precision.skipped = state.position, state.skipped
+        history.epochs[:], history.best_epoch = state.epochs, state.best_epoch
+        best.score, best.state = state.best_score, state.best
+        log.info("resumed at %sepoch %d step %d", objective.title, at.epoch, at.step)
+
+    def save(epoch_ended: bool) -> None:
+        if checkpoint is None or not is_main_process() or not checkpoint.due(at.step, epoch_ended):
+            return
+        state = LoopState(
+            at, history.epochs, history.best_epoch, best.score, best.state, precision.skipped
+        )
+        checkpoint.save(parts, state)
+
     bar = Progress(total_steps, unit="step", enabled=progress, lines=0)  # a line per epoch
-    for epoch in range(1, config.epochs + 1):
-        model.train()
-        started, losses = time.perf_counter(), []
-        place = f"{objective.title}epoch {epoch}"
-        bar.describe(f"{place}/{config.epochs}")
-        order = torch.randperm(objective.examples, generator=generator).tolist()
-        for start in range(0, len(order), config.batch_size):
-            batch = objective.batch(order[start : start + config.batch_size], generator)
-            with precision.autocast(), offloaded:
-                loss = objective.loss(batch)
-                penalty = regularization_loss(model)  # AdapterFusion's value penalty, when asked
-                if penalty is not None:
-                    loss = loss + penalty
-            _stop_unless_finite(loss, f"at {place}, step {step + 1}", learning_rate, bar)
-            if precision.step(loss, optimizer, parameters, config.max_grad_norm):
-                scheduler.step()
-            losses.append(loss.item())
-            step += 1
-            bar.update()
-            bar.show(loss=f"{losses[-1]:.4f}")
-        with precision.autocast():
-            dev = objective.dev()
-        record = EpochRecord(
-            epoch=epoch,
-            step=step,
-            train_loss=sum(losses) / len(losses),
-            dev_loss=dev.loss,
-            dev_metrics=dev.metrics,
-            seconds=time.perf_counter() - started,
-        )
-        history.epochs.append(record)
-        shown = dev.metrics[history.metric]
-        log.info(
-            "%sepoch %d step %d train_loss %.4f dev_loss %.4f dev_%s %.4f",
-            *(objective.title, epoch, step, record.train_loss, dev.loss, history.metric, shown),
-        )
-        best.offer(epoch, dev.score)
-        bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{shown:.4f}"})
-        bar.line()
+    bar.update(at.step)
+    with data_parallel(model, device) as parallel:
+        if parallel.processes > 1:
+            log.info(
+                "data parallel over %d processes: %d bytes of gradients all-reduced per step",
+                parallel.processes,
+                parallel.bytes_per_step,
+            )
+        while at.epoch <= config.epochs:
+            model.train()
+            started = time.perf_counter() - at.seconds
+            place = f"{objective.title}epoch {at.epoch}"
+            bar.describe(f"{place}/{config.epochs}")
+            if at.order is None:
+                at.order = torch.randperm(objective.examples, generator=generator).tolist()
+            while at.done < per_epoch:
+                first = at.done * config.batch_size
+                batch = objective.batch(at.order[first : first + config.batch_size], generator)
+                part, weight = parallel.share(objective, batch)
+                with precision.autocast(), offloaded:
+                    loss = objective.loss(part)
+                    penalty = regularization_loss(model)  # AdapterFusion's value penalty
+                    if penalty is not None:
+                        loss = loss + penalty
+                _stop_unless_finite(loss, f"at {place}, step {at.step + 1}", learning_rate, bar)
+                rate = optimizer.param_groups[0]["lr"]  # this step's, before the schedule moves
+                weighted = loss if weight == 1.0 else loss * weight
+                if precision.step(weighted, optimizer, parameters, config.max_grad_norm):
+                    scheduler.step()
+                at.losses.append(parallel.mean(loss.item(), weight))
+                at.step, at.done = at.step + 1, at.done + 1
+                at.seconds = time.perf_counter() - started
+                tell_step(objective.title, at.step, at.losses[-1], rate)
+                bar.update()
+                bar.show(loss=f"{at.losses[-1]:.4f}")
+                if at.done < per_epoch:
+                    save(epoch_ended=False)
+            with precision.autocast():
+                dev = objective.dev()
+            record = EpochRecord(
+                epoch=at.epoch,
+                step=at.step,
+                train_loss=sum(at.losses) / len(at.losses),
+                dev_loss=dev.loss,
+                dev_metrics=dev.metrics,
+                seconds=time.perf_counter() - started,
+            )
+            history.epochs.append(record)
+            tell_epoch(objective.title, record, history.metric)
+            shown = dev.metrics[history.metric]
+            log.info(
+                "%sepoch %d step %d train_loss %.4f dev_loss %.4f dev_%s %.4f",
+                *(objective.title, at.epoch, at.step, record.train_loss, dev.loss),
+                *(history.metric, shown),
+            )
+            best.offer(at.epoch, dev.score)
+            bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{shown:.4f}"})
+            bar.line()
+            at = Position(epoch=at.epoch + 1, step=at.step)
+            save(epoch_ended=True)
     bar.close()
     if precision.skipped:
-        log.info("%d of %d fp16 steps skipped: their gradients overflowed", precision.skipped, step)
+        log.info(
+            "%d of %d fp16 steps skipped: their gradients overflowed", precision.skipped, at.step
+        )
     best.restore()
     return history
 

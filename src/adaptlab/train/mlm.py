@@ -156,6 +156,10 @@ class MaskedLm:
     def loss(self, batch: Batch) -> torch.Tensor:
         return masked_lm_loss(self.model, batch)
 
+    def loss_terms(self, batch: Batch) -> int:
+        """The masked tokens the loss is the mean over (for data-parallel shares)."""
+        return int(batch["labels"].ne(IGNORE_INDEX).sum())
+
     def dev(self) -> DevScore:
         tested = evaluate_mlm(self.model, self.encoder, self.dev_features, self.eval_batch_size)
         return DevScore(tested.loss, tested.metrics, tested.metrics[MLM_METRIC])

@@ -16,7 +16,11 @@ import socket
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
+import torch
+
+from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.train.choice import choose_metric
@@ -26,12 +30,17 @@ from adaptlab.train.loop import train_epochs
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.train.mlm_run import check_masked_lm_run, is_masked_lm, prepare_masked_lm
 from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
+from adaptlab.train.precision import keep_trained_in_float32
+from adaptlab.train.process_group import process_group
+from adaptlab.train.ranks import is_main_process
 from adaptlab.train.result import RunResult, Versions
 from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.run_objective import RunObjective
 from adaptlab.train.scale_model import announce_scale
+from adaptlab.train.sharding import gather_adapter, shard_model
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.trained_run import OnTrained
+from adaptlab.train.training_checkpoint import TrainingCheckpoint, training_checkpoint
 
 log = logging.getLogger("adaptlab.train")
 
@@ -53,23 +62,66 @@ def execute(
     overwrite: bool = False,
     on_trained: OnTrained | None = None,
     frozen_cache: str = "auto",
+    checkpoint_every: int | Literal["epoch"] | None = None,
+    resume: bool = False,
+    shard: bool = False,
 ) -> RunResult:
     """Train, pick the best epoch on dev, test it; write `out` if given; return the result.
 
     `on_trained`, if given, sees the trained model and data; its result joins the result.
     `frozen_cache`: see `Classification.frozen_replay` (an execution detail, not in the spec).
+    `checkpoint_every` ("epoch" or a number of steps) keeps a checkpoint beside `out`;
+    `resume` goes on from it. Under a launcher's process group (`--nproc`, torchrun) every
+    process trains its share and only the first writes anything; `shard` shards the model
+    over the processes (FSDP2, `adaptlab.train.sharding`).
     """
     masked_lm = is_masked_lm(spec)
     if masked_lm:
         check_masked_lm_run(spec, analysed=on_trained is not None)
+    if shard and (checkpoint_every is not None or resume or on_trained is not None):
+        raise ConfigError("--shard does not combine with checkpoints, --resume or analyses yet")
+    run_folder = Path(out) if out is not None else None
+    identity = json.loads(json.dumps(spec.to_dict()))
+    checkpoint = training_checkpoint(run_folder, identity, checkpoint_every, resume, overwrite)
+    with process_group(torch_device(spec.device)) as device:
+        if not is_main_process():
+            run_folder, progress, on_trained = None, False, None
+        return _execute(
+            spec,
+            run_folder,
+            device,
+            progress=progress,
+            overwrite=overwrite,
+            on_trained=on_trained,
+            frozen_cache=frozen_cache,
+            checkpoint=checkpoint,
+            shard=shard,
+        )
+
+
+def _execute(
+    spec: RunSpec,
+    out: Path | None,
+    device: torch.device,
+    *,
+    progress: bool,
+    overwrite: bool,
+    on_trained: OnTrained | None,
+    frozen_cache: str,
+    checkpoint: TrainingCheckpoint | None,
+    shard: bool,
+) -> RunResult:
+    """`execute` in this process, on `device`."""
     started = time.perf_counter()
-    folder = RunFolder(Path(out) if out is not None else None, overwrite, run_inputs(spec))
-    device = torch_device(spec.device)
+    folder = RunFolder(out, overwrite, run_inputs(spec))
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
-    prepare = prepare_masked_lm if masked_lm else prepare_classification
+    prepare = prepare_masked_lm if is_masked_lm(spec) else prepare_classification
     objective: RunObjective = prepare(spec, device)
     model, handle = objective.model, objective.handle
     announce_scale(model)
+    if shard:
+        keep_trained_in_float32(model)
+        shard_model(model)
     if not spec.scale.is_default:  # the manifest says how the adapter was trained
         scale = spec.scale
         handle.record_training_scale(
@@ -82,9 +134,16 @@ def execute(
         reset_peak_memory(device)
         with objective.frozen_replay(frozen_cache, folder.staging):
             history = train_epochs(
-                model, objective, spec.train, spec.learning_rate(), progress=progress
+                model,
+                objective,
+                spec.train,
+                spec.learning_rate(),
+                progress=progress,
+                checkpoint=checkpoint,
             )
         tested = objective.test()
+        if shard:
+            gather_adapter(handle)
         log.info("test %s", json.dumps(tested.metrics))
         for score in tested.zero_shot or ():
             log.info("zero-shot %s %s", score.data, json.dumps(score.metrics))
@@ -116,4 +175,7 @@ def execute(
             began = time.perf_counter()
             result = replace(result, analysis=dict(on_trained(trained)))
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
-        return folder.publish(model, result, started, objective.splits)
+        published = folder.publish(model, result, started, objective.splits)
+        if checkpoint is not None and is_main_process():
+            checkpoint.remove()
+        return published

@@ -18,6 +18,7 @@ from adaptlab.models.device import describe_device
 from adaptlab.models.fingerprint import record_fingerprint
 from adaptlab.train.checkpointing import enable_checkpointing
 from adaptlab.train.precision import DTYPES
+from adaptlab.train.ranks import is_main_process, process_count
 from adaptlab.train.scale import Scale
 
 log = logging.getLogger("adaptlab.device")
@@ -47,8 +48,11 @@ def prepare_base(model: nn.Module, scale: Scale, device: torch.device) -> None:
 
 def announce_scale(model: nn.Module) -> None:
     """Say once, when its training starts, where and how `model` trains."""
+    if not is_main_process():
+        return
     device = next(model.parameters()).device
-    log.info("device: %s, %s", describe_device(device), scale_of(model).describe())
+    processes = f", {process_count()} processes" if process_count() > 1 else ""
+    log.info("device: %s, %s%s", describe_device(device), scale_of(model).describe(), processes)
 
 
 def scale_of(model: nn.Module) -> Scale:

@@ -27,6 +27,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write, publish_folder, staging_folder
 from adaptlab.train.continual.result import StageOutcome
 from adaptlab.train.continual.spec import SequenceSpec
+from adaptlab.train.ranks import is_main_process
 
 PROGRESS_FILE = "progress.json"
 STATE_FILE = "state.safetensors"
@@ -93,6 +94,8 @@ class SequenceCheckpoint:
         finished stage."""
         self.completed.append(outcome)
         self.trained |= trained
+        if not is_main_process():  # one writer in a multi-process run
+            return
         target = self.folder / f"{_STAGE}{len(self.completed) - 1}"
         staging = staging_folder(target)
         try:
@@ -120,6 +123,8 @@ class SequenceCheckpoint:
     def save_single(self, score: float) -> None:
         """Keep the next single-stage score."""
         self.single_stage.append(score)
+        if not is_main_process():
+            return
         payload = json.dumps({"scores": self.single_stage}).encode("utf-8")
         atomic_write(self.folder / SINGLE_FILE, payload)
 

@@ -83,6 +83,10 @@ class CorpusStage(StageObjective[TextStageRun, TextStrategy]):
         extra = self.strategy.penalty(run, rows, head)
         return loss if extra is None else loss + extra
 
+    def loss_terms(self, rows: list[Row]) -> int:
+        """The next tokens the loss is the mean over (for data-parallel shares)."""
+        return sum(len(self.run.stages[stage].train[index]) - 1 for stage, index in rows)
+
     def dev(self) -> DevScore:
         """Dev perplexity; the best epoch is the one of lowest dev loss."""
         tested = perplexity(

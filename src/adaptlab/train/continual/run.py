@@ -35,6 +35,8 @@ from adaptlab.train.continual.result import SequenceResult
 from adaptlab.train.continual.sequence import StageDone, train_sequence
 from adaptlab.train.continual.sequential import SequentialConfig
 from adaptlab.train.continual.spec import SequenceSpec
+from adaptlab.train.process_group import process_group
+from adaptlab.train.ranks import is_main_process
 
 SEQUENCE_FILE = "sequence.json"
 SEQUENCE_FOLDER = FolderKind(
@@ -62,12 +64,31 @@ def run_sequence(
     (even by kill -9) and run again with it starts after its last finished stage.
     `single_scores`: single-stage scores by `alone_key`, shared by sequences that differ only
     in their strategy: a score found there is not trained again, and new ones are added.
+    Under a launcher's process group (`--nproc`, torchrun) only the first process writes.
     """
     started = time.perf_counter()
     out_path = Path(out) if out is not None else None
     if out_path is not None:
         check_result_folder(out_path, overwrite, SEQUENCE_FOLDER, sequence_inputs(spec))
-    device = torch_device(spec.device)
+    with process_group(torch_device(spec.device)) as device:
+        if not is_main_process():
+            out_path, progress, on_stage = None, False, None
+        return _run_sequence(
+            spec, out_path, device, progress, checkpoint, on_stage, single_scores, started
+        )
+
+
+def _run_sequence(
+    spec: SequenceSpec,
+    out_path: Path | None,
+    device: torch.device,
+    progress: bool,
+    checkpoint: str | os.PathLike[str] | None,
+    on_stage: StageDone | None,
+    single_scores: MutableMapping[str, float] | None,
+    started: float,
+) -> SequenceResult:
+    """`run_sequence` in this process, on `device`."""
     resolve_model(spec.model)
     text = spec.objective == "causal-lm"
     if text:
