@@ -32,6 +32,7 @@ from adaptlab.train.continual import (
     list_strategies,
     run_sequence,
 )
+from adaptlab.train.outputs import ADAPTER_FOLDER
 from adaptlab.train.ranks import is_main_process
 from adaptlab.train.scale import Scale
 
@@ -150,6 +151,8 @@ def sequence(
         return
     show(result)
     console().print(f"written to {out / SEQUENCE_FILE}", highlight=False, soft_wrap=True)
+    if (out / ADAPTER_FOLDER).is_dir():  # a causal-LM sequence's adapter, for `adaptlab serve`
+        console().print(f"adapter in {out / ADAPTER_FOLDER}", highlight=False, soft_wrap=True)
 
 
 def strategies_help(entries: list[StrategyEntry]) -> str:

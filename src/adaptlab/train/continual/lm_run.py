@@ -4,6 +4,7 @@ a strategy, each corpus's held-out perplexity measured after every stage (the ma
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -73,8 +74,10 @@ def train_text_sequence(
     progress: bool,
     checkpoint: SequenceCheckpoint | None = None,
     on_stage: StageDone | None = None,
+    keep: Path | None = None,
 ) -> SequenceResult:
-    """Train `spec.model` as a causal LM through `corpora`, testing every corpus after each."""
+    """Train `spec.model` as a causal LM through `corpora`, testing every corpus after each;
+    the trained adapter is saved to `keep` when given (`adaptlab serve` generates with it)."""
     loaded = load_model(spec.model, "causal_lm", seed=spec.train.seed)
     model: nn.Module = loaded.model
     prepare_base(model, spec.scale, device)
@@ -84,4 +87,4 @@ def train_text_sequence(
     corpus_stages = CorpusStages(
         model, stages, loaded.tokenizer.pad_token_id, strategy, eval_batch_size
     )
-    return train_sequence(spec, corpus_stages, progress, checkpoint, on_stage)
+    return train_sequence(spec, corpus_stages, progress, checkpoint, on_stage, keep)

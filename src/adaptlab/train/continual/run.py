@@ -35,17 +35,19 @@ from adaptlab.train.continual.result import SequenceResult
 from adaptlab.train.continual.sequence import StageDone, train_sequence
 from adaptlab.train.continual.sequential import SequentialConfig
 from adaptlab.train.continual.spec import SequenceSpec
+from adaptlab.train.outputs import ADAPTER_FOLDER
 from adaptlab.train.process_group import process_group
 from adaptlab.train.ranks import is_main_process
 
 SEQUENCE_FILE = "sequence.json"
 SEQUENCE_FOLDER = FolderKind(
     "sequence",
-    (SEQUENCE_FILE,),
+    (SEQUENCE_FILE, ADAPTER_FOLDER),
     SEQUENCE_FILE,
     lambda path: json_with_key(path / SEQUENCE_FILE, "matrix"),
 )
-"""A sequence's folder: `sequence.json` alone (`adaptlab.folders`)."""
+"""A sequence's folder: `sequence.json`, and a causal-LM sequence's trained adapter in
+`adapter/` (`adaptlab.folders`)."""
 
 
 def run_sequence(
@@ -99,34 +101,35 @@ def _run_sequence(
     ]
     trainer = train_text_sequence if text else _train_sequence
     saved = SequenceCheckpoint.open(checkpoint, spec) if checkpoint is not None else None
-    result = trainer(spec, datasets, device, progress, saved, on_stage)
-    if spec.single_stage and len(datasets) > 1:
-        alone = [result.matrix[0][0], *(saved.single_stage if saved else [])]
-        for index in range(len(alone), len(datasets)):
-            single = alone_spec(spec, index)
-            key = alone_key(single)
-            if single_scores is not None and key in single_scores:
-                alone.append(single_scores[key])
-            else:
-                trained = trainer(single, [datasets[index]], device, progress)
-                alone.append(trained.matrix[0][0])
-            if single_scores is not None:
-                single_scores[key] = alone[-1]
-            if saved is not None:
-                saved.save_single(alone[-1])
-        scores = summarize(result.matrix, alone, result.metric)
-        result = replace(result, single_stage=tuple(alone), scores=scores)
-    result = replace(result, wall_seconds=time.perf_counter() - started)
-    if out_path is not None:
-        hint = "the training diverged; lower the learning rate or train fewer epochs"
-        data = finite_json(result.to_dict(), SEQUENCE_FILE, hint)
-        staging = staging_folder(out_path)
-        try:
+    staging = staging_folder(out_path) if out_path is not None else None
+    try:
+        keep = staging / ADAPTER_FOLDER if staging is not None and text else None
+        result = trainer(spec, datasets, device, progress, saved, on_stage, keep)
+        if spec.single_stage and len(datasets) > 1:
+            alone = [result.matrix[0][0], *(saved.single_stage if saved else [])]
+            for index in range(len(alone), len(datasets)):
+                single = alone_spec(spec, index)
+                key = alone_key(single)
+                if single_scores is not None and key in single_scores:
+                    alone.append(single_scores[key])
+                else:
+                    trained = trainer(single, [datasets[index]], device, progress)
+                    alone.append(trained.matrix[0][0])
+                if single_scores is not None:
+                    single_scores[key] = alone[-1]
+                if saved is not None:
+                    saved.save_single(alone[-1])
+            scores = summarize(result.matrix, alone, result.metric)
+            result = replace(result, single_stage=tuple(alone), scores=scores)
+        result = replace(result, wall_seconds=time.perf_counter() - started)
+        if staging is not None and out_path is not None:
+            hint = "the training diverged; lower the learning rate or train fewer epochs"
+            data = finite_json(result.to_dict(), SEQUENCE_FILE, hint)
             (staging / SEQUENCE_FILE).write_bytes(data)
             publish_folder(staging, out_path)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging)
+    finally:
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging)
     return result
 
 
@@ -177,10 +180,11 @@ def _train_sequence(
     progress: bool,
     checkpoint: SequenceCheckpoint | None = None,
     on_stage: StageDone | None = None,
+    keep: Path | None = None,
 ) -> SequenceResult:
     """Train `spec.model` through the labelled `datasets`, testing every stage after each."""
     stages = LabelledStages.load(spec, datasets, device)
-    return train_sequence(spec, stages, progress, checkpoint, on_stage)
+    return train_sequence(spec, stages, progress, checkpoint, on_stage, keep)
 
 
 def _capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 import torch
 from torch import nn
 
+from adaptlab.methods import save_adapter
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import (
@@ -76,9 +78,11 @@ def train_sequence(
     progress: bool,
     checkpoint: SequenceCheckpoint | None = None,
     on_stage: StageDone | None = None,
+    keep: Path | None = None,
 ) -> SequenceResult:
     """Train `stages` in order from the first one `checkpoint` has not finished, testing every
-    stage after each; the sequence's result."""
+    stage after each; the sequence's result. `keep`: a folder to save the last stage's adapter
+    to, as it ends the sequence."""
     model, seed = stages.model, spec.train.seed
     announce_scale(model)
     outcomes = list(checkpoint.completed) if checkpoint is not None else []
@@ -110,4 +114,8 @@ def train_sequence(
             checkpoint.save_stage(outcome, model, trained, stages.state())
         if on_stage is not None:
             on_stage(index, outcome)
+    if keep is not None:
+        save_adapter(
+            model, keep, name=stages.adapter_name(len(stages.stages) - 1), base_model_id=spec.model
+        )
     return sequence_result(spec, outcomes)
