@@ -10,10 +10,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from adaptlab import checks
 from adaptlab.data import TextEncoder
 from adaptlab.tasks import TaskKind
-from adaptlab.train.batches import batches
+from adaptlab.train.batches import collated
 from adaptlab.train.metrics import compute_metrics
+from adaptlab.train.shared_evaluation import gathered, my_turn
 
 
 @dataclass
@@ -35,18 +37,30 @@ def evaluate(
     label_names: Sequence[str],
     batch_size: int = 64,
 ) -> Evaluation:
-    """Run `model` over `features` in eval mode and score it."""
+    """Run `model` over `features` in eval mode and score it (its batches split over the
+    processes of a multi-process run, `adaptlab.train.shared_evaluation`)."""
+    checks.positive(batch_size, "batch size")
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    losses, weights, outputs, labels = [], [], [], []
-    for batch in batches(encoder, features, batch_size, device):
+    mine = []
+    for number, start in enumerate(range(0, len(features), batch_size)):
+        if not my_turn(number):  # another process of the run scores it
+            continue
+        indices = range(start, min(start + batch_size, len(features)))
+        batch = collated(encoder, features, indices, device)
         result = model(**batch)
-        losses.append(float(result.loss))
-        weights.append(len(batch["input_ids"]))
-        outputs.append(result.logits.float().cpu().numpy())
-        labels.append(batch["labels"].cpu().numpy())
+        scored = (
+            float(result.loss),
+            len(batch["input_ids"]),
+            result.logits.float().cpu().numpy(),
+            batch["labels"].cpu().numpy(),
+        )
+        mine.append((number, scored))
     model.train(was_training)
+    every = gathered(mine)
+    losses, weights = [s[0] for s in every], [s[1] for s in every]
+    outputs, labels = [s[2] for s in every], [s[3] for s in every]
     if task == "token":
         outputs, labels = _pad_rows(outputs, -1e9), _pad_rows(labels, -100)
     all_outputs, all_labels = np.concatenate(outputs), np.concatenate(labels)

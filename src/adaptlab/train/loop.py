@@ -35,6 +35,7 @@ from adaptlab.train.precision import Precision, keep_trained_in_float32
 from adaptlab.train.ranks import is_main_process
 from adaptlab.train.result import EpochRecord
 from adaptlab.train.scale_model import scale_of
+from adaptlab.train.shared_evaluation import shared_evaluation
 from adaptlab.train.training_checkpoint import (
     LoopState,
     Position,
@@ -137,7 +138,7 @@ def train_epochs(
                 bar.show(loss=f"{at.losses[-1]:.4f}")
                 if at.done < per_epoch:
                     save(epoch_ended=False)
-            with precision.autocast():
+            with precision.autocast(), shared_evaluation(model):
                 dev = objective.dev()
             record = EpochRecord(
                 epoch=at.epoch,

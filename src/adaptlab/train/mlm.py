@@ -33,6 +33,7 @@ from adaptlab.train.lm_head_capture import lm_head_input
 from adaptlab.train.lm_loss import TokenLoss, linear_cross_entropy
 from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.objective import DevScore
+from adaptlab.train.shared_evaluation import gathered, my_turn
 
 MLM_METRIC = PRIMARY_METRIC[MLM]
 """Share of masked tokens predicted exactly (masked_accuracy); it picks the best epoch on dev."""
@@ -117,14 +118,17 @@ def evaluate_mlm(
     was_training = model.training
     model.eval()
     generator = torch.Generator().manual_seed(EVAL_MASK_SEED)
-    total_loss, correct, count = 0.0, 0, 0
-    for start in range(0, len(features), batch_size):
+    mine = []
+    for number, start in enumerate(range(0, len(features), batch_size)):
         indices = range(start, min(start + batch_size, len(features)))
-        batch = masked_batch(encoder, features, indices, generator, device)
-        scores = masked_lm_scores(model, batch)
-        total_loss += float(scores.total)
-        correct, count = correct + int(scores.correct), count + int(scores.count)
+        batch = masked_batch(encoder, features, indices, generator, device)  # masks drawn in order
+        if my_turn(number):  # batches split over a multi-process run's processes
+            scores = masked_lm_scores(model, batch)
+            mine.append((number, (float(scores.total), int(scores.correct), int(scores.count))))
     model.train(was_training)
+    every = gathered(mine)
+    total_loss = sum(s[0] for s in every)
+    correct, count = sum(s[1] for s in every), sum(s[2] for s in every)
     mean = total_loss / count
     return MlmEvaluation(mean, {MLM_METRIC: correct / count, "perplexity": math.exp(mean)})
 

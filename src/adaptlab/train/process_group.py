@@ -54,7 +54,6 @@ def launch_processes(count: int, arguments: Sequence[str]) -> None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -65,6 +64,8 @@ def launch_processes(count: int, arguments: Sequence[str]) -> None:
         max_restarts=0,
         monitor_interval=0.2,
     )
+    threads = os.environ.get("OMP_NUM_THREADS")  # the processes share this machine's cores
+    os.environ["OMP_NUM_THREADS"] = threads or str(max(1, (os.cpu_count() or 1) // count))
     try:
         elastic_launch(config, sys.executable)("-m", "adaptlab", *arguments)
     except ChildFailedError as failed:
@@ -72,5 +73,8 @@ def launch_processes(count: int, arguments: Sequence[str]) -> None:
         raise WorkerFailed(
             f"process of rank {rank} of {count} ended with exit code {failure.exitcode}"
             f"{' (' + failure.signal_name() + ')' if failure.exitcode < 0 else ''}; "
-            "the run was stopped and nothing was written"
+            "the run was stopped and its folder not written"
         ) from None
+    finally:
+        if threads is None:
+            del os.environ["OMP_NUM_THREADS"]

@@ -38,6 +38,7 @@ from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.run_objective import RunObjective
 from adaptlab.train.scale_model import announce_scale
 from adaptlab.train.sharding import gather_adapter, shard_model
+from adaptlab.train.shared_evaluation import shared_evaluation
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.trained_run import OnTrained
 from adaptlab.train.training_checkpoint import TrainingCheckpoint, training_checkpoint
@@ -141,7 +142,8 @@ def _execute(
                 progress=progress,
                 checkpoint=checkpoint,
             )
-        tested = objective.test()
+        with shared_evaluation(model):
+            tested = objective.test()
         if shard:
             gather_adapter(handle)
         log.info("test %s", json.dumps(tested.metrics))

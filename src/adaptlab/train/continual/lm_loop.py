@@ -22,6 +22,7 @@ from adaptlab.train.history import TrainHistory
 from adaptlab.train.lm_head_capture import lm_head_input
 from adaptlab.train.lm_loss import next_token_loss
 from adaptlab.train.objective import DevScore
+from adaptlab.train.shared_evaluation import gathered, my_turn
 
 PERPLEXITY = "perplexity"
 
@@ -46,9 +47,11 @@ def perplexity(
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    total, tokens = 0.0, 0
+    mine = []
     try:
-        for start in range(0, len(documents), batch_size):
+        for number, start in enumerate(range(0, len(documents), batch_size)):
+            if not my_turn(number):  # batches split over a multi-process run's processes
+                continue
             batch = collate(documents[start : start + batch_size], pad_id)
             head = lm_head_input(
                 model,
@@ -56,10 +59,11 @@ def perplexity(
                 attention_mask=batch["attention_mask"].to(device),
             )
             scores = next_token_loss(head, batch["labels"].to(device))
-            total += scores.total.item()
-            tokens += int(scores.count)
+            mine.append((number, (scores.total.item(), int(scores.count))))
     finally:
         model.train(was_training)
+    every = gathered(mine)
+    total, tokens = sum(s[0] for s in every), sum(s[1] for s in every)
     loss = total / tokens
     return Perplexity(loss, exp_or_inf(loss), tokens)
 

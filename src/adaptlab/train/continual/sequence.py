@@ -26,6 +26,7 @@ from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.continual.stages import StageSplits, use_stage_adapter
 from adaptlab.train.history import TrainHistory
 from adaptlab.train.scale_model import announce_scale
+from adaptlab.train.shared_evaluation import shared_evaluation
 
 StageDone = Callable[[int, StageOutcome], None]
 """Called after each stage is trained and tested (and checkpointed): its index and outcome."""
@@ -97,7 +98,8 @@ def train_sequence(
         trained = {n for n, p in model.named_parameters() if p.requires_grad}
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         history = stages.train(index, spec.train, spec.learning_rate(), progress)
-        row = [stages.test(tested, index) for tested in range(len(stages.stages))]
+        with shared_evaluation(model):  # split over a multi-process run's processes
+            row = [stages.test(tested, index) for tested in range(len(stages.stages))]
         stage = stages.stages[index]
         record = StageRecord(
             name=stage.name,
