@@ -120,6 +120,7 @@ def worker(method: str, threads: int, steps: int, warmup: int, args: argparse.Na
     from adaptlab import adapt
     from adaptlab.models.loading import load_model
     from adaptlab.train.config import TrainConfig
+    from adaptlab.train.data_parallel import gradient_bytes
     from adaptlab.train.events import observing
     from adaptlab.train.loop import train_epochs
     from adaptlab.train.objective import DevScore
@@ -167,11 +168,9 @@ def worker(method: str, threads: int, steps: int, warmup: int, args: argparse.Na
             train_epochs(model, RandomBatches(), config, 1e-4, progress=False)
         gaps = [b - a for a, b in zip([started, *times], times, strict=False)][warmup:]
         if is_main_process():
-            trained = [p for p in model.parameters() if p.requires_grad]
             answer = {
-                "trainable": sum(p.numel() for p in trained),
-                # the loop all-reduces each trained tensor's float32 gradient once a step
-                "bytes_per_step": sum(p.numel() * 4 for p in trained) if probe_count() > 1 else 0,
+                "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+                "bytes_per_step": gradient_bytes(model) if probe_count() > 1 else 0,
                 "step_seconds": statistics.median(gaps),
             }
             Path(args.answer).write_text(json.dumps(answer))

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from adaptlab.train.ranks import process_count, process_rank
-from adaptlab.train.sharding import is_sharded, reshard, sharded_bytes
+from adaptlab.train.sharding import is_sharded, reshard
 
 
 @runtime_checkable
@@ -92,7 +92,7 @@ def data_parallel(model: nn.Module, device: torch.device) -> Iterator[OneProcess
         return
     if is_sharded(model):  # FSDP2 reduce-scatters the gradients itself
         try:
-            yield Processes(device, sharded_bytes(model))
+            yield Processes(device, gradient_bytes(model))  # reduce-scattered
         finally:
             reshard(model)  # the best epoch is put back into the sharded tensors
         return
@@ -117,10 +117,15 @@ def data_parallel(model: nn.Module, device: torch.device) -> Iterator[OneProcess
         model.register_forward_hook(after),
     ]
     try:
-        yield Processes(device, sum(p.numel() * p.element_size() for p in trained))
+        yield Processes(device, gradient_bytes(model))
     finally:
         for hook in hooks:
             hook.remove()
+
+
+def gradient_bytes(model: nn.Module) -> int:
+    """Bytes of the trained tensors' gradients, what a step of several processes exchanges."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
 def _cut(value: Any, size: int, start: int, stop: int) -> Any:

@@ -78,8 +78,3 @@ def reshard(model: nn.Module) -> None:
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.reshard()
-
-
-def sharded_bytes(model: nn.Module) -> int:
-    """Bytes of the trained tensors' gradients a step reduce-scatters."""
-    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
