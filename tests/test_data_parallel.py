@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from cli_cases import run_cli, write_reviews
+from cli_cases import refused, run_cli, write_reviews
 from safetensors.torch import load_file
 from tiny_models import save_tiny_bert
 
@@ -158,3 +158,10 @@ def test_a_sharded_run_trains_as_one_process(
         torch.testing.assert_close(shared[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
     first, second = (json.loads((r / "metrics.json").read_text()) for r in (one, two))
     assert second["test_loss"] == pytest.approx(first["test_loss"], rel=1e-4, abs=1e-5)
+
+
+def test_shard_alone_is_refused_in_one_line(
+    setup: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = train_args(setup, setup["root"] / "alone-sharded", "lora", "--shard")
+    refused(args, capsys, "--shard needs several processes")

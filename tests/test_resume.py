@@ -16,7 +16,14 @@ from cli_cases import refused, run_cli, write_reviews
 from safetensors.torch import load_file
 from tiny_models import save_tiny_bert
 
-from adaptlab.train.training_checkpoint import STATE, checkpoint_folder
+from adaptlab.errors import ConfigError
+from adaptlab.train.training_checkpoint import (
+    STATE,
+    Resumable,
+    TrainingCheckpoint,
+    checkpoint_folder,
+    training_checkpoint,
+)
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +110,35 @@ def test_a_checkpoint_is_resumed_only_when_asked_and_only_by_its_run(
     code, _, err = run_cli(train_args(setup, out, "--overwrite", "--epochs", "1"), capsys)
     assert code == 0, err
     assert not folder.exists()
+
+
+def test_a_checkpoint_names_only_its_own_files_and_overwrite_deletes_only_them(
+    tmp_path: Path,
+) -> None:
+    folder = checkpoint_folder(tmp_path / "run")
+    folder.mkdir()
+    (tmp_path / "secret.safetensors").write_bytes(b"not the checkpoint's")
+    state = dict.fromkeys(
+        ("spec", "every", "position", "epochs", "best_epoch", "best_score", "skipped",
+         "optimizer_groups", "scheduler", "scaler"), 0,
+    )  # fmt: skip
+    (folder / STATE).write_text(json.dumps(state | {"tensors": "../secret.safetensors"}))
+    layer = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(layer.parameters())
+    parts = Resumable(
+        list(layer.named_parameters()),
+        optimizer,
+        torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0),
+        torch.amp.GradScaler("cpu", enabled=False),
+        torch.Generator(),
+    )
+    with pytest.raises(ConfigError, match="is not a checkpoint adaptlab wrote"):
+        TrainingCheckpoint(folder, 3, {}).load(parts)
+
+    (folder / "notes.txt").write_text("the user's")
+    with pytest.raises(ConfigError, match="holds notes.txt besides a checkpoint"):
+        training_checkpoint(tmp_path / "run", {}, None, resume=False, overwrite=True)
+    assert (folder / "notes.txt").exists() and (tmp_path / "secret.safetensors").exists()
+    (folder / "notes.txt").unlink()
+    assert training_checkpoint(tmp_path / "run", {}, None, resume=False, overwrite=True) is None
+    assert not folder.exists()  # only its own files: removed

@@ -119,10 +119,10 @@ def _execute(
     prepare = prepare_masked_lm if is_masked_lm(spec) else prepare_classification
     objective: RunObjective = prepare(spec, device)
     model, handle = objective.model, objective.handle
-    announce_scale(model)
-    if shard:
+    if shard:  # refused in one line (too few processes, mixed dtypes) before anything is said
         keep_trained_in_float32(model)
         shard_model(model)
+    announce_scale(model)
     if not spec.scale.is_default:  # the manifest says how the adapter was trained
         scale = spec.scale
         handle.record_training_scale(

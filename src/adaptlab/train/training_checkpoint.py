@@ -11,6 +11,7 @@ tensor file, so a kill while writing leaves the previous checkpoint whole.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,20 +67,20 @@ def training_checkpoint(
     if resume:
         if not held:
             raise ConfigError(f"--resume: no checkpoint at {folder}; train without --resume")
-        saved = json.loads((folder / STATE).read_text())
-        if saved["spec"] != identity:
+        saved = _read_state(folder)
+        if saved.get("spec") != identity:
             raise ConfigError(
                 f"the checkpoint {folder} is of another run (its spec differs); train with the "
                 "same options, or --overwrite without --resume to start afresh"
             )
-        every = saved["every"] if every is None else every
+        every = _checked_every(saved.get("every"), folder) if every is None else every
     elif held and not overwrite:
         raise ConfigError(
             f"{folder} holds the checkpoint of an unfinished run: add --resume to go on from it, "
             "or --overwrite to start afresh"
         )
     elif held:
-        shutil.rmtree(folder)
+        _remove_ours(folder)
     if every is None:
         return None
     return TrainingCheckpoint(folder, every, identity)
@@ -177,7 +178,19 @@ class TrainingCheckpoint:
 
     def load(self, parts: Resumable) -> LoopState:
         """Put the saved state in place; return the loop's position and records."""
-        record = json.loads((self.folder / STATE).read_text())
+        record = _read_state(self.folder)
+        if not _OURS.fullmatch(str(record.get("tensors"))) or record.keys() < _KEYS:
+            raise ConfigError(f"{self.folder / STATE} is not a checkpoint adaptlab wrote")
+        try:
+            return self._put_back(parts, record)
+        except (KeyError, TypeError, ValueError, RuntimeError, OSError) as error:
+            raise ConfigError(
+                f"the checkpoint {self.folder} does not fit this run ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else ''}); remove it to start afresh"
+            ) from None
+
+    def _put_back(self, parts: Resumable, record: dict[str, Any]) -> LoopState:
+        """`load` once the record is known to be one adaptlab wrote."""
         tensors = load_file(str(self.folder / record["tensors"]))
         trainable = parts.trainable
         with torch.no_grad():
@@ -202,11 +215,58 @@ class TrainingCheckpoint:
         )
 
     def exists(self) -> bool:
+        """Whether a checkpoint is there to resume."""
         return (self.folder / STATE).is_file()
 
     def remove(self) -> None:
         """Delete the checkpoint once the run is published."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_OURS = re.compile(r"tensors-\d+\.safetensors")
+"""The tensor file a checkpoint's state names: a plain name in its folder, nothing else."""
+_KEYS = {
+    "spec", "every", "tensors", "position", "epochs", "best_epoch", "best_score", "skipped",
+    "optimizer_groups", "scheduler", "scaler",
+}  # fmt: skip
+
+
+def _read_state(folder: Path) -> dict[str, Any]:
+    """The checkpoint's `state.json` as a JSON object, or one line saying it is damaged."""
+    path = folder / STATE
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"cannot read {path} ({error}); remove {folder} to start afresh"
+        ) from None
+    if not isinstance(record, dict):
+        raise ConfigError(f"{path} is not a checkpoint adaptlab wrote; remove {folder}")
+    return record
+
+
+def _checked_every(value: Any, folder: Path) -> int | Literal["epoch"]:
+    """The cadence a checkpoint was saved at, as `--checkpoint-every` takes it."""
+    if value == EPOCH or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value  # type: ignore[no-any-return]
+    raise ConfigError(f"{folder / STATE}: every must be 'epoch' or a positive number of steps")
+
+
+def _remove_ours(folder: Path) -> None:
+    """Delete a checkpoint folder that holds nothing adaptlab did not write there."""
+    others = [
+        entry.name
+        for entry in folder.iterdir()
+        if entry.name != STATE
+        and not _OURS.fullmatch(entry.name)
+        and not entry.name.startswith((".tensors-", f".{STATE}."))  # unfinished writes
+    ]
+    if others:
+        raise ConfigError(
+            f"{folder} holds {', '.join(sorted(others))} besides a checkpoint; move them away "
+            "or remove it yourself"
+        )
+    shutil.rmtree(folder)
 
 
 def _optimizer_parts(
