@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import adaptlab
-from adaptlab.models.loading import load_model
+from adaptlab.models.loading import load_model, load_tokenizer
 from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
@@ -155,3 +155,34 @@ def set_fingerprint(folder: Path, value: str) -> None:
     manifest = json.loads(path.read_text())
     manifest["base_model"]["fingerprint"] = value
     path.write_text(json.dumps(manifest))
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+"""A chat template short enough for a tiny model's window."""
+
+
+def tiny_chat_llama(root: Path, template: str = CHAT_TEMPLATE) -> str:
+    """A tiny random Llama causal LM whose tokenizer has `template`, saved under `root`."""
+    from tiny_models import save_tiny_llama
+
+    model_dir = save_tiny_llama(str(root / "tiny-llama"))
+    tokenizer = load_tokenizer(model_dir)
+    tokenizer.chat_template = template
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+def chat_registry(root: Path, template: str = CHAT_TEMPLATE) -> dict[str, Any]:
+    """A tiny chat Llama and a registry holding a causal-LM LoRA `lm` (an identity, so it
+    generates as the base does) and a random classifier `labels`."""
+    model_dir = tiny_chat_llama(root, template)
+    registry = root / "registry"
+    registry.mkdir()
+    model = load_model(model_dir, "causal_lm").model
+    adaptlab.add_adapter(model, "default", "lora", seed=0, train_head=False)
+    adaptlab.save_adapter(model, registry / "lm", base_model_id=model_dir)
+    save_random_adapter(model_dir, registry / "labels", "lora")
+    return {"root": root, "model": model_dir, "registry": registry}

@@ -25,6 +25,9 @@ FAMILIES = {
     "bitfit": "bitfit",
     "lnfit": "lnfit",
     "full": "full",
+    "mixout": {"full": {"mixout": 0.1}},  # the whole model runs without dropout
+    "head": "head",  # every block frozen: run without dropout, never recomputed
+    "freeze": {"freeze": {"k": 1}},  # the first block frozen, the second trains
     "mam": {"mam": {"hidden_size": 16, "reparam_hidden": 16, "prefix_length": 4}},
 }
 
@@ -78,7 +81,7 @@ def _move_from_zero(model: nn.Module) -> None:
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("arch", ["bert", "llama"])
 def test_checkpointed_gradients_equal_plain_ones(family: str, arch: str) -> None:
-    if arch == "llama" and family not in ("lora", "dora", "ia3", "lnfit", "full"):
+    if arch == "llama" and family not in ("lora", "dora", "ia3", "lnfit", "full", "head", "freeze"):
         pytest.skip("on BERT only (Llama has no biases for BitFit; adapters share one path)")
     plain = _gradients(_adapted(arch, FAMILIES[family]), checkpointing=False)
     checkpointed = _gradients(_adapted(arch, FAMILIES[family]), checkpointing=True)

@@ -57,7 +57,7 @@ def test_find_then_scale_edit_erase(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert (saved["quadrature"], saved["steps"], saved["tolerance"]) == ("riemann", 3, None)
     assert sum(saved["histogram"]) == sum(len(r["neurons"]) for r in saved["results"]) > 0
     assert (out / "layers.png").stat().st_size > 0
-    neurons = ["--neurons", str(out / "neurons.json")]
+    neurons = ["--neurons", str(out / "neurons.json"), "--model", str(model)]
     for command, written in [
         ("suppress", "suppress.json"),
         ("amplify", "amplify.json"),

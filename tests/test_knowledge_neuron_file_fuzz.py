@@ -140,7 +140,8 @@ def test_random_edits_load_or_fail_in_one_line(
     assert len(outcomes["loaded"]) > 10 and len(outcomes["refused"]) > CASES / 2
     for outcome, count in (("loaded", THROUGH_THE_CLI[0]), ("refused", THROUGH_THE_CLI[1])):
         for path in outcomes[outcome][:count]:
-            code, _, err = run(["neurons", "suppress", "--neurons", str(path)], capsys)
+            args = ["neurons", "suppress", "--neurons", str(path), "--model", str(folder)]
+            code, _, err = run(args, capsys)
             assert code in (0, 1) and "Traceback" not in err, err
             assert code == 0 or err.endswith("\n") and err[:-1].split("\n")[-1].startswith("error:")
             assert (code == 0) == (path.parent / "suppress.json").is_file()

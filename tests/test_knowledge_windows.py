@@ -101,9 +101,8 @@ def test_erasing_with_no_other_relation_writes_no_nan(
     with unchanged(inputs):
         code, _, err = run_cli(find(inputs / "bert", inputs / "one.json", out), capsys)
         assert code == 0, err
-        code, printed, err = run_cli(
-            ["neurons", "erase", "--neurons", str(out / "neurons.json")], capsys
-        )
+        erase = ["neurons", "erase", "--neurons", str(out / "neurons.json")]
+        code, printed, err = run_cli([*erase, "--model", str(inputs / "bert")], capsys)
     assert code == 0, err
     rows = strict(out / "erase.json")["rows"]
     assert [(r["others_before"], r["others_after"]) for r in rows] == [(None, None)] * 2
@@ -128,7 +127,8 @@ def test_an_edit_that_overflows_the_model_writes_nothing(
 ) -> None:
     with unchanged(found.parent), unchanged(inputs):
         refused_after_progress(
-            ["neurons", "edit", "--neurons", str(found), "--lambda2", "1e30"],
+            ["neurons", "edit", "--neurons", str(found), "--lambda2", "1e30"]
+            + ["--model", str(inputs / "bert")],
             capsys,
             "edit.json: ",
             "came out nan, not a measurement",

@@ -91,7 +91,7 @@ def test_only_lora_adapters_are_exported(tmp_path: Path) -> None:
         ({"use_dora": True}, "use_dora=True has no equivalent"),
         ({"rank_pattern": {"query": 2}}, "rank_pattern"),
         ({"peft_type": "IA3"}, "not a PEFT LoRA adapter"),
-        ({"r": "8"}, "r must be a number"),
+        ({"r": "8"}, "r must be a whole number of at least 1"),
     ],
 )
 def test_peft_options_without_an_equivalent_are_refused(
@@ -227,3 +227,42 @@ def test_a_run_exported_by_the_cli_loads_in_peft_with_its_label_names(
         ).eval()
     assert (logits(theirs) - logits(ours)).abs().max().item() <= 1e-5
     assert theirs.config.id2label == ours.config.id2label == dict(enumerate(names))
+
+
+def test_a_peft_causal_lm_adapter_imports_with_the_same_logits(tmp_path: Path) -> None:
+    base = tiny_model("llama", causal=True)
+    config = peft.LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"
+    )
+    trained = peft.get_peft_model(base, config)
+    with torch.no_grad():  # B starts at zero: give the pairs values
+        for name, param in trained.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.1)
+    trained.eval()
+    expected = logits(trained)
+    trained.save_pretrained(str(tmp_path))
+    model = tiny_model("llama", causal=True)
+    handle = import_peft(model, tmp_path)
+    adaptlab.set_active(model, handle.name)
+    assert not handle.groups.get("head")
+    assert (logits(model) - expected).abs().max().item() <= 1e-5
+    with pytest.raises(AdapterFileError, match="CAUSAL_LM is a causal-LM adapter, but the model"):
+        import_peft(tiny_model("llama"), tmp_path)
+
+
+def test_what_peft_would_run_otherwise_is_not_exported(tmp_path: Path) -> None:
+    """PEFT runs one LoRA by itself, and gives a classifier without a saved head a new one."""
+    stacked = tiny_model("bert")
+    adaptlab.add_adapter(stacked, "lang", "pfeiffer", train_head=False)
+    adaptlab.add_adapter(stacked, "task", "lora")
+    adaptlab.set_active(stacked, adaptlab.Stack("lang", "task"))
+    with pytest.raises(AdapterFileError, match="runs with 'lang' as Stack\\('lang', 'task'\\)"):
+        export_peft(stacked, tmp_path / "stacked", name="task")
+    adaptlab.set_active(stacked, "task")  # by itself it runs as PEFT would run it
+    export_peft(stacked, tmp_path / "alone", name="task")
+    headless = tiny_model("bert")
+    adaptlab.adapt(headless, "lora", train_head=False)
+    with pytest.raises(AdapterFileError, match="has no trained head, and PEFT would give"):
+        export_peft(headless, tmp_path / "headless")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone"]

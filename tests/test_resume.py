@@ -17,13 +17,7 @@ from safetensors.torch import load_file
 from tiny_models import save_tiny_bert
 
 from adaptlab.errors import ConfigError
-from adaptlab.train.training_checkpoint import (
-    STATE,
-    Resumable,
-    TrainingCheckpoint,
-    checkpoint_folder,
-    training_checkpoint,
-)
+from adaptlab.train.training_checkpoint import STATE, checkpoint_folder, training_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -119,26 +113,24 @@ def test_a_checkpoint_names_only_its_own_files_and_overwrite_deletes_only_them(
     folder.mkdir()
     (tmp_path / "secret.safetensors").write_bytes(b"not the checkpoint's")
     state = dict.fromkeys(
-        ("spec", "every", "position", "epochs", "best_epoch", "best_score", "skipped",
-         "optimizer_groups", "scheduler", "scaler"), 0,
+        ("spec", "data_digest", "every", "position", "epochs", "best_epoch", "best_score",
+         "skipped", "optimizer_groups", "scheduler", "scaler"), 0,
     )  # fmt: skip
-    (folder / STATE).write_text(json.dumps(state | {"tensors": "../secret.safetensors"}))
-    layer = torch.nn.Linear(2, 2)
-    optimizer = torch.optim.AdamW(layer.parameters())
-    parts = Resumable(
-        list(layer.named_parameters()),
-        optimizer,
-        torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0),
-        torch.amp.GradScaler("cpu", enabled=False),
-        torch.Generator(),
+    (folder / STATE).write_text(
+        json.dumps(state | {"spec": {}, "tensors": "../secret.safetensors"})
     )
-    with pytest.raises(ConfigError, match="is not a checkpoint adaptlab wrote"):
-        TrainingCheckpoint(folder, 3, {}).load(parts)
+    with pytest.raises(ConfigError, match="tensors: '../secret.safetensors' is not a tensor file"):
+        training_checkpoint(tmp_path / "run", {}, "data.csv", None, resume=True, overwrite=False)
 
     (folder / "notes.txt").write_text("the user's")
-    with pytest.raises(ConfigError, match="holds notes.txt besides a checkpoint"):
-        training_checkpoint(tmp_path / "run", {}, None, resume=False, overwrite=True)
+    with pytest.raises(ConfigError, match="holds notes.txt, which are no checkpoint's files"):
+        training_checkpoint(tmp_path / "run", {}, "data.csv", None, resume=False, overwrite=True)
     assert (folder / "notes.txt").exists() and (tmp_path / "secret.safetensors").exists()
     (folder / "notes.txt").unlink()
-    assert training_checkpoint(tmp_path / "run", {}, None, resume=False, overwrite=True) is None
+    checkpoint = training_checkpoint(
+        tmp_path / "run", {}, "data.csv", None, resume=False, overwrite=True
+    )
+    assert checkpoint is not None and not checkpoint.exists()  # replaced, not resumed
+    assert (folder / STATE).exists()  # kept until the new run ends
+    checkpoint.remove()
     assert not folder.exists()  # only its own files: removed

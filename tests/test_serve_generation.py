@@ -19,8 +19,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from serve_helpers import running, save_random_adapter  # noqa: E402
-from tiny_models import save_tiny_llama, tiny_inputs, tiny_model  # noqa: E402
+from serve_helpers import running, save_random_adapter, tiny_chat_llama  # noqa: E402
+from tiny_models import tiny_inputs, tiny_model  # noqa: E402
 
 import adaptlab  # noqa: E402
 from adaptlab.errors import ConfigError  # noqa: E402
@@ -34,10 +34,6 @@ from adaptlab.serve.sampling import StopText  # noqa: E402
 
 CAUSAL = {"lora-a": "lora", "lora-b": "lora", "ia3": "ia3", "prefix": "prefix"}
 PROMPTS = ["the cat sat on the", "hello world", "one two three four five", "paris is"]
-TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}assistant:{% endif %}"
-)
 NEAR_TIE = 1e-4
 """Logits this close may swap places between a batch of one and a padded mixed batch."""
 
@@ -58,10 +54,7 @@ def save_causal_adapter(model_dir: str, out: Path, method: str, seed: int) -> Pa
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A tiny Llama with a chat template, four causal-LM adapters and a classifier."""
     root = tmp_path_factory.mktemp("generate")
-    model_dir = save_tiny_llama(str(root / "tiny-llama"))
-    tokenizer = load_tokenizer(model_dir)
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(model_dir)
+    model_dir = tiny_chat_llama(root)
     registry = root / "registry"
     registry.mkdir()
     for seed, (name, method) in enumerate(CAUSAL.items()):
@@ -269,7 +262,7 @@ def test_v1_models_lists_the_base_and_the_causal_adapters(url: str, setup: dict[
         ("completions", {"model": "ia3", "prompt": "a", "max_tokens": 65}, 400, "limit of 64"),
         ("completions", {"model": "ia3", "prompt": "a b " * 1100}, 400, "this model takes 2048"),
         ("completions", {"model": "ia3", "prompt": "a" * 10_001}, 413, "the limit is 10000"),
-        ("completions", {"model": "ia3", "prompt": "a", "stop": ["a"] * 5}, 422, "at most 4"),
+        ("completions", {"model": "ia3", "prompt": "a", "stop": ["a"] * 5}, 400, "at most 4"),
         ("completions", {"model": "ia3", "prompt": "a", "temperature": 3}, 422, "temperature"),
         ("completions", {"model": "ia3", "prompt": "a", "n": 2}, 422, "n: Input should be less"),
         ("completions", {"model": "ia3", "prompt": "a", "echo": True}, 422, "echo: Extra inputs"),

@@ -1,4 +1,5 @@
-"""`adaptlab serve --ray`: the same app as Ray Serve replicas on a local 2-CPU Ray."""
+"""`adaptlab serve --ray`: the same app as Ray Serve replicas on a local 2-CPU Ray, each
+replica wanting the server's key."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from adaptlab.errors import ConfigError  # noqa: E402
 from adaptlab.serve import AdapterService, ServeOptions  # noqa: E402
 
 TEXTS = ["a great fun film", "a dull awful film", "lovely"]
+KEY = "sk-ray-5d1c0e9a"
+WITH_KEY = {"Authorization": f"Bearer {KEY}"}
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +45,21 @@ def test_ray_serve_replicas_answer_like_the_local_service(local_ray: None, tmp_p
     model = save_tiny_bert(str(tmp_path / "tiny-bert"))
     registry = tmp_path / "registry"
     train(model, write_csv(tmp_path / "reviews.csv", MOODS, 32), "lora", registry / "rt-lora")
-    options = ServeOptions(model=model, adapters=str(registry))
+    options = ServeOptions(model=model, adapters=str(registry), api_key=KEY)
     with pytest.raises(ConfigError, match="--replicas must be"):
         ray_serve.deployment(options, replicas=0)
     port = free_port()
     ray_serve.run(options, replicas=2, host="127.0.0.1", port=port, blocking=False)
     url = f"http://127.0.0.1:{port}"
+    body = {"adapter": "rt-lora", "texts": TEXTS}
     answers = [
-        httpx.post(f"{url}/predict", json={"adapter": "rt-lora", "texts": TEXTS}, timeout=120)
-        for _ in range(4)
+        httpx.post(f"{url}/predict", json=body, headers=WITH_KEY, timeout=120) for _ in range(4)
     ]
+    for headers in ({}, {"Authorization": "Bearer wrong"}):  # every replica wants the key
+        for _ in range(4):
+            denied = httpx.post(f"{url}/predict", json=body, headers=headers, timeout=120)
+            assert denied.status_code == 401 and "key" in denied.json()["error"]
+    assert httpx.get(f"{url}/health", timeout=60).status_code == 200
     local = AdapterService(options)
     try:
         expected = [p.to_dict() for p in local.predict("rt-lora", TEXTS).result(120)]
@@ -60,7 +68,8 @@ def test_ray_serve_replicas_answer_like_the_local_service(local_ray: None, tmp_p
     for response in answers:
         assert response.status_code == 200, response.text
         assert_same_predictions(response.json()["predictions"], expected)
-    refused = httpx.post(f"{url}/predict", json={"adapter": "../x", "texts": ["a"]}, timeout=60)
+    bad = {"adapter": "../x", "texts": ["a"]}
+    refused = httpx.post(f"{url}/predict", json=bad, headers=WITH_KEY, timeout=60)
     assert refused.status_code == 400 and "never a path" in refused.json()["error"]
-    listing = httpx.get(f"{url}/adapters", timeout=60).json()
+    listing = httpx.get(f"{url}/adapters", headers=WITH_KEY, timeout=60).json()
     assert [row["name"] for row in listing["adapters"]] == ["rt-lora"]

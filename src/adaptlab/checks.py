@@ -10,6 +10,19 @@ from adaptlab.errors import ConfigError
 MAX_SEED = 2**32 - 1
 """Seeds reach torch, numpy and Python's random; numpy's seeding takes 0 .. 2**32 - 1."""
 
+SHOWN = 60
+"""Characters of a bad value that an error message shows."""
+
+
+def shown(value: object) -> str:
+    """`value` as Python writes it, cut to `SHOWN` characters (so a message stays one short
+    line whatever a file holds)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to write out
+        text = "a number too long to show"
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
+
 
 def at_least(value: int, minimum: int, name: str) -> int:
     """`value` if it is an integer >= `minimum`, else a one-line ConfigError naming `name`."""

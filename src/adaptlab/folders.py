@@ -2,8 +2,9 @@
 
 Such a folder is written to a new or empty path. `--overwrite` replaces only an earlier folder
 of the same kind, one that holds that kind's own files and nothing else, so no other folder (a
-data folder, a home folder) can ever be deleted by mistake. The path is never a symbolic link
-and never overlaps an input of the command (`adaptlab.paths.check_apart`).
+data folder, a home folder) can ever be deleted by mistake. The path ends in a name of its own
+(not `.`, `..` or `/`), is never a symbolic link and never overlaps an input of the command
+(`adaptlab.paths`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaptlab.errors import ConfigError
-from adaptlab.paths import Inputs, check_apart, check_not_link, check_writable, listed
+from adaptlab.paths import (
+    Inputs,
+    check_apart,
+    check_named,
+    check_not_link,
+    check_output_path,
+    check_writable,
+    listed,
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,8 @@ class FolderKind:
 
 def check_result_folder(out: Path, overwrite: bool, kind: FolderKind, inputs: Inputs = ()) -> None:
     """Fail, before any work, unless a `kind` folder may be written to `out` (module doc)."""
+    check_output_path(out, "--out")
+    check_named(out, "--out")
     check_not_link(out, "--out")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a folder; give a folder for the {kind.noun}")

@@ -1,7 +1,8 @@
 """Paths a user gives, checked before any work: inputs must be files (not folders), and outputs
 must be writable, be files or folders as the command needs, never be a symbolic link, never
-overlap an input of the same command, and never replace anything that adaptlab did not write
-there itself."""
+overlap an input of the same command, never start with a `~` no shell expanded nor go up out
+of a folder that does not exist, and never replace anything that adaptlab did not write there
+itself."""
 
 from __future__ import annotations
 
@@ -68,6 +69,36 @@ def check_not_link(path: Path, what: str) -> None:
         )
 
 
+def check_output_path(path: Path, what: str) -> None:
+    """Fail if `path` starts with `~` or `~user`, which only a shell expands (and not inside
+    quotes: the output would go to a new folder named `~` here), or goes up (`..`) out of a
+    folder that does not exist: no check can look through that folder, and writing would make
+    it and land in the folder above, whatever that holds."""
+    home = os.path.expanduser(path)
+    if home != str(path):
+        raise ConfigError(
+            f"{what} {str(path)!r} starts with '~', which only a shell expands; give the path "
+            f"itself ({home})"
+        )
+    for index, part in enumerate(path.parts):
+        above = Path(*path.parts[:index])
+        if part == ".." and index and not above.exists():
+            raise ConfigError(
+                f"{what} {str(path)!r} goes up ('..') out of {above}, which does not exist; "
+                "give the path without '..'"
+            )
+
+
+def check_named(path: Path, what: str) -> None:
+    """Fail unless `path` ends in a name of its own, not `.`, `..`, `/` or nothing: a folder
+    written whole (a run, a sequence) is built beside its path and renamed into it, and what
+    goes with it (a run's checkpoint folder) is named after it."""
+    if path.name in ("", ".."):
+        raise ConfigError(
+            f"{what} {str(path)!r} ends in no name of its own; name what to write, e.g. runs/first"
+        )
+
+
 def check_apart(output: Path, what: str, inputs: Inputs) -> None:
     """Fail unless `output` is none of the command's `inputs`, lies inside none and holds none
     (compared after following links), so that writing it can change no input."""
@@ -104,6 +135,7 @@ def check_output_file(
     """Fail, before any work, unless `path` can take the output `what`: not a folder or a link,
     apart from the command's `inputs` (`check_apart`), writable, and either new or an earlier
     output of the same kind (`replaceable`), so that nothing else is ever overwritten."""
+    check_output_path(path, what)
     check_not_link(path, what)
     if path.is_dir():
         raise ConfigError(f"{what} {path} is a folder; give a file name (inside it, say)")
@@ -118,7 +150,9 @@ def check_output_file(
 
 def check_output_folder(path: Path, what: str, inputs: Inputs = ()) -> None:
     """Fail, before any work, unless `path` is a folder (or can be made) that can be written,
-    not a link and apart from the command's `inputs` (`check_apart`)."""
+    not a link, plain (`check_output_path`) and apart from the command's `inputs`
+    (`check_apart`)."""
+    check_output_path(path, what)
     check_not_link(path, what)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{what} {path} is a file; give a folder")

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
+import safetensors
 import typer
 from rich.table import Table
 
 from adaptlab.cli.console import console
 from adaptlab.cli.options import BaseModel, Device
-from adaptlab.errors import ConfigError
+from adaptlab.errors import AdapterFileError, ConfigError
 from adaptlab.methods import save_adapter
-from adaptlab.methods.manifest import MEMBERS, Manifest, adapter_folder, parse_manifest
-from adaptlab.methods.peft_format import export_peft, import_peft
-from adaptlab.models.loading import load_model
+from adaptlab.methods.manifest import MEMBERS, TENSORS, Manifest, adapter_folder, parse_manifest
+from adaptlab.methods.peft_config import PeftConfig, check_base
+from adaptlab.methods.peft_format import export_peft, import_peft, read_peft
+from adaptlab.models.loading import ModelKind, load_model
+from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import check_new_folder, existing
 from adaptlab.tasks import TASK_KINDS
 from adaptlab.train.restore import load_trained
+
+CAUSAL_LM: ModelKind = "causal_lm"
+"""The model kind a causal-LM PEFT adapter loads on (`adaptlab.models.loading`)."""
 
 app = typer.Typer(help="Look inside adapter folders.", no_args_is_help=True)
 FORMATS = ("peft",)
@@ -30,6 +37,9 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """List a folder's adapters: name, kind, methods, size, base model and composition.
+
+    Parameters and bytes are counted from each tensor file (its header only, no tensor is
+    read); where the manifest lists other counts, the output says so.
 
     Example:
 
@@ -54,14 +64,27 @@ def show(
             row["adapter"],
             row["kind"],
             row["methods"],
-            f"{row['parameters']:,}",
-            f"{row['bytes']:,}",
+            _count(row["parameters"], row["manifest_parameters"]),
+            _count(row["bytes"], row["manifest_bytes"]),
             row["composition"] or "-",
         )
     console().print(table)
+    for row in rows:
+        if (row["parameters"], row["bytes"]) != (row["manifest_parameters"], row["manifest_bytes"]):
+            print(
+                f"{row['adapter'].strip()}: the manifest lists {row['manifest_parameters']:,} "
+                f"parameters and {row['manifest_bytes']:,} bytes, its {TENSORS} holds "
+                f"{row['parameters']:,} and {row['bytes']:,}: the folder was edited or is "
+                "damaged, and loading it is refused"
+            )
     test = (top.metrics or {}).get("test")
     if isinstance(test, dict):
         print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items() if _number(v)))
+
+
+def _count(found: int, listed: int) -> str:
+    """A count from the tensor file, with the manifest's where that differs."""
+    return f"{found:,}" if found == listed else f"{found:,} (manifest: {listed:,})"
 
 
 def _rows(folder: Path, manifest: Manifest, indent: str) -> Any:
@@ -71,18 +94,35 @@ def _rows(folder: Path, manifest: Manifest, indent: str) -> Any:
     else:
         methods = "+".join(c.name for c in manifest.configs)
     composition = manifest.composition
+    parameters, size = _tensor_counts(folder)
     yield {
         "adapter": indent + manifest.name,
         "kind": manifest.kind,
         "methods": methods,
-        "parameters": manifest.tensors.parameters,
-        "bytes": manifest.tensors.bytes,
+        "parameters": parameters,
+        "bytes": size,
+        "manifest_parameters": manifest.tensors.parameters,
+        "manifest_bytes": manifest.tensors.bytes,
         "composition": None if composition is None else repr(composition),
         "labels": list(manifest.label_names or ()),
     }
     for member in manifest.members:
         sub = folder / MEMBERS / member
         yield from _rows(sub, parse_manifest(sub), indent + "  ")
+
+
+def _tensor_counts(folder: Path) -> tuple[int, int]:
+    """The values and bytes of `folder`'s tensor file, from its header (no tensor is read)."""
+    path = folder / TENSORS
+    if not path.is_file():
+        raise AdapterFileError(f"{path}: missing; the adapter folder is incomplete")
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as file:
+            names = file.keys()  # a list: the file is no mapping to iterate
+            values = sum(math.prod(file.get_slice(name).get_shape()) for name in names)
+    except Exception as reason:  # safetensors raises its own error types for bad headers
+        raise AdapterFileError(f"{path}: cannot be read as safetensors ({reason})") from None
+    return values, path.stat().st_size
 
 
 def _number(value: object) -> bool:
@@ -127,33 +167,90 @@ def import_(
     source: Annotated[Path, typer.Argument(help="The folder to read (a PEFT LoRA adapter).")],
     out: Annotated[Path, typer.Argument(help="adaptlab adapter folder to write.")],
     model: Annotated[str, typer.Option("--model", help="The base model the adapter was made for.")],
-    labels: Annotated[str, typer.Option(help="Label names in the head's order, comma-separated.")],
-    task: Annotated[str, typer.Option(help="single_label, multi_label, token or regression.")] = (
-        "single_label"
-    ),
+    labels: Annotated[
+        str | None,
+        typer.Option(help="Label names in the head's order, comma-separated (classifiers)."),
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="single_label, multi_label or regression (SEQ_CLS; default single_label), "
+            "token (TOKEN_CLS)."
+        ),
+    ] = None,
     format: Annotated[str, typer.Option("--format", help="Folder format: peft.")] = "peft",
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Import although the folder names another base model than --model (the same "
+            "model under another name).",
+        ),
+    ] = False,
 ) -> None:
     """Read a LoRA adapter of another library (PEFT) into an adaptlab adapter folder.
+
+    PEFT's task type decides what it becomes: SEQ_CLS and TOKEN_CLS a classifier (with
+    --labels), CAUSAL_LM a causal-LM adapter (`adaptlab serve` generates with it). The folder's
+    base_model_name_or_path must name --model (its name, built-in alias or hub id, or the same
+    folder) unless --force.
 
     Example:
 
         adaptlab import --format peft --model minilm-l6 --labels fresh,rotten peft-out/ runs/x
     """
     _check_format(format)
-    if task not in TASK_KINDS:
+    if task is not None and task not in TASK_KINDS:
         raise ConfigError(f"--task must be one of {', '.join(TASK_KINDS)}, got {task!r}")
-    names = [label.strip() for label in labels.split(",")]
-    if not all(names) or len(set(names)) != len(names):
+    names = None if labels is None else [label.strip() for label in labels.split(",")]
+    if names is not None and (not all(names) or len(set(names)) != len(names)):
         raise ConfigError(f"--labels must be distinct non-empty names, got {labels!r}")
     check_new_folder(
         out, "adapter folder", existing([(source, "PEFT folder"), (model, "base model")])
     )
-    loaded = load_model(model, task, label_names=names)  # type: ignore[arg-type]
-    handle = import_peft(loaded.model, source)
+    resolve_model(model)  # a damaged model folder is named before the PEFT folder is read
+    adapter = read_peft(source)
+    kind = _import_kind(adapter.config, task, names)
+    note = check_base(adapter.config, model, force)
+    loaded = load_model(model, kind, label_names=names)
+    handle = import_peft(loaded.model, adapter)
     save_adapter(
-        loaded.model, out, name=handle.name, base_model_id=model, task=task, label_names=names
+        loaded.model,
+        out,
+        name=handle.name,
+        base_model_id=model,
+        task=None if kind == CAUSAL_LM else kind,
+        label_names=names or (),  # a causal LM's config names labels it has no head for
     )
-    print(f"wrote {out}: {handle.summary().splitlines()[0]}")
+    what = " (a causal-LM adapter: adaptlab serve generates with it)" if kind == CAUSAL_LM else ""
+    print(f"wrote {out}: {handle.summary().splitlines()[0]}{what}")
+    if note:
+        print(f"note: {note}")
+
+
+def _import_kind(config: PeftConfig, task: str | None, labels: list[str] | None) -> ModelKind:
+    """The model kind a PEFT adapter loads on, by its task type, --task and --labels: a
+    classifier needs its labels and a task of its kind; a causal-LM adapter takes neither."""
+    task_type = config.task_type
+    if task_type == "CAUSAL_LM":
+        if task is not None or labels is not None:
+            raise ConfigError(
+                f"{config.path}: task_type CAUSAL_LM is a causal-LM adapter, which has no labels "
+                "or task: leave out --labels and --task"
+            )
+        return CAUSAL_LM
+    kind = task or ("token" if task_type == "TOKEN_CLS" else "single_label")
+    if (kind == "token") != (task_type == "TOKEN_CLS"):
+        raise ConfigError(
+            f"{config.path}: task_type {task_type} does not fit --task {kind} (token takes "
+            "TOKEN_CLS; single_label, multi_label and regression take SEQ_CLS)"
+        )
+    if labels is None:
+        raise ConfigError(
+            f"{config.path}: task_type {task_type} is a classifier: give --labels, the label "
+            "names in the order of its head"
+        )
+    return cast(ModelKind, kind)
 
 
 def _check_format(format: str) -> None:

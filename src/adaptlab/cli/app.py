@@ -15,6 +15,7 @@ from adaptlab.cli.console import console
 from adaptlab.cli.lazy_group import Target, lazy_group
 from adaptlab.cli.relaunch import remember_command_line
 from adaptlab.errors import AdaptlabError
+from adaptlab.train.launched import follow_launcher
 
 COMMANDS: dict[str, Target] = {
     "train": ("train_cmd", "train"),
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     if debug:  # accepted anywhere on the line, handed to the top-level option
         args = ["--debug", *(a for a in args if a != "--debug")]
     remember_command_line(args)
+    follow_launcher()  # in a process of `--nproc N`: end with the command that started it
     try:
         app(args=args, prog_name="adaptlab")
     except AdaptlabError as error:

@@ -29,7 +29,8 @@ ModelOverride = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help=f"The model `find` ran on, where it is now (default: the one {NEURONS_FILE} names).",
+        help=f"The model `find` ran on, where it is now (default: the one {NEURONS_FILE} names, "
+        "when a built-in or hub name: a model folder must be given here).",
     ),
 ]
 

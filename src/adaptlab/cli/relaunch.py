@@ -1,12 +1,31 @@
 """`--nproc N`: the command runs again, as it was typed less `--nproc`, on N processes of this
-machine through PyTorch's launcher (`adaptlab.train.process_group`)."""
+machine through PyTorch's launcher (`adaptlab.train.process_group`).
+
+Before any process starts, the launcher checks the count against the machine and makes every
+check of the command line and the output, so that a mistake is one line; a process of the
+launch ends with its launcher and leaves its errors for the launcher to tell once
+(`adaptlab.train.launched`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from typing import Annotated, Any
+
+import typer
+
+from adaptlab.cli.option_group import Command
 
 _TYPED: ContextVar[tuple[str, ...]] = ContextVar("adaptlab_command_line", default=())
+
+Oversubscribe = Annotated[
+    bool,
+    typer.Option(
+        help="Let --nproc start more processes than the CPU cores this command may run on "
+        "(they share the cores; slower, and memory grows with each)."
+    ),
+]
 
 
 def remember_command_line(arguments: Sequence[str]) -> None:
@@ -14,15 +33,40 @@ def remember_command_line(arguments: Sequence[str]) -> None:
     _TYPED.set(tuple(arguments))
 
 
-def relaunched(processes: int) -> bool:
-    """With `processes` > 1, outside a launched group: run this command line (less `--nproc`)
-    on that many processes, wait for them, and say True (the caller has nothing left to do)."""
-    from adaptlab.train.process_group import in_launched_group, launch_processes
+def relaunched(
+    processes: int, device: str, *, oversubscribe: bool, check: Callable[[], None]
+) -> bool:
+    """With `processes` > 1, outside a launched group: fail unless this machine holds that many
+    processes on `device`, make `check` (what the processes would check of the command line
+    and the output), run this command line (less `--nproc`) on that many processes, wait for
+    them, and say True (the caller has nothing left to do); else say False."""
+    from adaptlab.models.device import torch_device
+    from adaptlab.train.process_group import (
+        check_process_count,
+        in_launched_group,
+        launch_processes,
+    )
 
     if processes == 1 or in_launched_group():
         return False
+    check_process_count(processes, torch_device(device), oversubscribe)
+    check()
     launch_processes(processes, _without_option(_TYPED.get(), "--nproc"))
     return True
+
+
+def errors_to_launcher(command: Command) -> Command:
+    """`command`, which in a process of a launch leaves an error for the launcher to tell
+    (`adaptlab.train.launched.recorded_errors`) instead of printing it."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        from adaptlab.train.launched import recorded_errors
+
+        with recorded_errors():
+            command(*args, **kwargs)
+
+    return run
 
 
 def _without_option(arguments: Sequence[str], option: str) -> list[str]:

@@ -20,8 +20,9 @@ from adaptlab.cli.options import (
     positive,
     seed,
 )
-from adaptlab.cli.relaunch import relaunched
+from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
+from adaptlab.folders import check_result_folder
 from adaptlab.integrations.trackers import folder_tracking, track
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import (
@@ -32,11 +33,13 @@ from adaptlab.train.continual import (
     list_strategies,
     run_sequence,
 )
+from adaptlab.train.continual.run import SEQUENCE_FOLDER, sequence_inputs
 from adaptlab.train.outputs import ADAPTER_FOLDER
 from adaptlab.train.ranks import is_main_process
 from adaptlab.train.scale import Scale
 
 
+@errors_to_launcher
 @with_scale_options()
 def sequence(
     model: Annotated[str, typer.Option(help="minilm-l6, mpnet-base, a HF name or a folder.")],
@@ -105,6 +108,7 @@ def sequence(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     report_to: ReportTo = "none",
     nproc: Processes = 1,
+    oversubscribe: Oversubscribe = False,
 ) -> None:
     """Train one model through data sets in order and test every stage after each.
 
@@ -142,9 +146,14 @@ def sequence(
         single_stage=single_stage,
         objective=objective,
     )
-    if relaunched(nproc):
+    tracking = folder_tracking(report_to, out)
+
+    def check() -> None:
+        check_result_folder(out, overwrite, SEQUENCE_FOLDER, sequence_inputs(spec))
+
+    if relaunched(nproc, device, oversubscribe=oversubscribe, check=check):
         return
-    with track(folder_tracking(report_to, out), spec.to_dict()) as report:
+    with track(tracking, spec.to_dict()) as report:
         result = run_sequence(spec, out, progress=progress, overwrite=overwrite)
         report.finished_sequence(result)
     if not is_main_process():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +22,9 @@ def serve(
     adapters: Annotated[
         Path, typer.Option(help="Registry folder: adapter or run folders, one per adapter.")
     ],
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; any but loopback needs --api-key.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     max_batch: Annotated[int, typer.Option(help="Most texts in one forward pass.")] = 32,
     max_wait_ms: Annotated[
@@ -43,26 +46,53 @@ def serve(
     address: Annotated[
         str | None, typer.Option(help="Existing Ray cluster to deploy on (with --ray), e.g. auto.")
     ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Key every request but /health must send as 'Authorization: Bearer KEY' "
+            "(default: the ADAPTLAB_API_KEY environment variable).",
+            show_default=False,
+        ),
+    ] = None,
+    insecure_no_key: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-key", help="Listen beyond loopback without a key: anyone may call it."
+        ),
+    ] = False,
 ) -> None:
     """Serve every adapter under a folder over HTTP, one base model in memory.
 
     Example:
 
         adaptlab serve --model minilm-l6 --adapters runs/
-        curl -s localhost:8000/predict -d '{"adapter": "rt-houlsby", "texts": ["a witty film"]}'
+        curl -s localhost:8000/predict -H 'content-type: application/json' \\
+            -d '{"adapter": "rt-houlsby", "texts": ["a witty film"]}'
 
     Causal-LM adapters (and a decoder base model itself) generate text through the
     OpenAI-compatible /v1/completions and /v1/chat/completions, `model` naming the adapter.
+
+    Open to a network, the server wants a key:
+
+        export ADAPTLAB_API_KEY=$(openssl rand -hex 32)    # clients send it as their api_key
+        adaptlab serve --model minilm-l6 --adapters runs/ --host 0.0.0.0
     """
+    from adaptlab.serve.auth import API_KEY_ENV, check_key, check_listening
+
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be from 1 to 65535, got {port}")
+    if not ray and (replicas != 1 or address is not None):
+        raise ConfigError("--replicas and --address go with --ray")
+    if api_key is None:
+        key = check_key(os.environ.get(API_KEY_ENV), API_KEY_ENV)
+    else:
+        key = check_key(api_key)
+    check_listening(host, key, insecure_no_key)
     try:
         from adaptlab.serve import AdapterService, ServeOptions
         from adaptlab.serve.app import create_app
     except ImportError:
         raise ConfigError(SERVE_HINT) from None
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"--port must be from 1 to 65535, got {port}")
-    if not ray and (replicas != 1 or address is not None):
-        raise ConfigError("--replicas and --address go with --ray")
     options = ServeOptions(
         model=model,
         adapters=str(adapters),
@@ -75,11 +105,19 @@ def serve(
         max_length=max_length,
         max_tokens=max_tokens,
         device=device,
+        api_key=key,
     )
     if ray:
         from adaptlab.serve import ray_serve
 
-        ray_serve.run(options, replicas=replicas, address=address, host=host, port=port)
+        ray_serve.run(
+            options,
+            replicas=replicas,
+            address=address,
+            host=host,
+            port=port,
+            insecure_no_key=insecure_no_key,
+        )
         return
     import uvicorn
 
@@ -91,7 +129,8 @@ def serve(
     generating = [name for name, _ in service.models()]
     if generating:
         typer.echo(f"generating text at /v1 (OpenAI-compatible) as: {', '.join(generating)}")
-    typer.echo(f"listening on http://{host}:{port} (OpenAPI documentation at /docs)")
+    guard = "every route but /health wants the key" if key else "no key: anyone who reaches it"
+    typer.echo(f"listening on http://{host}:{port} ({guard}; OpenAPI documentation at /docs)")
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
     finally:

@@ -25,7 +25,7 @@ from adaptlab.cli.options import (
     positive,
     seed,
 )
-from adaptlab.cli.relaunch import relaunched
+from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
 from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers import folder_tracking, track
@@ -36,6 +36,7 @@ from adaptlab.train.config import TrainConfig
 from adaptlab.train.frozen_cache import MODES
 from adaptlab.train.ranks import is_main_process
 from adaptlab.train.run import RunSpec, execute
+from adaptlab.train.run_checks import check_run
 from adaptlab.train.scale import Scale
 from adaptlab.train.training_checkpoint import parse_every
 
@@ -64,6 +65,7 @@ def checkpoint_cadence(value: str | None) -> str | None:
     return value
 
 
+@errors_to_launcher
 @with_data_file_options(split=True)
 @with_scale_options()
 def train(
@@ -127,6 +129,7 @@ def train(
     ] = "auto",
     report_to: ReportTo = "none",
     nproc: Processes = 1,
+    oversubscribe: Oversubscribe = False,
     checkpoint_every: Annotated[
         str | None,
         typer.Option(
@@ -185,16 +188,24 @@ def train(
         fuse=comma_separated(adapters),
         stack=comma_separated(stack),
     )
-    if relaunched(nproc):
+    tracking = folder_tracking(report_to, out)
+    every = parse_every(checkpoint_every) if checkpoint_every else None
+
+    def check() -> None:
+        check_run(
+            spec, out, overwrite=overwrite, checkpoint_every=every, resume=resume, shard=shard
+        )
+
+    if relaunched(nproc, device, oversubscribe=oversubscribe, check=check):
         return
-    with track(folder_tracking(report_to, out), spec.to_dict()) as report:
+    with track(tracking, spec.to_dict()) as report:
         result = execute(
             spec,
             out,
             progress=progress,
             overwrite=overwrite,
             frozen_cache=frozen_cache,
-            checkpoint_every=parse_every(checkpoint_every) if checkpoint_every else None,
+            checkpoint_every=every,
             resume=resume,
             shard=shard,
         )

@@ -16,7 +16,9 @@ know: an adapter folder at each checkpoint (`checkpoint-N/adaptlab-adapter/`) an
 whole model (the Trainer leaves out the model's `_keys_to_ignore_on_save`, and on resume loads
 what is there and warns about nothing else), and the running adapters' term of the loss
 (AdapterFusion's value penalty, `adaptlab.methods.fusion`) added to the model's own, as
-`adaptlab train` adds it.
+`adaptlab train` adds it. Before anything trains it checks what would go wrong silently or
+late (`adaptlab.integrations.hf_checks`): a model that trains more than the adapter, or not
+the adapter; a PEFT wrapper; a checkpoint of another adapter; an adapter folder it cannot write.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ from torch.utils.hooks import RemovableHandle
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from adaptlab.errors import ConfigError
+from adaptlab.integrations.hf_checks import (
+    check_adapter_folder,
+    check_checkpoint,
+    check_trainer_model,
+    check_trains_only,
+)
 from adaptlab.methods import AdaptHandle, get_handle, regularization_loss, save_adapter
 
 ADAPTER_SUBFOLDER = "adaptlab-adapter"
@@ -46,7 +54,8 @@ class AdapterCheckpointCallback(TrainerCallback):
     to the manifest (`adaptlab.save_adapter`; by default the model config's name and labels).
     With `slim_checkpoints` the Trainer's own checkpoints hold only the trained tensors (what
     resuming needs, as for a PEFT model), not the frozen base; the model saves whole again
-    once training ends.
+    once training ends. The model must train exactly the adapter (`adaptlab.adapt` and
+    `train_adapter` see to it; `add_adapter` alone does not), else the Trainer stops in one line.
     """
 
     def __init__(
@@ -59,13 +68,27 @@ class AdapterCheckpointCallback(TrainerCallback):
         label_names: Sequence[str] | None = None,
         slim_checkpoints: bool = True,
     ) -> None:
-        self.handle = handle if isinstance(handle, AdaptHandle) else get_handle(handle, name)
+        if isinstance(handle, AdaptHandle):
+            if name is not None and name != handle.name:
+                raise ConfigError(
+                    f"AdapterCheckpointCallback got the handle of adapter {handle.name!r} and "
+                    f"name={name!r}; give one of them"
+                )
+            self.handle = handle
+        elif isinstance(handle, nn.Module):
+            self.handle = get_handle(handle, name)
+        else:
+            raise ConfigError(
+                "AdapterCheckpointCallback takes what adaptlab.adapt returned or an adapted "
+                f"model, got {type(handle).__name__}"
+            )
         self.base_model_id = base_model_id
         self.task = task
         self.label_names = label_names
         self.slim_checkpoints = slim_checkpoints
         self._saved_keys: set[str] | None = None
         self._penalty: RemovableHandle | None = None
+        self._loading: RemovableHandle | None = None
 
     @property
     def model(self) -> nn.Module:
@@ -78,8 +101,10 @@ class AdapterCheckpointCallback(TrainerCallback):
         control: TrainerControl,
         **kwargs: Any,
     ) -> None:
-        self._check_model(kwargs.get("model"))
+        self._check(args, kwargs.get("model"))
         self._slim()  # before a resume loads the checkpoint, so it expects only these tensors
+        if self._loading is None:
+            self._loading = self.model.register_load_state_dict_pre_hook(self._check_loaded)
 
     def on_train_begin(
         self,
@@ -88,7 +113,7 @@ class AdapterCheckpointCallback(TrainerCallback):
         control: TrainerControl,
         **kwargs: Any,
     ) -> None:
-        self._check_model(kwargs.get("model"))
+        self._check(args, kwargs.get("model"))
         self._slim()
         if self._penalty is None:
             self._penalty = self.model.register_forward_hook(_add_penalty)
@@ -113,16 +138,19 @@ class AdapterCheckpointCallback(TrainerCallback):
     ) -> None:
         if state.is_world_process_zero:
             self.save(_output_dir(args) / ADAPTER_SUBFOLDER)
-        if self._penalty is not None:
-            self._penalty.remove()
-            self._penalty = None
+        for hook in (self._penalty, self._loading):
+            if hook is not None:
+                hook.remove()
+        self._penalty = self._loading = None
         if self._saved_keys is not None:
             model: Any = self.model  # a transformers model: the attribute is its own
             model._keys_to_ignore_on_save = self._saved_keys
             self._saved_keys = None
 
     def save(self, folder: str | Path) -> Path:
-        """Write the adapter (with the adapters its Fuse or Stack needs) to `folder`."""
+        """Write the adapter (with the adapters its Fuse or Stack needs) to `folder`, a new or
+        empty folder or an earlier adapter folder (else one line, `check_adapter_folder`)."""
+        check_adapter_folder(Path(folder))
         return save_adapter(
             self.model,
             folder,
@@ -143,15 +171,17 @@ class AdapterCheckpointCallback(TrainerCallback):
         self._saved_keys = set(getattr(model, "_keys_to_ignore_on_save", None) or ())
         model._keys_to_ignore_on_save = self._saved_keys | frozen
 
-    def _check_model(self, model: nn.Module | None) -> None:
-        """The Trainer trains the model the adapter is on (a PEFT or other wrapper would hide
-        it from adaptlab's folders)."""
-        if model is not None and model is not self.model:
-            raise ConfigError(
-                f"AdapterCheckpointCallback was made for adapter {self.handle.name!r} of a "
-                f"{type(self.model).__name__}, but the Trainer trains a {type(model).__name__}; "
-                "give the Trainer the adapted model itself"
-            )
+    def _check(self, args: TrainingArguments, model: nn.Module | None) -> None:
+        """Before anything trains: the Trainer's model, what trains, and where the adapter
+        folder goes (`hf_checks`)."""
+        check_trainer_model(self.handle, model)
+        check_trains_only(self.handle)
+        check_adapter_folder(_output_dir(args) / ADAPTER_SUBFOLDER)
+
+    def _check_loaded(self, module: nn.Module, state: dict[str, Any], prefix: str, *_: Any) -> None:
+        """Load pre-hook: a checkpoint the Trainer loads into the model fits the adapter."""
+        if not prefix:
+            check_checkpoint(self.handle, state)
 
 
 def _output_dir(args: TrainingArguments) -> Path:

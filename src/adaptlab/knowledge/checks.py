@@ -10,19 +10,6 @@ from adaptlab import paths
 from adaptlab.checks import at_least
 from adaptlab.errors import ConfigError
 
-SHOWN = 60
-"""Characters of a bad value that an error message shows."""
-
-
-def shown(value: object) -> str:
-    """`value` as Python writes it, cut to `SHOWN` characters (so a message stays one short
-    line whatever a file holds)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long to write out
-        text = "a number too long to show"
-    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
-
 
 def check_count(option: str, value: int | None, low: int = 1) -> None:
     """`value` is an integer of at least `low` (None passes: no limit)."""

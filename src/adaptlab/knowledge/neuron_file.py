@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, NoReturn
 
+from adaptlab.checks import shown
 from adaptlab.errors import DataError
-from adaptlab.knowledge.checks import shown
 from adaptlab.knowledge.facts import Fact
 from adaptlab.knowledge.hooks import Neuron
 from adaptlab.knowledge.lm import KnowledgeLM

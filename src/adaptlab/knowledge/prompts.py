@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from adaptlab.checks import shown
 from adaptlab.errors import ConfigError
-from adaptlab.knowledge.checks import shown
 from adaptlab.knowledge.lm import KnowledgeLM
 
 SUBJECT, OBJECT = "[X]", "[Y]"

@@ -45,6 +45,7 @@ from adaptlab.knowledge.scoring import known_facts
 from adaptlab.knowledge.window import check_window
 from adaptlab.models.device import torch_device
 from adaptlab.paths import existing
+from adaptlab.train.restore import names_local_model
 
 LAYERS_PLOT = "layers.png"
 OUTPUT_FILES = (
@@ -162,7 +163,13 @@ def _load(
     """The neuron file's fact set and its model (or `model`) on `device`, checked against the
     file, and every prompt the job reads (the relation's, and with `others` the other
     relations') against the model's window; and the file's fields to record with the results
-    (the model as loaded)."""
+    (the model as loaded). The file's own model is loaded only when it is a built-in or hub
+    name: a folder it names (which could be anything on this machine) must come as `model`."""
+    if model is None and names_local_model(found.model):
+        raise DataError(
+            f"{neurons_file}: names the local model {found.model!r}; pass --model "
+            f"{found.model} to load it (a neuron file's paths are not followed on their own)"
+        )
     facts = load_facts(found.facts, found.templates)
     own = facts.of_relation(found.relation)  # the relation is known
     lm = load_lm(model or found.model, found.kind, device)

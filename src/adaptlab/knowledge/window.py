@@ -4,8 +4,8 @@ positions it never saw in training, so neither's attributions would mean anythin
 
 from __future__ import annotations
 
+from adaptlab.checks import shown
 from adaptlab.errors import DataError
-from adaptlab.knowledge.checks import shown
 from adaptlab.knowledge.facts import FactSet
 from adaptlab.knowledge.lm import KnowledgeLM
 from adaptlab.knowledge.prompts import input_length

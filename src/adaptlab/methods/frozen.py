@@ -77,7 +77,7 @@ def quiet(model: nn.Module, names: Iterable[str]) -> list[RemovableHandle]:
         module = model.get_submodule(name) if name else model
         own = f"{INSERTED}."
         inner = [m for n, m in module.named_modules() if not n.startswith(own) and n != INSERTED]
-        rates = [(m, a) for m in inner for a in _dropout_rates(m)]
+        rates = [(m, a) for m in inner for a in dropout_rates(m)]
         if rates:
             pre, post = _zero_while_running(rates)
             handles.append(module.register_forward_pre_hook(pre))
@@ -85,7 +85,7 @@ def quiet(model: nn.Module, names: Iterable[str]) -> list[RemovableHandle]:
     return handles
 
 
-def _dropout_rates(module: nn.Module) -> list[str]:
+def dropout_rates(module: nn.Module) -> list[str]:
     """Attributes of `module` that hold a dropout probability."""
     if isinstance(module, nn.Dropout):
         return ["p"]

@@ -11,71 +11,74 @@ the field. No pickle: a folder with only `adapter_model.bin` is refused. An expo
 what PEFT's format has no field for (the built-in alias behind the hub id, the label names, what
 each saved module is) to `adaptlab.json` and a model card (`adaptlab.methods.peft_about`).
 
-An imported folder is checked as an adaptlab folder is: its tensors with
-`adaptlab.models.tensor_checks`, its config as bounded JSON whose every field adaptlab knows
-(a field of a later PEFT is accepted only while unset). `target_modules` must name modules of
-the model, by PEFT's rule (a whole module name or its last parts; a string is a regular
-expression over whole names), and exactly the modules the file holds LoRA pairs for: a target
-without a pair, or a pair without a target, would make PEFT and adaptlab run different adapters.
+An imported folder is checked as an adaptlab folder is, before any of it reaches a model
+(`read_peft`): its config by `adaptlab.methods.peft_config` (every field, the task type, the
+scaling), its files as the folder's own (no links, no pickle), its tensors with
+`adaptlab.models.tensor_checks` and as LoRA pairs of rank r whose update (lora_alpha / r) B A
+stays the size of a trained weight, and no tensor PEFT writes only for options adaptlab does not
+take. On the model (`import_peft`): the task type must be the model's, `target_modules` must
+name modules of the model, by PEFT's rule (a whole module name or its last parts; a string is
+a regular expression over whole names), and exactly the modules the file holds LoRA pairs for
+(a target without a pair, or a pair without a target, would make PEFT and adaptlab run different
+adapters), and a classifier's adapter must hold the head the model makes new (else it would
+classify with random weights). An export refuses what PEFT's format cannot hold: other methods,
+DoRA, an adapter that runs with others (a stack, a fusion) and a classifier without its head.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import safetensors.torch
 import torch
 from torch import nn
 
-from adaptlab.backbone import ROLES, find_backbone, is_inserted
+from adaptlab.backbone import ROLES, Backbone, find_backbone, is_inserted
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
-from adaptlab.jsonfile import parse_json
 from adaptlab.methods.adapt import DEFAULT_ADAPTER, add_adapter, delete_adapter, get_handle
 from adaptlab.methods.configs.lora import LoRAConfig
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.lora import LoRA
-from adaptlab.methods.peft_about import describe_export, write_about
-from adaptlab.models.tensor_checks import fit_problem, read_tensor_file
+from adaptlab.methods.params import head_parameters
+from adaptlab.methods.peft_about import LOADERS, describe_export, write_about
+from adaptlab.methods.peft_config import (
+    CONFIG_FILE,
+    PEFT_VERSION,
+    REFUSED,
+    TASK_TYPES,
+    PeftConfig,
+    folder_file,
+    read_peft_config,
+)
+from adaptlab.methods.state import get_state
+from adaptlab.models.tensor_checks import MAX_MAGNITUDE, fit_problem, read_tensor_file
 from adaptlab.paths import listed
 
-CONFIG_FILE = "adapter_config.json"
 TENSOR_FILE = "adapter_model.safetensors"
 PREFIX = "base_model.model."
-PEFT_VERSION = "0.21.2"
 _TASK_TYPES = {
     "ForSequenceClassification": "SEQ_CLS",
     "ForTokenClassification": "TOKEN_CLS",
     "ForCausalLM": "CAUSAL_LM",
 }
-_REFUSED = {
-    "use_dora": False,
-    "use_rslora": False,
-    "lora_bias": False,
-    "fan_in_fan_out": False,
-    "bias": "none",
-    "layers_to_transform": None,
-    "rank_pattern": {},
-    "alpha_pattern": {},
-}
-"""PEFT options adaptlab's LoRA has no equivalent of, with the only value accepted."""
-_READ = ("peft_type", "r", "lora_alpha", "lora_dropout", "target_modules", "modules_to_save")
-_ABOUT = (
-    "task_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
-    "inference_mode", "layers_pattern", "megatron_core", "qalora_group_size",
-)  # fmt: skip
-"""Fields that say where the adapter came from, or matter only with an option refused above."""
-_PLAIN_INITS = (True, False, "gaussian")
-"""init_lora_weights values that leave the base weights alone (PiSSA, OLoRA, LoftQ... change
-them, so their adapters only work on the changed base)."""
-_UNSET: tuple[Any, ...] = (None, False, {}, [])
-"""Values of an option that is off: a field adaptlab does not know is accepted only so."""
+
+
+@dataclass(frozen=True)
+class PeftAdapter:
+    """A PEFT LoRA folder, read and checked apart from any model (`read_peft`)."""
+
+    folder: Path
+    config: PeftConfig
+    pairs: Mapping[str, tuple[torch.Tensor, torch.Tensor]]
+    """Each target module's LoRA pair (A, B), by the module's name in the model."""
+    head: Mapping[str, torch.Tensor]
+    """The tensors of the modules `modules_to_save` names, by parameter name in the model."""
 
 
 def export_peft(
@@ -91,16 +94,10 @@ def export_peft(
     `base_model_id` (default: the model config's name) becomes `base_model_name_or_path`, a
     built-in alias as its hub id; `label_names` (default: the config's) and what each saved
     module is go to `adaptlab.json` and the model card (`adaptlab.methods.peft_about`).
+    What PEFT's format cannot hold is refused, naming it (`_check_exportable`).
     """
     handle = get_handle(model, name)
-    extra = [g for g in handle.groups if g not in ("lora", HEAD_GROUP)]
-    if handle.method_names != ("lora",) or extra:
-        what = "fusion" if handle.is_fusion else "+".join(handle.method_names)
-        raise AdapterFileError(f"PEFT export takes a LoRA adapter; {handle.name!r} is {what}")
-    config = handle.configs[0]
-    assert isinstance(config, LoRAConfig)
-    if config.dora:
-        raise AdapterFileError(f"PEFT export takes plain LoRA; {handle.name!r} is DoRA")
+    config = _check_exportable(model, handle)
     tensors: dict[str, torch.Tensor] = {}
     targets = []
     for insertion in handle.insertions["lora"]:
@@ -131,7 +128,7 @@ def export_peft(
         "target_modules": targets,
         "modules_to_save": saved or None,
         "init_lora_weights": True,
-        **_REFUSED,
+        **REFUSED,
     }
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -142,84 +139,179 @@ def export_peft(
     return folder
 
 
-def import_peft(
-    model: nn.Module, folder: str | os.PathLike[str], *, name: str = DEFAULT_ADAPTER
-) -> AdaptHandle:
-    """Add the PEFT LoRA adapter in `folder` to `model` as adapter `name`, tensors loaded."""
+def _check_exportable(model: nn.Module, handle: AdaptHandle) -> LoRAConfig:
+    """`handle`'s LoRA config, once the adapter is one PEFT's format holds as it runs here:
+    plain LoRA (and its head) alone, not DoRA, not run with other adapters (a stack or a
+    fusion: PEFT would run the LoRA by itself), and with its head where the model's is new."""
+    extra = [g for g in handle.groups if g not in ("lora", HEAD_GROUP)]
+    if handle.method_names != ("lora",) or extra:
+        what = "fusion" if handle.is_fusion else "+".join(handle.method_names)
+        raise AdapterFileError(f"PEFT export takes a LoRA adapter; {handle.name!r} is {what}")
+    config = handle.configs[0]
+    assert isinstance(config, LoRAConfig)
+    if config.dora:
+        raise AdapterFileError(f"PEFT export takes plain LoRA; {handle.name!r} is DoRA")
+    state = get_state(model)
+    running = state.units_in(state.active) if state is not None else []
+    others = [unit.name for unit in running if unit is not handle]
+    if others and any(unit is handle for unit in running):
+        assert state is not None
+        raise AdapterFileError(
+            f"adapter {handle.name!r} runs with {listed([repr(n) for n in others])} as "
+            f"{state.active!r}, and PEFT's format holds one LoRA adapter: PEFT would run it "
+            "alone and predict otherwise; export an adapter trained by itself"
+        )
+    if _task_type(model) in LOADERS and not handle.groups.get(HEAD_GROUP):
+        raise AdapterFileError(
+            f"adapter {handle.name!r} has no trained head, and PEFT would give this "
+            f"{type(model).__name__} a new random one; export an adapter trained with its head"
+        )
+    return config
+
+
+def read_peft(folder: str | os.PathLike[str]) -> PeftAdapter:
+    """The PEFT LoRA adapter in `folder`, every file checked before any model is involved:
+    the config (`read_peft_config`), the tensors (`read_tensor_file`), tensor names PEFT writes
+    for plain LoRA, and pairs of rank r whose update stays the size of a trained weight."""
     folder = Path(folder)
-    config = _read_config(folder)
-    tensors = _read_tensors(folder)
+    config = read_peft_config(folder)
+    if not (folder / TENSOR_FILE).exists() and not (folder / TENSOR_FILE).is_symlink():
+        pickled = " (adapter_model.bin holds pickle, which adaptlab does not load)"
+        extra = pickled if (folder / "adapter_model.bin").exists() else ""
+        raise AdapterFileError(f"{folder}: no {TENSOR_FILE}{extra}")
+    path = folder_file(folder, TENSOR_FILE)
     layers: dict[str, dict[str, torch.Tensor]] = {}
     head: dict[str, torch.Tensor] = {}
-    for key, tensor in tensors.items():
-        if not key.startswith(PREFIX):
-            raise AdapterFileError(f"{folder / TENSOR_FILE}: tensor {key!r} is not {PREFIX}*")
-        path = key.removeprefix(PREFIX)
-        for part in ("A", "B"):
-            if path.endswith(f".lora_{part}.weight"):
-                layers.setdefault(path.removesuffix(f".lora_{part}.weight"), {})[part] = tensor
-                break
+    for key, tensor in read_tensor_file(path, AdapterFileError).items():
+        name = key.removeprefix(PREFIX)
+        if not key.startswith(PREFIX) or not name:
+            raise AdapterFileError(f"{path}: tensor {key!r} is not {PREFIX}*")
+        part = next((p for p in "AB" if name.endswith(f".lora_{p}.weight")), None)
+        if part is not None:
+            layers.setdefault(name.removesuffix(f".lora_{part}.weight"), {})[part] = tensor
+        elif any(piece.startswith("lora_") for piece in name.split(".")):
+            raise AdapterFileError(
+                f"{path}: tensor {key!r} is one PEFT writes only for what adaptlab's LoRA does "
+                "not take (DoRA, LoRA of embeddings or biases, several adapters in one file)"
+            )
         else:
-            head[path] = tensor
+            head[name] = tensor
+    pairs = {}
+    for site, pair in layers.items():
+        problem = _pair_problem(site, pair, config)
+        if problem:
+            raise AdapterFileError(f"{path}: {problem}; the folder was edited: get it again")
+        pairs[site] = (pair["A"], pair["B"])
+    return PeftAdapter(folder=folder, config=config, pairs=pairs, head=head)
+
+
+def _pair_problem(site: str, pair: Mapping[str, torch.Tensor], config: PeftConfig) -> str | None:
+    """What is wrong with one layer's LoRA pair: a part missing, shapes that are not
+    (r, in) and (out, r), or an update (lora_alpha / r) B A past what a trained weight holds."""
+    for part in "AB":
+        if part not in pair:
+            return f"{site!r} has no lora_{part}"
+    a, b, r = pair["A"], pair["B"], config.rank
+    if a.dim() != 2 or b.dim() != 2 or a.shape[0] != r or b.shape[1] != r:
+        return (
+            f"the LoRA pair of {site!r} has shapes {tuple(a.shape)} and {tuple(b.shape)}, "
+            f"where r = {r} needs ({r}, in) and (out, {r})"
+        )
+    product = b.float() @ a.float()
+    peak = product.abs().amax().item() * config.scaling if product.numel() else 0.0
+    if not peak <= MAX_MAGNITUDE:
+        return (
+            f"lora_alpha / r ({config.scaling:.3g}) times lora_B @ lora_A of {site!r} reaches "
+            f"{peak:.3g}, past the {MAX_MAGNITUDE:,.0f} trained weights stay under (a forward "
+            "pass through it overflows)"
+        )
+    return None
+
+
+def import_peft(
+    model: nn.Module,
+    source: PeftAdapter | str | os.PathLike[str],
+    *,
+    name: str = DEFAULT_ADAPTER,
+) -> AdaptHandle:
+    """Add the PEFT LoRA adapter `source` (a folder, or one `read_peft` read) to `model` as
+    adapter `name`, tensors loaded; a refusal, with nothing added, when it does not fit.
+
+    Which base model the folder names is not compared here (the caller chose `model`); the
+    command line compares it with `--model` (`adaptlab.methods.peft_config.check_base`).
+    """
+    adapter = source if isinstance(source, PeftAdapter) else read_peft(source)
+    config = adapter.config
+    found = _task_type(model)
+    if found != config.task_type:
+        raise AdapterFileError(
+            f"{config.path}: task_type {config.task_type} is {TASK_TYPES[config.task_type]}, "
+            f"but the model is a {type(model).__name__}; load the base model for that task"
+        )
     parts = find_backbone(model)
-    roles = _roles(parts, set(layers), folder)
-    _check_targets(model, config, set(layers), set(head), folder / CONFIG_FILE)
-    lora = LoRAConfig(
-        rank=_number(config, "r", int, folder),
-        alpha=float(_number(config, "lora_alpha", float, folder)),
-        dropout=float(_number(config, "lora_dropout", float, folder)),
-        targets=roles,
-    )
-    handle = add_adapter(model, name, lora, train_head=bool(head))
-    problem = _fill(handle, layers, head)
+    roles = _roles(parts, set(adapter.pairs), adapter.folder)
+    _check_targets(model, config, set(adapter.pairs), set(adapter.head))
+    if config.task_type in LOADERS:
+        _check_head(model, parts.head, adapter)
+    lora = LoRAConfig(rank=config.rank, alpha=config.alpha, dropout=config.dropout, targets=roles)
+    handle = add_adapter(model, name, lora, train_head=bool(adapter.head))
+    problem = _fill(handle, adapter)
     if problem:
         delete_adapter(model, name)
-        raise AdapterFileError(f"{folder}: {problem}")
+        raise AdapterFileError(f"{adapter.folder}: {problem}")
     return handle
 
 
-def _fill(
-    handle: AdaptHandle,
-    layers: Mapping[str, Mapping[str, torch.Tensor]],
-    head: Mapping[str, torch.Tensor],
-) -> str | None:
+def _check_head(model: nn.Module, head_modules: Sequence[str], adapter: PeftAdapter) -> None:
+    """A classifier's adapter holds every tensor of the head the model makes new (those outside
+    its pretrained base); without them it would classify with random weights."""
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
+    new = sorted(n for n in head_parameters(model, head_modules) if not n.startswith(prefix))
+    missing = [n for n in new if n not in adapter.head]
+    if missing:
+        saved = json.dumps(list(adapter.config.modules_to_save) or None)
+        raise AdapterFileError(
+            f"{adapter.folder}: a {adapter.config.task_type} adapter needs its trained head, and "
+            f"the file has no {missing[0]!r} (modules_to_save: {saved}), so the model would "
+            "classify with random weights; get the folder as PEFT saves it, with its head"
+        )
+
+
+def _fill(handle: AdaptHandle, adapter: PeftAdapter) -> str | None:
     """Copy the file's LoRA pairs and head tensors into the adapter; a description of any
     tensor that does not fit (nothing is copied then)."""
-    outside = sorted(set(head) - set(handle.groups.get(HEAD_GROUP, [])))
+    outside = sorted(set(adapter.head) - set(handle.groups.get(HEAD_GROUP, [])))
     if outside:  # head tensors PEFT did not save keep the base model's values, as in PEFT
         return f"tensor {outside[0]!r} is neither a LoRA pair nor part of the model's head"
-    pairs = {i.site: i.module for i in handle.insertions["lora"]}
-    for site, pair in layers.items():
-        module = pairs[site]
+    modules = {i.site: i.module for i in handle.insertions["lora"]}
+    for site, (a, b) in adapter.pairs.items():
+        module = modules[site]
         assert isinstance(module, LoRA)
-        for part, target in (("A", module.A), ("B", module.B)):
-            if part not in pair:
-                return f"{site} has no lora_{part}"
-            problem = fit_problem(f"{site}.lora_{part}", pair[part], target)
+        for part, tensor, target in (("A", a, module.A), ("B", b, module.B)):
+            problem = fit_problem(f"{site}.lora_{part}", tensor, target)
             if problem:
                 return problem
-    for tensor_name, tensor in head.items():
+    for tensor_name, tensor in adapter.head.items():
         problem = fit_problem(tensor_name, tensor, handle.owned[tensor_name])
         if problem:
             return problem
     with torch.no_grad():
-        for site, pair in layers.items():
-            module = pairs[site]
+        for site, (a, b) in adapter.pairs.items():
+            module = modules[site]
             assert isinstance(module, LoRA)
-            module.A.copy_(pair["A"])
-            module.B.copy_(pair["B"])
-        for tensor_name, tensor in head.items():
+            module.A.copy_(a)
+            module.B.copy_(b)
+        for tensor_name, tensor in adapter.head.items():
             handle.owned[tensor_name].copy_(tensor)
     return None
 
 
-def _check_targets(
-    model: nn.Module, config: Mapping[str, Any], layers: set[str], head: set[str], path: Path
-) -> None:
+def _check_targets(model: nn.Module, config: PeftConfig, layers: set[str], head: set[str]) -> None:
     """`target_modules` names modules of `model`, exactly those the file has LoRA pairs for,
     and every other tensor lies in a module `modules_to_save` names."""
+    path = config.path
     names = [n for n, _ in model.named_modules() if n and not is_inserted(n)]
-    targeted = _targeted(model, config.get("target_modules"), names, path)
+    targeted = _targeted(model, config.target_modules, names, path)
     unpaired = sorted(targeted - layers)
     if unpaired:
         raise AdapterFileError(
@@ -232,8 +324,7 @@ def _check_targets(
             f"{path}: the adapter file holds a LoRA pair for {untargeted[0]!r}, which "
             "target_modules does not name; the folder was edited: get it again"
         )
-    saved = _names(config.get("modules_to_save"), "modules_to_save", path, optional=True)
-    kept = {module for entry in saved for module in _matching(entry, names)}
+    kept = {module for entry in config.modules_to_save for module in _matching(entry, names)}
     loose = sorted(t for t in head if not any(t.startswith(f"{m}.") for m in kept))
     if loose:
         raise AdapterFileError(
@@ -242,51 +333,31 @@ def _check_targets(
         )
 
 
-def _targeted(model: nn.Module, targets: Any, names: Sequence[str], path: Path) -> set[str]:
+def _targeted(
+    model: nn.Module, targets: str | Sequence[str], names: Sequence[str], path: Path
+) -> set[str]:
     """The modules `target_modules` names; a refusal when it names none of them."""
-    if isinstance(targets, str):
-        return _matching_pattern(targets, names, path)
-    entries = _names(targets, "target_modules", path, optional=False)
-    targeted = {module for entry in entries for module in _matching(entry, names)}
+    if isinstance(targets, str):  # a regular expression, checked by peft_config
+        matched = {n for n in names if re.fullmatch(targets, n)}
+        if not matched:
+            raise AdapterFileError(
+                f"{path}: target_modules {targets!r} matches no module name of this model; the "
+                "adapter was made for another model: pass that one as --model"
+            )
+        return matched
+    targeted = {module for entry in targets for module in _matching(entry, names)}
     if not targeted:
         raise AdapterFileError(
-            f"{path}: target_modules {listed([repr(e) for e in entries])} match no module of "
+            f"{path}: target_modules {listed([repr(e) for e in targets])} match no module of "
             f"this {type(model).__name__} (its layers include {_examples(model)}); the adapter "
             "was made for another model: pass that one as --model"
         )
     return targeted
 
 
-def _names(value: Any, key: str, path: Path, optional: bool) -> list[str]:
-    """A config field that lists module names (None: none, where `optional`)."""
-    if value is None and optional:
-        return []
-    ok = isinstance(value, list) and (optional or value)
-    if not ok or not all(isinstance(v, str) and v for v in value):
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-        raise AdapterFileError(f"{path}: {key} must be a list of module names, got {shown}")
-    return list(value)
-
-
 def _matching(entry: str, names: Sequence[str]) -> set[str]:
     """The modules a target entry names, by PEFT's rule: the whole name or its last parts."""
     return {n for n in names if n == entry or n.endswith(f".{entry}")}
-
-
-def _matching_pattern(pattern: str, names: Sequence[str], path: Path) -> set[str]:
-    """The modules a `target_modules` string names: a regular expression over whole names."""
-    try:
-        matched = {n for n in names if re.fullmatch(pattern, n)}
-    except re.error as error:
-        raise AdapterFileError(
-            f"{path}: target_modules {pattern!r} is not a regular expression ({error})"
-        ) from None
-    if not matched:
-        raise AdapterFileError(
-            f"{path}: target_modules {pattern!r} matches no module name of this model; the "
-            "adapter was made for another model: pass that one as --model"
-        )
-    return matched
 
 
 def _examples(model: nn.Module) -> str:
@@ -301,7 +372,7 @@ def _examples(model: nn.Module) -> str:
     return listed([repr(n) for n in found], most=5)
 
 
-def _roles(parts: Any, layers: set[str], folder: Path) -> tuple[str, ...]:
+def _roles(parts: Backbone, layers: set[str], folder: Path) -> tuple[str, ...]:
     """The roles the PEFT target layers play: each role in every block, or a refusal."""
     role_of = {module: role for role in ROLES for module in parts.modules_with_role(role)}
     unknown = sorted(layers - set(role_of))
@@ -321,60 +392,6 @@ def _roles(parts: Any, layers: set[str], folder: Path) -> tuple[str, ...]:
     if not roles:
         raise AdapterFileError(f"{folder}: the PEFT adapter has no LoRA tensors")
     return roles
-
-
-def _read_config(folder: Path) -> dict[str, Any]:
-    """The folder's adapter_config.json, with every option adaptlab cannot reproduce refused."""
-    path = folder / CONFIG_FILE
-    if not path.is_file():
-        raise AdapterFileError(f"{folder}: no {CONFIG_FILE}; not a PEFT adapter folder")
-    try:
-        config = parse_json(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise AdapterFileError(f"{path}: cannot be read ({error.strerror})") from None
-    except ValueError as error:  # not JSON, not UTF-8, or nested too deep
-        raise AdapterFileError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
-        raise AdapterFileError(f"{path}: not a PEFT LoRA adapter (peft_type must be LORA)")
-    for key, accepted in _REFUSED.items():
-        value = config.get(key, accepted)
-        if value != accepted and not (accepted == {} and value is None):
-            raise AdapterFileError(
-                f"{path}: {key}={value!r} has no equivalent in adaptlab's LoRA (only {accepted!r})"
-            )
-    init = config.get("init_lora_weights", True)
-    if not any(init is p if isinstance(p, bool) else init == p for p in _PLAIN_INITS):
-        raise AdapterFileError(
-            f"{path}: init_lora_weights={init!r} has no equivalent in adaptlab's LoRA "
-            "(only true, false or 'gaussian': the others change the base model's weights)"
-        )
-    for key, value in config.items():
-        if key not in (*_READ, *_ABOUT, *_REFUSED, "init_lora_weights") and value not in _UNSET:
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            raise AdapterFileError(
-                f"{path}: unknown field {key!r} set to {shown}; adaptlab knows the LoRA fields "
-                f"of PEFT up to {PEFT_VERSION} and cannot tell what this one changes"
-            )
-    return config
-
-
-def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
-    path = folder / TENSOR_FILE
-    if not path.is_file():
-        pickled = " (adapter_model.bin holds pickle, which adaptlab does not load)"
-        extra = pickled if (folder / "adapter_model.bin").exists() else ""
-        raise AdapterFileError(f"{folder}: no {TENSOR_FILE}{extra}")
-    return read_tensor_file(path, AdapterFileError)
-
-
-def _number(config: Mapping[str, Any], key: str, kind: type, folder: Path) -> Any:
-    value = config.get(key)
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if kind is int:
-        ok = ok and isinstance(value, int)
-    if not ok or not math.isfinite(value):  # type: ignore[arg-type]
-        raise AdapterFileError(f"{folder / CONFIG_FILE}: {key} must be a number, got {value!r}")
-    return value
 
 
 def _task_type(model: nn.Module) -> str | None:

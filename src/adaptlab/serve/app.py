@@ -4,7 +4,8 @@ the OpenAI-compatible /v1/models, /v1/completions, /v1/chat/completions
 
 Every refusal is a 4xx with a JSON body {"error": "<one line naming the problem>"}; under /v1
 the line is OpenAI's `error.message` ({"error": {"message": ..., "type": ..., "code": ...}}),
-where OpenAI clients look for it.
+where OpenAI clients look for it. With a key in the options, a request reaches a route only
+with it (`adaptlab.serve.gate`; `/health` excepted).
 """
 
 from __future__ import annotations
@@ -18,16 +19,23 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from starlette.exceptions import HTTPException
 
+from adaptlab.checks import shown
 from adaptlab.errors import AdaptlabError
 from adaptlab.serve.errors import RequestError
-from adaptlab.serve.openai_routes import PREFIX, openai_router
-from adaptlab.serve.openai_schema import error_body
+from adaptlab.serve.gate import RequestGate, error_response
+from adaptlab.serve.openai_routes import openai_router
+from adaptlab.serve.openai_schema import PREFIX
 from adaptlab.serve.service import AdapterService
 from adaptlab.version import __version__
 
 _BODY_SLACK = 64 * 1024
 """Bytes a /predict body may hold beyond its texts (JSON quoting, the adapter name)."""
+
+_UNPARSED = "There was an error parsing the body"
+"""FastAPI's words for a body that json.loads could not take (bad UTF-8, nested too deep, a
+number too long)."""
 
 
 class PredictRequest(BaseModel):
@@ -54,19 +62,15 @@ def create_app(service: AdapterService) -> FastAPI:
     )
     metrics = service.metrics
     body_limit = service.options.max_texts * (service.options.max_chars * 4 + 8) + _BODY_SLACK
+    app.add_middleware(RequestGate, key=service.options.api_key, body_limit=body_limit)
 
-    @app.middleware("http")
+    @app.middleware("http")  # added last, so it runs first: it also counts the gate's refusals
     async def measure(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         start = time.perf_counter()
         endpoint = request.url.path if request.url.path in _ENDPOINTS else "other"
-        size = request.headers.get("content-length", "")
-        if size.isdigit() and int(size) > body_limit:
-            message = f"request body of {size} bytes is over {body_limit}"
-            response: Response = _error(request, 413, message)
-        else:
-            response = await call_next(request)
+        response = await call_next(request)
         metrics.requests.labels(endpoint, str(response.status_code)).inc()
         metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
         return response
@@ -77,7 +81,25 @@ def create_app(service: AdapterService) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        return _error(request, 422, _describe(error.errors()))
+        kind = request.headers.get("content-type", "application/json")
+        errors = error.errors()
+        if not _is_json(kind) and errors and errors[0].get("loc") == ("body",):
+            message = (
+                f"send the body as JSON, with 'Content-Type: application/json' (not {shown(kind)})"
+            )
+            return _error(request, 422, message)
+        return _error(request, 422, _describe(errors))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        """FastAPI's own refusals (no such route, a body it cannot parse) in the same shape."""
+        message = str(error.detail)
+        if message == _UNPARSED:
+            message = (
+                "the body is not JSON this server can read (bad UTF-8, nested too deep or a "
+                "number too long): send plain UTF-8 JSON"
+            )
+        return _error(request, error.status_code, message)
 
     @app.exception_handler(AdaptlabError)
     async def failed(request: Request, error: AdaptlabError) -> JSONResponse:
@@ -134,14 +156,21 @@ _ENDPOINTS = frozenset(
 
 
 def _error(request: Request, status: int, message: str) -> JSONResponse:
-    if request.url.path.startswith(f"{PREFIX}/"):
-        return JSONResponse(error_body(status, message), status_code=status)
-    return JSONResponse({"error": message}, status_code=status)
+    return error_response(request.url.path, status, message)
+
+
+def _is_json(content_type: str) -> bool:
+    """Whether FastAPI reads a body of this media type as JSON."""
+    kind = content_type.partition(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
 
 
 def _describe(errors: Any) -> str:
     """The first validation error as one line: 'texts[2]: Input should be a valid string'."""
     first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":  # loc is ("body", <character>)
+        reason = first.get("ctx", {}).get("error", "")
+        return f"the body is not valid JSON: {reason} at character {first['loc'][-1]}"
     parts = [p for p in first.get("loc", ()) if p != "body"]
     where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
     return f"{where or 'body'}: {first.get('msg', 'invalid request')}"

@@ -25,6 +25,7 @@ from adaptlab.serve.errors import RequestError
 from adaptlab.serve.generation import Completion, Event, Failure, Finish, Piece
 from adaptlab.serve.openai_schema import (
     COMPLETION_DEFAULT_TOKENS,
+    PREFIX,
     Answer,
     ChatRequest,
     CompletionRequest,
@@ -34,8 +35,6 @@ from adaptlab.serve.openai_schema import (
     usage,
 )
 from adaptlab.serve.service import AdapterService
-
-PREFIX = "/v1"
 
 
 def openai_router(service: AdapterService) -> APIRouter:
@@ -52,6 +51,7 @@ def openai_router(service: AdapterService) -> APIRouter:
     @router.post("/completions")
     async def completions(body: CompletionRequest) -> Response:
         """Continue `prompt` with the model named (OpenAI's legacy completions)."""
+        check_stops(body)
         name = service.generating_model(body.model)
         ids = service.prompts.completion(body.prompt)
         tokens = service.prompts.new_tokens(ids, body.max_tokens, COMPLETION_DEFAULT_TOKENS)
@@ -60,6 +60,7 @@ def openai_router(service: AdapterService) -> APIRouter:
     @router.post("/chat/completions")
     async def chat_completions(body: ChatRequest) -> Response:
         """The assistant's next message, the chat formatted by the tokenizer's template."""
+        check_stops(body)
         name = service.generating_model(body.model)
         ids = service.prompts.chat([message.as_dict() for message in body.messages])
         tokens = service.prompts.new_tokens(ids, body.asked_tokens(), service.options.max_tokens)
@@ -90,9 +91,6 @@ async def _answer(
     tokens: int,
     answer: Answer,
 ) -> Response:
-    problem = check_stops(body)
-    if problem:
-        raise RequestError(422, problem)
     channel = _Channel()
     job = Completion(name, ids, body.sampling(tokens), channel.put)
     service.generate(job)

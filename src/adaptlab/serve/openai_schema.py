@@ -5,7 +5,9 @@ Requests take the fields this server honours (`max_tokens`, `temperature`, `top_
 `seed`, `stream`, `stream_options.include_usage`; chats also `max_completion_tokens`; `n` of 1
 and `user`, which clients often send) and refuse any other field in one line, so an option
 the server would ignore is never silently dropped. Errors are `{"error": {"message": "<one
-line>", "type": ..., "code": <status>}}`, whose message the `openai` client shows.
+line>", "type": ..., "code": <status>}}`, whose message the `openai` client shows. Stop
+strings are bounded (`MAX_STOPS` of at most `MAX_STOP_CHARS` characters) so that no request
+can make the stop check long.
 """
 
 from __future__ import annotations
@@ -16,10 +18,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from adaptlab.serve.errors import RequestError, check_unicode
 from adaptlab.serve.sampling import Sampling
+
+PREFIX = "/v1"
+"""Where the OpenAI-compatible routes live."""
 
 COMPLETION_DEFAULT_TOKENS = 16
 """OpenAI's default `max_tokens` for a completion (a chat's default is what the window leaves)."""
+
+MAX_STOPS = 4
+"""Stop strings one request may give (OpenAI's limit)."""
+
+MAX_STOP_CHARS = 1_000
+"""Characters one stop string may hold."""
 
 
 class StreamOptions(BaseModel):
@@ -33,10 +45,26 @@ class _Generation(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: StrictStr = Field(description="The base model's name or an adapter's, from /v1/models.")
     max_tokens: StrictInt | None = Field(None, ge=1, description="Most tokens to generate.")
-    temperature: float = Field(1.0, ge=0, le=2, description="0: greedy; higher: more random.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling's probability mass.")
+    temperature: float = Field(
+        1.0,
+        ge=0,
+        le=2,
+        strict=True,
+        allow_inf_nan=False,
+        description="0: greedy; higher: more random.",
+    )
+    top_p: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        strict=True,
+        allow_inf_nan=False,
+        description="Nucleus sampling's probability mass.",
+    )
     stop: StrictStr | list[StrictStr] | None = Field(
-        None, description="Up to 4 strings; the text ends before the first one generated."
+        None,
+        description=f"Up to {MAX_STOPS} strings of at most {MAX_STOP_CHARS} characters; the text "
+        "ends before the first one generated.",
     )
     seed: StrictInt | None = Field(  # the range torch.Generator.manual_seed takes
         None, ge=-(2**63), le=2**64 - 1, description="Seeds the sampling."
@@ -95,14 +123,22 @@ class ChatRequest(_Generation):
         return self.max_completion_tokens or self.max_tokens
 
 
-def check_stops(request: _Generation) -> str | None:
-    """Why the request's stop strings are refused, if they are."""
+def check_stops(request: _Generation) -> None:
+    """Refuse (400) more than `MAX_STOPS` stop strings, or one that is empty, longer than
+    `MAX_STOP_CHARS` or not valid Unicode."""
     stops = request.stops()
-    if len(stops) > 4:
-        return f"stop has {len(stops)} strings; at most 4"
-    if any(not s for s in stops):
-        return "stop: a stop string is empty"
-    return None
+    if len(stops) > MAX_STOPS:
+        raise RequestError(400, f"stop has {len(stops)} strings; at most {MAX_STOPS}")
+    for index, stop in enumerate(stops):
+        where = "stop" if isinstance(request.stop, str) else f"stop[{index}]"
+        if not stop:
+            raise RequestError(400, f"{where} is empty: a stop string needs a character")
+        if len(stop) > MAX_STOP_CHARS:
+            raise RequestError(
+                400,
+                f"{where} has {len(stop)} characters; a stop string has at most {MAX_STOP_CHARS}",
+            )
+        check_unicode(stop, where)
 
 
 class Answer:
@@ -168,7 +204,8 @@ def model_list(models: list[tuple[str, str | None]], created: int) -> dict[str, 
     return {"object": "list", "data": rows}
 
 
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """An error as OpenAI sends it: the one line in `error.message`."""
+def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    """An error as OpenAI sends it: the one line in `error.message`, `code` the status unless
+    a name is given (`invalid_api_key`)."""
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code or status}}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import inf
 
 from adaptlab import checks
 from adaptlab.errors import ConfigError
+from adaptlab.serve.auth import check_key
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,9 @@ class ServeOptions:
     requests after its first. `max_loaded` / `max_loaded_mb` cap the adapters kept in memory
     (least recently used leave first). `max_texts` / `max_chars` cap one request (a prompt
     or a chat's messages: `max_chars` characters). `max_tokens` caps the tokens one completion
-    may generate; at most `max_batch` sequences generate at once.
+    may generate; at most `max_batch` sequences generate at once. `api_key`, when set, is what
+    every request but `/health` must send (`Authorization: Bearer <api_key>`); it is left out
+    of the options' repr, so that logs do not show it.
     """
 
     model: str
@@ -31,6 +34,7 @@ class ServeOptions:
     max_length: int = 128
     max_tokens: int = 512
     device: str = "cpu"
+    api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_loaded", "max_texts", "max_chars", "max_tokens"):
@@ -40,6 +44,7 @@ class ServeOptions:
         wait = self.max_wait_ms
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < inf:
             raise ConfigError(f"--max-wait-ms must be a finite number >= 0, got {wait!r}")
+        check_key(self.api_key)
 
     @property
     def max_loaded_bytes(self) -> int:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
+from adaptlab.checks import shown
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
-from adaptlab.serve.errors import RequestError
+from adaptlab.serve.errors import RequestError, check_unicode
 from adaptlab.train.continual.decoder import is_encoder
 
 
@@ -59,6 +60,7 @@ class Prompts:
     def completion(self, prompt: str) -> list[int]:
         """The token ids of a completion's prompt."""
         self._check_chars(len(prompt), "prompt")
+        check_unicode(prompt, "prompt")
         ids: list[int] = self.tokenizer(prompt).input_ids
         if not ids:
             raise RequestError(422, "prompt is empty and this tokenizer adds no token to start")
@@ -75,6 +77,8 @@ class Prompts:
                 "it; send the text to POST /v1/completions",
             )
         self._check_chars(sum(len(m["content"]) for m in messages), "messages")
+        for index, message in enumerate(messages):
+            check_unicode(message["content"], f"messages[{index}].content")
         try:
             text = self.tokenizer.apply_chat_template(
                 messages, add_generation_prompt=True, tokenize=False
@@ -89,7 +93,8 @@ class Prompts:
         the window leaves), refused past the server's limit or the window."""
         if asked is not None and asked > self.max_tokens:
             raise RequestError(
-                400, f"max_tokens {asked} is above this server's limit of {self.max_tokens}"
+                400,
+                f"max_tokens {shown(asked)} is above this server's limit of {self.max_tokens}",
             )
         room = self.window - len(prompt)
         if room < 1:

@@ -2,7 +2,8 @@
 
 Each replica builds an `AdapterService` from the options (so the registry folder must be
 readable at the same path on every node of the cluster) and serves `create_app` on it;
-Ray Serve's proxy spreads requests over the replicas.
+Ray Serve's proxy spreads requests over the replicas. The key rule is the local server's:
+each replica's app wants `options.api_key`, and a host other than loopback needs one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.serve.auth import check_listening
 from adaptlab.serve.options import ServeOptions
 
 RAY_SERVE_HINT = "--ray needs Ray Serve: `pip install -c constraints.txt 'ray[serve]==2.60.0'`"
@@ -50,8 +52,11 @@ def run(
     host: str = "127.0.0.1",
     port: int = 8000,
     blocking: bool = True,
+    insecure_no_key: bool = False,
 ) -> None:
-    """Start (or join, with `address`) a Ray cluster and serve the app on host:port."""
+    """Start (or join, with `address`) a Ray cluster and serve the app on host:port; a host
+    other than loopback needs `options.api_key` (or `insecure_no_key`)."""
+    check_listening(host, options.api_key, insecure_no_key)
     app = deployment(options, replicas)
     import ray
     from ray import serve

@@ -13,11 +13,12 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from adaptlab.checks import shown
 from adaptlab.data import TextEncoder
 from adaptlab.methods.manifest import NAME, Manifest
 from adaptlab.methods.state import get_state
 from adaptlab.serve.base import SharedBase
-from adaptlab.serve.errors import RequestError
+from adaptlab.serve.errors import RequestError, check_unicode
 from adaptlab.serve.generation import Completion, Seat, TextGenerator
 from adaptlab.serve.metrics import ServeMetrics
 from adaptlab.serve.options import ServeOptions
@@ -62,7 +63,7 @@ class AdapterService:
         if not isinstance(name, str) or not NAME.fullmatch(name):
             raise RequestError(
                 400,
-                f"adapter {name!r} is not an adapter name: give a name from {listing} "
+                f"adapter {shown(name)} is not an adapter name: give a name from {listing} "
                 "(letters, digits, '-', '_'), never a path",
             )
         registry = self.registry
@@ -73,7 +74,8 @@ class AdapterService:
         return registry.entries[name]
 
     def check_texts(self, texts: Sequence[str]) -> None:
-        """Refuse an empty request, an empty text, or more than the limits allow."""
+        """Refuse an empty request, an empty text, text that is not valid Unicode, or more
+        than the limits allow."""
         limits = self.options
         if not texts:
             raise RequestError(422, "texts is empty: send at least one text")
@@ -89,6 +91,7 @@ class AdapterService:
                     413,
                     f"texts[{index}] has {len(text)} characters; the limit is {limits.max_chars}",
                 )
+            check_unicode(text, f"texts[{index}]")
 
     def predict(self, adapter: str, texts: Sequence[str]) -> Future[list[Prediction]]:
         """Check the request and queue it; the future holds one prediction per text."""

@@ -24,7 +24,7 @@ from adaptlab.study.spec import StudySpec, load_spec
 from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import StudySummary, timed
-from adaptlab.study.tracking import cell_tracking
+from adaptlab.study.tracking import cell_tracking, check_study_tracking
 from adaptlab.train.choice import require_metric
 from adaptlab.train.inputs import run_inputs
 from adaptlab.train.result import RunResult
@@ -78,6 +78,7 @@ def run_study(
     inputs = {i for run in runs for i in run_inputs(run.spec)}
     # a path that can be no store fails before the lock file is made
     check_store_path(store, [(spec_path, "study spec"), *sorted(inputs)])
+    check_study_tracking(spec, store, runs)
     with StoreLock(store):
         summary = StudySummary(spec.name, store, len(runs), 0, spent=spent)
         with timed(summary.spent, "store"):

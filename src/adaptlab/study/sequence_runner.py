@@ -29,7 +29,7 @@ from adaptlab.study.spec import StudySpec
 from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import SequenceOutcome, StudySummary, timed
-from adaptlab.study.tracking import sequence_tracking
+from adaptlab.study.tracking import check_study_tracking, sequence_tracking
 from adaptlab.train.continual import run_sequence
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import StageOutcome
@@ -64,6 +64,7 @@ def run_sequence_study(
         runs = plan_sequences(spec, spec_folder)
     inputs = {i for run in runs for i in sequence_inputs(run.spec)}
     check_store_path(store, sorted(inputs))
+    check_study_tracking(spec, store, runs)
     folders = sequence_folders(store)
     with StoreLock(store):
         summary = StudySummary(spec.name, store, len(runs), 0, spent=spent)

@@ -23,14 +23,12 @@ from torch import nn
 from adaptlab.errors import AdaptlabError
 from adaptlab.methods import regularization_loss
 from adaptlab.progress import Progress
-from adaptlab.train.batches import batch_count
 from adaptlab.train.checkpointing import offloaded_activations
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.data_parallel import data_parallel
 from adaptlab.train.events import tell_epoch, tell_step
 from adaptlab.train.history import BestEpoch, TrainHistory
 from adaptlab.train.objective import Objective
-from adaptlab.train.optimizer import optimizer_and_schedule
 from adaptlab.train.precision import Precision, keep_trained_in_float32
 from adaptlab.train.ranks import is_main_process
 from adaptlab.train.result import EpochRecord
@@ -41,6 +39,7 @@ from adaptlab.train.training_checkpoint import (
     Position,
     Resumable,
     TrainingCheckpoint,
+    TrainingPlan,
 )
 
 log = logging.getLogger("adaptlab.train")
@@ -76,17 +75,16 @@ def train_epochs(
         if scale.offload_activations
         else nullcontext()
     )
-    per_epoch = batch_count(objective.examples, config.batch_size)
-    total_steps = per_epoch * config.epochs
-    optimizer, scheduler = optimizer_and_schedule(trainable, config, learning_rate, total_steps)
-    generator = torch.Generator().manual_seed(seed)
+    plan = TrainingPlan.of(objective.examples, config, objective.metric)
+    per_epoch, total_steps = plan.per_epoch, plan.per_epoch * config.epochs
+    parts = Resumable.build(trainable, config, learning_rate, plan, precision.scaler, seed)
+    optimizer, scheduler, generator = parts.optimizer, parts.scheduler, parts.generator
     torch.manual_seed(seed)  # dropout masks
     history = TrainHistory(metric=objective.metric)
     best = BestEpoch(trainable, history)
     at = Position()
-    parts = Resumable(trainable, optimizer, scheduler, precision.scaler, generator)
     if checkpoint is not None and checkpoint.exists():
-        state = checkpoint.load(parts)
+        state = checkpoint.load(parts, plan)
         at, precision.skipped = state.position, state.skipped
         history.epochs[:], history.best_epoch = state.epochs, state.best_epoch
         best.score, best.state = state.best_score, state.best

@@ -58,15 +58,21 @@ def trusted_base(folder: Path, base_id: str | None) -> str:
     """The manifest's base model id when it is a built-in or hub name, else a one-line refusal."""
     if not base_id:
         raise AdapterFileError(f"{folder}: the manifest names no base model; pass --model")
-    if base_id in BUILTIN_MODELS:
-        return base_id
-    local = looks_like_path(base_id) or Path(base_id).expanduser().exists()
-    if local or not _HUB_NAME.fullmatch(base_id):
+    if names_local_model(base_id):
         raise AdapterFileError(
             f"{folder}: the adapter names the local base model {base_id!r}; pass "
             f"--model {base_id} to load it (a manifest's paths are not followed on their own)"
         )
     return base_id
+
+
+def names_local_model(name: str) -> bool:
+    """Whether a model name read from a file (a manifest, a neuron file) is a path here or no
+    hub name: such a file's model is loaded only when the user names it, never on its own."""
+    if name in BUILTIN_MODELS:
+        return False
+    local = looks_like_path(name) or Path(name).expanduser().exists()
+    return local or not _HUB_NAME.fullmatch(name)
 
 
 def check_split(split: str) -> None:

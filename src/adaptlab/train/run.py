@@ -20,7 +20,6 @@ from typing import Literal
 
 import torch
 
-from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.train.choice import choose_metric
@@ -28,12 +27,13 @@ from adaptlab.train.classification_run import prepare_classification
 from adaptlab.train.inputs import run_inputs
 from adaptlab.train.loop import train_epochs
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
-from adaptlab.train.mlm_run import check_masked_lm_run, is_masked_lm, prepare_masked_lm
+from adaptlab.train.mlm_run import is_masked_lm, prepare_masked_lm
 from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.train.precision import keep_trained_in_float32
 from adaptlab.train.process_group import process_group
 from adaptlab.train.ranks import is_main_process
 from adaptlab.train.result import RunResult, Versions
+from adaptlab.train.run_checks import check_run
 from adaptlab.train.run_folder import RunFolder
 from adaptlab.train.run_objective import RunObjective
 from adaptlab.train.scale_model import announce_scale
@@ -41,7 +41,7 @@ from adaptlab.train.sharding import gather_adapter, shard_model
 from adaptlab.train.shared_evaluation import shared_evaluation
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.trained_run import OnTrained
-from adaptlab.train.training_checkpoint import TrainingCheckpoint, training_checkpoint
+from adaptlab.train.training_checkpoint import TrainingCheckpoint, TrainingPlan
 
 log = logging.getLogger("adaptlab.train")
 
@@ -76,14 +76,16 @@ def execute(
     process trains its share and only the first writes anything; `shard` shards the model
     over the processes (FSDP2, `adaptlab.train.sharding`).
     """
-    masked_lm = is_masked_lm(spec)
-    if masked_lm:
-        check_masked_lm_run(spec, analysed=on_trained is not None)
-    if shard and (checkpoint_every is not None or resume or on_trained is not None):
-        raise ConfigError("--shard does not combine with checkpoints, --resume or analyses yet")
     run_folder = Path(out) if out is not None else None
-    identity = json.loads(json.dumps(spec.to_dict()))
-    checkpoint = training_checkpoint(run_folder, identity, checkpoint_every, resume, overwrite)
+    checkpoint = check_run(
+        spec,
+        run_folder,
+        overwrite=overwrite,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        shard=shard,
+        analysed=on_trained is not None,
+    )
     with process_group(torch_device(spec.device)) as device:
         if not is_main_process():
             run_folder, progress, on_trained = None, False, None
@@ -119,6 +121,9 @@ def _execute(
     prepare = prepare_masked_lm if is_masked_lm(spec) else prepare_classification
     objective: RunObjective = prepare(spec, device)
     model, handle = objective.model, objective.handle
+    if checkpoint is not None:  # a checkpoint that does not fit is refused before the device line
+        plan = TrainingPlan.of(objective.examples, spec.train, objective.metric)
+        checkpoint.check_run(model, plan, spec.train, spec.learning_rate())
     if shard:  # refused in one line (too few processes, mixed dtypes) before anything is said
         keep_trained_in_float32(model)
         shard_model(model)

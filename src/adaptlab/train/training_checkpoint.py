@@ -3,31 +3,80 @@
 A checkpoint is a folder beside the run (`<run>.checkpoint/`): `tensors-<step>.safetensors` holds
 the trained tensors, the best epoch's, the optimizer's moments and the random generators' states;
 `state.json` holds the rest (where in which epoch, the epoch's example order, the schedule, the
-loss scale, the epochs so far, the run's spec to check a resume against). No pickle: a user may
-get a checkpoint from someone else. `state.json` is replaced last, in one rename, and names its
-tensor file, so a kill while writing leaves the previous checkpoint whole.
+loss scale, the epochs so far, the run's spec and its data file's SHA-256 to check a resume
+against). No pickle: a user may get a checkpoint from someone else. `state.json` is replaced
+last, in one rename, and names its tensor file, so a kill while writing leaves the previous
+checkpoint whole.
+
+The folder is adaptlab's alone: a path there that is a file, a link, or a folder holding
+anything but a checkpoint's files is refused before the run starts, and only a checkpoint's own
+files are ever deleted. A checkpoint is untrusted input: it is resumed only by the run that
+wrote it, on the same data, and only once every field and tensor has been checked against that
+run (`adaptlab.train.checkpoint_record`, `adaptlab.train.checkpoint_parts`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
-import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
+from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
+from adaptlab.paths import check_writable, listed
+from adaptlab.train.checkpoint_parts import (
+    Resumable,
+    Settings,
+    check_settings,
+    put_settings,
+    put_tensors,
+    read_tensors,
+    saved_settings,
+    saved_tensors,
+)
+from adaptlab.train.checkpoint_record import (
+    EPOCH,
+    STATE,
+    TENSOR_FILE,
+    CheckpointRecord,
+    Position,
+    TrainingPlan,
+    afresh,
+    read_state,
+    tensor_file,
+)
+from adaptlab.train.config import TrainConfig
+from adaptlab.train.precision import Precision, keep_trained_in_float32
 from adaptlab.train.result import EpochRecord
+from adaptlab.train.scale_model import scale_of
 
-STATE = "state.json"
+__all__ = [
+    "CHECKPOINT_SUFFIX",
+    "STATE",
+    "LoopState",
+    "Position",
+    "Resumable",
+    "TrainingCheckpoint",
+    "TrainingPlan",
+    "checkpoint_folder",
+    "parse_every",
+    "training_checkpoint",
+]
+
+log = logging.getLogger("adaptlab.train")
+
 CHECKPOINT_SUFFIX = ".checkpoint"
-EPOCH: Literal["epoch"] = "epoch"
+_PARTIAL = re.compile(rf"\.(tensors-\d+\.safetensors\.partial|{re.escape(STATE)}\..+)")
+"""Files a save killed half-way leaves: the tensor file before its rename, `atomic_write`'s."""
 
 
 def checkpoint_folder(run: Path) -> Path:
@@ -39,7 +88,7 @@ def parse_every(value: str) -> int | Literal["epoch"]:
     """`--checkpoint-every`: "epoch" (at each epoch's end) or a number of steps."""
     if value == EPOCH:
         return EPOCH
-    if value.isdigit() and int(value) > 0:
+    if value.isascii() and value.isdigit() and int(value) > 0:
         return int(value)
     raise ConfigError(
         f"--checkpoint-every must be 'epoch' or a positive number of steps, got {value!r}"
@@ -49,13 +98,15 @@ def parse_every(value: str) -> int | Literal["epoch"]:
 def training_checkpoint(
     out: Path | None,
     identity: dict[str, Any],
+    data: str,
     every: int | Literal["epoch"] | None,
     resume: bool,
     overwrite: bool,
 ) -> TrainingCheckpoint | None:
-    """The checkpoint of the run `identity` written to `out`: saved every `every` (None: no
-    checkpoints unless resuming, which keeps the saved cadence), or None. An earlier run's
-    checkpoint is resumed only when asked, and replaced only with `overwrite`."""
+    """The checkpoint of the run `identity` on the data source `data`, written to `out`: saved
+    every `every` (None: no checkpoints unless resuming, which keeps the saved cadence), or
+    None. An earlier run's checkpoint is resumed only when asked, and replaced only with
+    `overwrite` (once the new run saves, or when it ends)."""
     if out is None:
         if every is not None or resume:
             raise ConfigError(
@@ -63,40 +114,89 @@ def training_checkpoint(
             )
         return None
     folder = checkpoint_folder(out)
-    held = (folder / STATE).is_file()
+    held = folder.is_dir() and not folder.is_symlink() and (folder / STATE).exists()
+    if every is None and not resume and not held:
+        return None  # nothing of adaptlab's there, and nothing to write
+    _check_folder(folder)
+    digest = content_digest(data)
     if resume:
         if not held:
             raise ConfigError(f"--resume: no checkpoint at {folder}; train without --resume")
-        saved = _read_state(folder)
-        if saved.get("spec") != identity:
-            raise ConfigError(
-                f"the checkpoint {folder} is of another run (its spec differs); train with the "
-                "same options, or --overwrite without --resume to start afresh"
-            )
-        every = _checked_every(saved.get("every"), folder) if every is None else every
-    elif held and not overwrite:
+        record = _record_of(folder, identity, data, digest)
+        return TrainingCheckpoint(folder, every or record.every, identity, digest, record)
+    if held and not overwrite:
         raise ConfigError(
             f"{folder} holds the checkpoint of an unfinished run: add --resume to go on from it, "
             "or --overwrite to start afresh"
         )
-    elif held:
-        _remove_ours(folder)
-    if every is None:
-        return None
-    return TrainingCheckpoint(folder, every, identity)
+    if folder.exists() and not overwrite:
+        raise ConfigError(
+            f"{folder} exists and holds no checkpoint (a first save cut short, or an empty "
+            "folder); remove it, or add --overwrite to replace it"
+        )
+    return TrainingCheckpoint(folder, every, identity, digest)
 
 
-@dataclass
-class Position:
-    """Where a training stands: `done` batches of epoch `epoch` (whose example order is
-    `order`, None before it is drawn), `step` steps in all, the epoch's losses so far."""
+def _record_of(
+    folder: Path, identity: dict[str, Any], data: str, digest: str | None
+) -> CheckpointRecord:
+    """The record of the checkpoint in `folder`, which must be of the run `identity` on the
+    data source `data` as it is now (SHA-256 `digest`)."""
+    state = read_state(folder)
+    if isinstance(state, dict) and state.get("spec") != identity:
+        raise ConfigError(
+            f"the checkpoint {folder} is of another run (its spec differs); train with the "
+            "same options, or --overwrite without --resume to start afresh"
+        )
+    record = CheckpointRecord.parse(state, folder)
+    if record.data_digest != digest:
+        raise ConfigError(
+            f"{data} changed since the checkpoint {folder} was saved (its SHA-256 differs "
+            "from the one recorded); resume on the data it was trained on, or "
+            "--overwrite without --resume to start afresh"
+        )
+    return record
 
-    epoch: int = 1
-    done: int = 0
-    step: int = 0
-    order: list[int] | None = None
-    losses: list[float] = field(default_factory=list)
-    seconds: float = 0.0
+
+def _check_folder(folder: Path) -> None:
+    """Fail unless `folder` is absent or a writable folder holding only a checkpoint's files
+    (regular files of their names, no links)."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ConfigError(
+            f"{folder} is {_kind(folder)}, not a checkpoint folder; move it away (adaptlab "
+            "writes and deletes checkpoints there), or give another --out"
+        )
+    check_writable(folder, "the checkpoint folder")
+    entries = sorted(folder.iterdir()) if folder.is_dir() else []
+    for entry in entries:
+        if _named_ours(entry) and not _is_ours(entry):
+            raise ConfigError(
+                f"{entry} is {_kind(entry)}, not a file adaptlab wrote; {afresh(folder)}"
+            )
+    foreign = [entry.name for entry in entries if not _named_ours(entry)]
+    if foreign:
+        raise ConfigError(
+            f"the checkpoint folder {folder} holds {listed(foreign)}, which are no checkpoint's "
+            "files; move them away (adaptlab writes and deletes checkpoints there)"
+        )
+
+
+def _kind(path: Path) -> str:
+    """What `path` is, for a message: a link (to where), a folder or a file."""
+    if path.is_symlink():
+        return f"a symbolic link (to {os.readlink(path)})"
+    return "a folder" if path.is_dir() else "a file" if path.is_file() else "no regular file"
+
+
+def _named_ours(entry: Path) -> bool:
+    """Whether `entry` has the name of a file a checkpoint is made of."""
+    name = entry.name
+    return name == STATE or bool(TENSOR_FILE.fullmatch(name) or _PARTIAL.fullmatch(name))
+
+
+def _is_ours(entry: Path) -> bool:
+    """Whether `entry` of a checkpoint folder is a file a checkpoint is made of."""
+    return _named_ours(entry) and entry.is_file() and not entry.is_symlink()
 
 
 @dataclass
@@ -112,198 +212,114 @@ class LoopState:
     skipped: int
 
 
-@dataclass
-class Resumable:
-    """What a checkpoint saves and puts back besides the loop's records: the trained tensors,
-    the optimizer, the schedule, the fp16 loss scale and the example order's generator."""
-
-    trainable: list[tuple[str, nn.Parameter]]
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    scaler: torch.amp.GradScaler
-    generator: torch.Generator
-
-
 class TrainingCheckpoint:
-    """Saves the loop's state every `every` steps (or at each epoch's end) into `folder`, with
-    the spec `identity` of its run, and gives it back to a resumed run."""
+    """Saves the loop's state every `every` steps (or at each epoch's end; never when None)
+    into `folder`, with the spec `identity` and data digest of its run, and gives a resumed
+    run the `record` it goes on from."""
 
     def __init__(
-        self, folder: Path, every: int | Literal["epoch"], identity: dict[str, Any]
+        self,
+        folder: Path,
+        every: int | Literal["epoch"] | None,
+        identity: dict[str, Any],
+        digest: str | None,
+        record: CheckpointRecord | None = None,
     ) -> None:
-        self.folder, self.every, self.identity = folder, every, identity
+        self.folder, self.every, self.identity, self.digest = folder, every, identity, digest
+        self.record = record
+        self._checked: tuple[Settings, dict[str, torch.Tensor]] | None = None
 
     def due(self, step: int, epoch_ended: bool) -> bool:
         """Whether to save now, after step `step` (at an epoch's end when `epoch_ended`)."""
         if isinstance(self.every, int):
             return step % self.every == 0
-        return epoch_ended
+        return epoch_ended and self.every == EPOCH
 
     def save(self, parts: Resumable, state: LoopState) -> None:
         """Write the checkpoint. The tensors go to a new file named by the step, then
         `state.json`, which names it, replaces the old one in one rename: a kill at any moment
         leaves a whole checkpoint (the new one or the one before)."""
-        trainable = parts.trainable
-        tensors = {f"trained.{n}": p.detach().cpu().contiguous() for n, p in trainable}
-        if state.best is not None:
-            tensors |= {f"best.{n}": t.cpu().contiguous() for n, t in state.best.items()}
-        moments, groups = _optimizer_parts(parts.optimizer, trainable)
-        tensors |= moments
-        tensors["random.order"] = parts.generator.get_state()
-        tensors["random.torch"] = torch.get_rng_state()
-        if torch.cuda.is_available():
-            tensors["random.cuda"] = torch.cuda.get_rng_state()
-        name = f"tensors-{state.position.step}.safetensors"
-        record = {
-            "spec": self.identity,
-            "every": self.every,
-            "tensors": name,
-            "position": state.position.__dict__,
-            "epochs": [e.to_dict() for e in state.epochs],
-            "best_epoch": state.best_epoch,
-            "best_score": state.best_score,
-            "skipped": state.skipped,
-            "optimizer_groups": groups,
-            "scheduler": parts.scheduler.state_dict(),
-            "scaler": parts.scaler.state_dict(),
-        }
+        assert self.every is not None
+        name = tensor_file(state.position.step)
+        settings = saved_settings(parts)
+        record = CheckpointRecord(
+            spec=self.identity,
+            data_digest=self.digest,
+            every=self.every,
+            tensors=name,
+            position=state.position,
+            epochs=state.epochs,
+            best_epoch=state.best_epoch,
+            best_score=state.best_score,
+            skipped=state.skipped,
+            optimizer_groups=settings.optimizer_groups,
+            scheduler=settings.scheduler,
+            scaler=settings.scaler,
+        )
         self.folder.mkdir(parents=True, exist_ok=True)
         partial = self.folder / f".{name}.partial"
-        save_file(tensors, str(partial))
+        save_file(saved_tensors(parts, state.best), str(partial))
         partial.replace(self.folder / name)
-        atomic_write(self.folder / STATE, json.dumps(record, indent=1).encode())
-        for older in self.folder.glob("tensors-*.safetensors"):
-            if older.name != name:
+        atomic_write(self.folder / STATE, json.dumps(record.to_dict(), indent=1).encode())
+        for older in self.folder.iterdir():
+            if TENSOR_FILE.fullmatch(older.name) and older.name != name:
                 older.unlink()
 
-    def load(self, parts: Resumable) -> LoopState:
-        """Put the saved state in place; return the loop's position and records."""
-        record = _read_state(self.folder)
-        if not _OURS.fullmatch(str(record.get("tensors"))) or record.keys() < _KEYS:
-            raise ConfigError(f"{self.folder / STATE} is not a checkpoint adaptlab wrote")
-        try:
-            return self._put_back(parts, record)
-        except (KeyError, TypeError, ValueError, RuntimeError, OSError) as error:
-            raise ConfigError(
-                f"the checkpoint {self.folder} does not fit this run ({type(error).__name__}: "
-                f"{str(error).splitlines()[0] if str(error) else ''}); remove it to start afresh"
-            ) from None
-
-    def _put_back(self, parts: Resumable, record: dict[str, Any]) -> LoopState:
-        """`load` once the record is known to be one adaptlab wrote."""
-        tensors = load_file(str(self.folder / record["tensors"]))
-        trainable = parts.trainable
-        with torch.no_grad():
-            for name, parameter in trainable:
-                parameter.copy_(tensors[f"trained.{name}"])
-        _load_optimizer(parts.optimizer, trainable, tensors, record["optimizer_groups"])
-        parts.scheduler.load_state_dict(record["scheduler"])
-        parts.scaler.load_state_dict(record["scaler"])
-        parts.generator.set_state(tensors["random.order"])
-        torch.set_rng_state(tensors["random.torch"])
-        if "random.cuda" in tensors and torch.cuda.is_available():
-            torch.cuda.set_rng_state(tensors["random.cuda"])
+    def check_run(
+        self, model: nn.Module, plan: TrainingPlan, config: TrainConfig, learning_rate: float
+    ) -> None:
+        """Check the checkpoint being resumed against the run training `model` over `plan`
+        with `config`, as the loop will (`load`), before the run says anything."""
+        if self.record is None:
+            return
+        trainable = keep_trained_in_float32(model)
         device = trainable[0][1].device if trainable else torch.device("cpu")
-        best = {n: tensors[f"best.{n}"].to(device) for n, _ in trainable if f"best.{n}" in tensors}
+        scaler = Precision(scale_of(model).precision, device).scaler
+        parts = Resumable.build(trainable, config, learning_rate, plan, scaler, config.seed)
+        self._checked = self._check(parts, plan)
+
+    def load(self, parts: Resumable, plan: TrainingPlan) -> LoopState:
+        """Check the checkpoint against the run (`plan`, `parts`) unless `check_run` did, and
+        put its state in place; return the loop's position and records. Nothing is put in
+        place unless all of it fits: else one line naming the file and the field or tensor."""
+        record = self.record
+        assert record is not None, "load only a checkpoint being resumed"
+        settings, tensors = self._checked or self._check(parts, plan)
+        self._checked = None
+        put_settings(parts, settings)
+        best = put_tensors(parts, tensors)
         return LoopState(
-            position=Position(**record["position"]),
-            epochs=[EpochRecord(**e) for e in record["epochs"]],
-            best_epoch=record["best_epoch"],
-            best_score=record["best_score"],
+            position=replace(record.position),
+            epochs=list(record.epochs),
+            best_epoch=record.best_epoch,
+            best_score=record.best_score,
             best=best or None,
-            skipped=record["skipped"],
+            skipped=record.skipped,
         )
+
+    def _check(
+        self, parts: Resumable, plan: TrainingPlan
+    ) -> tuple[Settings, dict[str, torch.Tensor]]:
+        """The record's settings and tensors, each checked against the run."""
+        record = self.record
+        assert record is not None
+        record.check_fits(plan, self.folder)
+        settings = check_settings(parts, record, self.folder)
+        return settings, read_tensors(self.folder / record.tensors, parts, record)
 
     def exists(self) -> bool:
-        """Whether a checkpoint is there to resume."""
-        return (self.folder / STATE).is_file()
+        """Whether the run goes on from a checkpoint."""
+        return self.record is not None
 
     def remove(self) -> None:
-        """Delete the checkpoint once the run is published."""
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-_OURS = re.compile(r"tensors-\d+\.safetensors")
-"""The tensor file a checkpoint's state names: a plain name in its folder, nothing else."""
-_KEYS = {
-    "spec", "every", "tensors", "position", "epochs", "best_epoch", "best_score", "skipped",
-    "optimizer_groups", "scheduler", "scaler",
-}  # fmt: skip
-
-
-def _read_state(folder: Path) -> dict[str, Any]:
-    """The checkpoint's `state.json` as a JSON object, or one line saying it is damaged."""
-    path = folder / STATE
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise ConfigError(
-            f"cannot read {path} ({error}); remove {folder} to start afresh"
-        ) from None
-    if not isinstance(record, dict):
-        raise ConfigError(f"{path} is not a checkpoint adaptlab wrote; remove {folder}")
-    return record
-
-
-def _checked_every(value: Any, folder: Path) -> int | Literal["epoch"]:
-    """The cadence a checkpoint was saved at, as `--checkpoint-every` takes it."""
-    if value == EPOCH or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-        return value  # type: ignore[no-any-return]
-    raise ConfigError(f"{folder / STATE}: every must be 'epoch' or a positive number of steps")
-
-
-def _remove_ours(folder: Path) -> None:
-    """Delete a checkpoint folder that holds nothing adaptlab did not write there."""
-    others = [
-        entry.name
-        for entry in folder.iterdir()
-        if entry.name != STATE
-        and not _OURS.fullmatch(entry.name)
-        and not entry.name.startswith((".tensors-", f".{STATE}."))  # unfinished writes
-    ]
-    if others:
-        raise ConfigError(
-            f"{folder} holds {', '.join(sorted(others))} besides a checkpoint; move them away "
-            "or remove it yourself"
-        )
-    shutil.rmtree(folder)
-
-
-def _optimizer_parts(
-    optimizer: torch.optim.Optimizer, trainable: list[tuple[str, nn.Parameter]]
-) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
-    """The optimizer's per-tensor state as named tensors, and its groups' settings (JSON)."""
-    names = {id(p): n for n, p in trainable}
-    tensors: dict[str, torch.Tensor] = {}
-    for parameter, state in optimizer.state.items():
-        for key, value in state.items():
-            value = value if isinstance(value, torch.Tensor) else torch.tensor(value)
-            tensors[f"optimizer.{names[id(parameter)]}.{key}"] = value.detach().cpu().contiguous()
-    groups = [
-        {k: v for k, v in group.items() if k != "params"}
-        | {"params": [names[id(p)] for p in group["params"]]}
-        for group in optimizer.param_groups
-    ]
-    return tensors, groups
-
-
-def _load_optimizer(
-    optimizer: torch.optim.Optimizer,
-    trainable: list[tuple[str, nn.Parameter]],
-    tensors: dict[str, torch.Tensor],
-    groups: list[dict[str, Any]],
-) -> None:
-    """Put the optimizer's moments and group settings back, matched by tensor name."""
-    by_name = dict(trainable)
-    for group, saved in zip(optimizer.param_groups, groups, strict=True):
-        if [id(by_name[n]) for n in saved["params"]] != [id(p) for p in group["params"]]:
-            raise ConfigError("the checkpoint's optimizer groups do not match the run's tensors")
-        group.update({k: v for k, v in saved.items() if k != "params"})
-    prefix = "optimizer."
-    for key, value in tensors.items():
-        if key.startswith(prefix):
-            name, _, entry = key[len(prefix) :].rpartition(".")
-            parameter = by_name[name]
-            optimizer.state[parameter][entry] = value.to(
-                parameter.device if value.ndim else value.device
-            )
+        """Delete the checkpoint's files once the run is published, and its folder when that
+        holds nothing else (files put there since are kept, and said so)."""
+        if not self.folder.is_dir() or self.folder.is_symlink():
+            return
+        for entry in self.folder.iterdir():
+            if _is_ours(entry):
+                entry.unlink()
+        if any(self.folder.iterdir()):
+            log.info("kept %s: it holds files that are not the checkpoint's", self.folder)
+        else:
+            self.folder.rmdir()

@@ -4,17 +4,22 @@ each writes, as plain data: a `Tracking` is made where the run is planned and tr
 
 Nothing is sent anywhere the user did not name: the default is no tracker; TensorBoard writes
 event files beside the run; MLflow writes to the `MLFLOW_TRACKING_URI` the user set, else to a
-local file store `./mlruns`.
+local file store `./mlruns`. Whether each can record there is checked before the run trains
+(`adaptlab.integrations.trackers.destinations`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
+from adaptlab.checks import shown
 from adaptlab.errors import ConfigError
 
 TRACKERS = ("tensorboard", "mlflow")
@@ -23,6 +28,9 @@ PACKAGES = {"tensorboard": "tensorboard==2.21.0", "mlflow": "mlflow-skinny==3.17
 """What `pip install` brings each tracker (the pins of the `integrations` extra)."""
 TENSORBOARD_FOLDER = "tensorboard"
 DEFAULT_EXPERIMENT = "adaptlab"
+DEFAULT_STORE = "mlruns"
+NAMED_STORES = ("databricks", "databricks-uc", "uc")
+"""Tracking URIs that are a name, not a path (MLflow's Databricks and Unity Catalog stores)."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,7 @@ def report_to(value: str | Sequence[str], where: str = "--report-to") -> tuple[s
         if name not in (*TRACKERS, NONE):
             raise ConfigError(
                 f"{where}: expected {NONE}, {' or '.join(TRACKERS)} (or both, "
-                f"comma-separated), got {name!r}"
+                f"comma-separated), got {shown(name)}"
             )
         if name != NONE and name not in chosen:
             chosen.append(name)
@@ -69,8 +77,35 @@ def require_installed(trackers: Sequence[str], where: str = "--report-to") -> No
 
 
 def mlflow_uri() -> str:
-    """The tracking URI the user set (`MLFLOW_TRACKING_URI`), else the file store ./mlruns."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or Path("mlruns").resolve().as_uri()
+    """The tracking URI the user set (`MLFLOW_TRACKING_URI`), else the file store ./mlruns; a
+    path (which MLflow takes as a file store) as the `file:` URI of its absolute form, so it
+    names the same folder wherever the run trains."""
+    value = os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_STORE
+    if value != value.strip():
+        raise ConfigError(
+            f"MLFLOW_TRACKING_URI {shown_uri(value)!r} has spaces around it; set it without them"
+        )
+    try:
+        scheme = urlsplit(value).scheme
+    except ValueError as error:
+        raise ConfigError(
+            f"MLFLOW_TRACKING_URI {shown_uri(value)!r} is no URI ({error}); give a folder, a "
+            "file: URI or a server's http(s):// address"
+        ) from None
+    if scheme or value in NAMED_STORES:
+        return value
+    return Path(value).resolve().as_uri()
+
+
+def shown_uri(uri: str) -> str:
+    """`uri` as a message shows it: without the user name and password it may hold."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", uri)
+
+
+def file_store(uri: str) -> Path | None:
+    """The folder of a `file:` tracking URI (an MLflow file store); None for any other."""
+    parts = urlsplit(uri)
+    return Path(url2pathname(parts.path)).absolute() if parts.scheme == "file" else None
 
 
 def folder_tracking(value: str | Sequence[str], out: str | os.PathLike[str]) -> Tracking | None:
@@ -83,10 +118,22 @@ def folder_tracking(value: str | Sequence[str], out: str | os.PathLike[str]) -> 
         return None
     require_installed(trackers)
     folder = Path(out).resolve()
+    if TENSORBOARD_FOLDER in trackers and folder.name == TENSORBOARD_FOLDER:
+        raise ConfigError(
+            f"--out {out} is named {TENSORBOARD_FOLDER}, the folder beside each run that holds "
+            "the TensorBoard events of the runs there; give the run folder another name"
+        )
+    uri = mlflow_uri()
+    store = file_store(uri)
+    if "mlflow" in trackers and store is not None and _overlap(store, folder):
+        raise ConfigError(
+            f"--out {out} and MLflow's file store {store} (MLFLOW_TRACKING_URI, else ./mlruns) "
+            "overlap; give the run folder another place or set MLFLOW_TRACKING_URI elsewhere"
+        )
     return Tracking(
         trackers,
         log_dir=str(folder.parent / TENSORBOARD_FOLDER / folder.name),
-        tracking_uri=mlflow_uri(),
+        tracking_uri=uri,
         experiment=os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT,
         run_name=folder.name,
     )
@@ -111,3 +158,9 @@ def study_tracking(
         run_name=run_id,
         tags=tuple(marks.items()),
     )
+
+
+def _overlap(first: Path, second: Path) -> bool:
+    """Whether one of two paths is, or lies inside, the other (after following links)."""
+    one, two = Path(os.path.realpath(first)), Path(os.path.realpath(second))
+    return one == two or one in two.parents or two in one.parents

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adaptlab.errors import ConfigError
-from adaptlab.integrations.trackers.choice import Tracking
+from adaptlab.integrations.trackers.choice import Tracking, shown_uri
 from adaptlab.integrations.trackers.reporter import Status
 
 if TYPE_CHECKING:
@@ -36,14 +36,15 @@ ARTIFACT = "adapter"
 
 @contextmanager
 def _answering(uri: str) -> Iterator[None]:
-    """MLflow's errors (a server that does not answer, a bad URI) as one line naming the URI."""
+    """MLflow's errors (a server that does not answer, a bad URI, a file store that cannot be
+    written) as one line naming the URI."""
     from mlflow.exceptions import MlflowException
 
     try:
         yield
-    except MlflowException as error:
+    except (MlflowException, OSError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ConfigError(f"MLflow at {uri}: {first}") from None
+        raise ConfigError(f"MLflow at {shown_uri(uri)}: {first}") from None
 
 
 class MlflowSink:

@@ -2,9 +2,10 @@
 trains (`execute`, `run_sequence`), then `report.finished_run(result, out)` or
 `report.finished_sequence(result)` with what it returned.
 
-Inside the block the loop tells the trackers each step and epoch; on leaving it each tracker
-is closed as finished, failed (an error) or killed (Ctrl-C). With no tracking (None) the block
-does nothing, and neither TensorBoard nor MLflow is imported.
+Entering the block checks, before the run trains, that each tracker can record where it writes
+(`destinations`). Inside it the loop tells the trackers each step and epoch; on leaving it each
+tracker is closed as finished, failed (an error) or killed (Ctrl-C). With no tracking (None)
+the block does nothing, and neither TensorBoard nor MLflow is imported.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from adaptlab.integrations.trackers.choice import Tracking, require_installed
+from adaptlab.integrations.trackers.destinations import check_destinations
 from adaptlab.integrations.trackers.records import flat_params, run_scalars, sequence_scalars
 from adaptlab.integrations.trackers.reporter import Reporter, Sink, Status
 
@@ -46,6 +48,7 @@ class TrackedRun:
             from adaptlab.train.events import observing
 
             require_installed(self.tracking.trackers)
+            check_destinations([(self.tracking, self._spec)])
             self._stack.enter_context(observing(self._reporter))
         return self
 

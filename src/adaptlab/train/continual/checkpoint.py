@@ -8,11 +8,18 @@ any finished stage trained: adapters and heads, the whole model for methods that
 Every other tensor comes back from the seeds when the model is built again. Each `stage-K/` is
 written in a staging folder and renamed into place, so a folder that exists is complete. The
 single-stage scores (forward transfer) go to `single.json` as each one is measured.
+
+What a checkpoint folder holds is read back as untrusted input: its files must be regular files
+(no links), `progress.json` must hold exactly its fields with as many stages as its folder's
+number says (at most the sequence's), the tensors must be the ones it names, each of the
+model's shape and dtype and finite, and the single-stage scores finite and no more than the
+stages after the first. Anything else ends in one line naming the file.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -21,12 +28,14 @@ from typing import Any
 
 import safetensors.torch
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write, publish_folder, staging_folder
 from adaptlab.train.continual.result import StageOutcome
 from adaptlab.train.continual.spec import SequenceSpec
+from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.ranks import is_main_process
 
 PROGRESS_FILE = "progress.json"
@@ -51,20 +60,29 @@ class SequenceCheckpoint:
     def open(cls, folder: str | os.PathLike[str], spec: SequenceSpec) -> SequenceCheckpoint:
         """The checkpoint in `folder`, which must be of `spec` if it holds one."""
         checkpoint = cls(Path(folder), spec)
+        _check_folder(checkpoint.folder)
         last = checkpoint._last()
         if last is not None:
-            where = str(last / PROGRESS_FILE)
-            data = _read_json(last / PROGRESS_FILE)
+            path = last / PROGRESS_FILE
+            data = _read_json(path)
             if data.get("spec") != spec.to_dict():
                 raise ConfigError(f"{checkpoint.folder} holds the state of another sequence")
+            progress = JsonObject(data, str(path))
+            progress.refuse_unknown(("spec", "stages", "trained"))
             checkpoint.completed = [
-                StageOutcome.from_dict(stage, f"{where}: stages[{index}]")
-                for index, stage in enumerate(data.get("stages", []))
+                StageOutcome.from_dict(stage.data, f"{path}: stages[{index}]")
+                for index, stage in enumerate(progress.objects("stages"))
             ]
-            checkpoint.trained = set(data.get("trained", []))
+            finished = int(last.name.removeprefix(_STAGE)) + 1
+            if len(checkpoint.completed) != finished or finished > len(spec.stages):
+                raise ConfigError(
+                    f"{path}: stages: {len(checkpoint.completed)} finished stages in "
+                    f"{last.name} of a sequence of {len(spec.stages)}; {_AFRESH}"
+                )
+            checkpoint.trained = set(progress.texts("trained"))
         single = checkpoint.folder / SINGLE_FILE
-        if single.is_file():
-            checkpoint.single_stage = [float(v) for v in _read_json(single)["scores"]]
+        if single.is_symlink() or single.exists():
+            checkpoint.single_stage = _single_scores(single, len(spec.stages))
         return checkpoint
 
     def restore(self, model: nn.Module) -> dict[str, torch.Tensor]:
@@ -74,14 +92,23 @@ class SequenceCheckpoint:
         last = self._last()
         if last is None:
             return {}
-        tensors = safetensors.torch.load_file(str(last / STATE_FILE))
+        tensors = _read_tensors(last / STATE_FILE)
         params = dict(model.named_parameters())
+        for name in sorted(self.trained | set(tensors)):
+            param, tensor = params.get(name), tensors.get(name)
+            if param is None or tensor is None:
+                problem = "not a tensor of the model" if param is None else "missing"
+                raise ConfigError(f"{last / STATE_FILE}: {name}: {problem}; {_AFRESH}")
+            if (param.shape, param.dtype) != (tensor.shape, tensor.dtype):
+                raise ConfigError(
+                    f"{last / STATE_FILE}: {name}: {tensor.dtype} of shape {list(tensor.shape)}, "
+                    f"the model's is {param.dtype} of {list(param.shape)}; {_AFRESH}"
+                )
+        carried = _read_tensors(last / STRATEGY_FILE)
         with torch.no_grad():
             for name, tensor in tensors.items():
-                if name not in params or params[name].shape != tensor.shape:
-                    raise ConfigError(f"{last / STATE_FILE}: tensor {name} does not fit the model")
                 params[name].copy_(tensor)
-        return safetensors.torch.load_file(str(last / STRATEGY_FILE))
+        return carried
 
     def save_stage(
         self,
@@ -143,11 +170,63 @@ class SequenceCheckpoint:
         return folders[-1] if folders else None
 
 
+_AFRESH = "remove the checkpoint folder to start the sequence afresh"
+
+
+def _check_folder(folder: Path) -> None:
+    """Fail unless `folder` is absent or a folder whose stage folders are folders, no links."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ConfigError(f"the checkpoint folder {folder} is a file or a link; give a folder")
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            numbered = entry.name.removeprefix(_STAGE).isdigit()
+            if (
+                entry.name.startswith(_STAGE)
+                and numbered
+                and (entry.is_symlink() or not entry.is_dir())
+            ):
+                raise ConfigError(f"{entry} is a file or a link, not a stage's folder; {_AFRESH}")
+
+
 def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in the regular file `path`, or one line."""
+    if path.is_symlink() or not path.is_file():
+        raise ConfigError(f"{path} is not a file adaptlab wrote; {_AFRESH}")
     try:
         data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:
         raise ConfigError(f"cannot read {path}: {error}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data
+
+
+def _single_scores(path: Path, stages: int) -> list[float]:
+    """The single-stage scores in `path`: finite, at most one per stage after the first."""
+    scores = JsonObject(_read_json(path), str(path))
+    scores.refuse_unknown(("scores",))
+    values = scores.data.get("scores")
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    ):
+        raise ConfigError(f"{path}: scores: expected a list of finite numbers; {_AFRESH}")
+    if len(values) > stages - 1:
+        raise ConfigError(
+            f"{path}: scores: {len(values)} single-stage scores for the {stages - 1} stages "
+            f"after the first; {_AFRESH}"
+        )
+    return [float(v) for v in values]
+
+
+def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of the regular file `path`, every one finite; else one line."""
+    if path.is_symlink() or not path.is_file():
+        raise ConfigError(f"{path} is not a file adaptlab wrote; {_AFRESH}")
+    try:
+        tensors = safetensors.torch.load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise ConfigError(f"cannot read {path} ({error}); {_AFRESH}") from None
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ConfigError(f"{path}: {name}: holds values that are not finite; {_AFRESH}")
+    return tensors

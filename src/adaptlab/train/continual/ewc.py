@@ -51,6 +51,10 @@ class EWCConfig(StrategyConfig):
             raise ConfigError(f"ewc: fisher_samples must be >= 1, got {self.fisher_samples!r}")
 
 
+_PARTS = ("importance", "centre", "offset")
+"""What the saved state keeps of each anchored tensor, as `<name>/<part>`."""
+
+
 @dataclass
 class Anchor:
     """One parameter's quadratics of earlier stages, summed: A (θ - m)^2 + c."""
@@ -118,12 +122,30 @@ class ElasticWeightConsolidation(Strategy):
             if name not in parameters:
                 raise ConfigError(f"ewc: the saved state names {name!r}, not a tensor of the model")
             parameter = parameters[name]
+            importance, centre, offset = (tensors.get(f"{name}/{p}") for p in _PARTS)
+            if (
+                importance is None
+                or centre is None
+                or offset is None
+                or importance.shape != parameter.shape
+                or centre.shape != parameter.shape
+                or offset.numel() != 1
+                or bool((importance < 0).any())
+                or float(offset) < 0
+            ):
+                raise ConfigError(
+                    f"ewc: the saved state of {name!r} is no quadratic of it (importance >= 0 "
+                    "and centre of its shape, one offset >= 0)"
+                )
             self.anchors[name] = Anchor(
                 parameter,
-                tensors[f"{name}/importance"].to(parameter.device),
-                tensors[f"{name}/centre"].to(parameter.device),
-                float(tensors[f"{name}/offset"]),
+                importance.to(parameter.device),
+                centre.to(parameter.device),
+                float(offset),
             )
+        unknown = sorted(key for key in tensors if key.rsplit("/", 1)[-1] not in _PARTS)
+        if unknown:
+            raise ConfigError(f"ewc: the saved state holds {unknown[0]!r}, which ewc does not keep")
 
     def penalty(
         self,

@@ -84,7 +84,12 @@ class Strategy:
         return {}
 
     def load_state(self, model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
-        """Take back what `state` gave, when a sequence resumes on `model`."""
+        """Take back what `state` gave, when a sequence resumes on `model` (here: nothing)."""
+        if tensors:
+            raise ConfigError(
+                f"{self.config.name}: the saved strategy state holds {min(tensors)!r}, but "
+                "this strategy keeps no tensors"
+            )
 
     def route(self, model: nn.Module, stage: int, trained: int) -> None:
         """Make the model ready to be tested on stage `stage` after stage `trained`."""
