@@ -17,7 +17,7 @@ from adaptlab.methods.manifest import MEMBERS, Manifest, adapter_folder, parse_m
 from adaptlab.methods.peft_format import export_peft, import_peft
 from adaptlab.models.loading import load_model
 from adaptlab.paths import check_new_folder, existing
-from adaptlab.tasks import TASK_KINDS
+from adaptlab.tasks.registry import labelled_task
 from adaptlab.train.restore import load_trained
 
 app = typer.Typer(help="Look inside adapter folders.", no_args_is_help=True)
@@ -128,7 +128,7 @@ def import_(
     out: Annotated[Path, typer.Argument(help="adaptlab adapter folder to write.")],
     model: Annotated[str, typer.Option("--model", help="The base model the adapter was made for.")],
     labels: Annotated[str, typer.Option(help="Label names in the head's order, comma-separated.")],
-    task: Annotated[str, typer.Option(help="single_label, multi_label, token or regression.")] = (
+    task: Annotated[str, typer.Option(help="The adapter's task (a labelled one).")] = (
         "single_label"
     ),
     format: Annotated[str, typer.Option("--format", help="Folder format: peft.")] = "peft",
@@ -140,15 +140,14 @@ def import_(
         adaptlab import --format peft --model minilm-l6 --labels fresh,rotten peft-out/ runs/x
     """
     _check_format(format)
-    if task not in TASK_KINDS:
-        raise ConfigError(f"--task must be one of {', '.join(TASK_KINDS)}, got {task!r}")
+    head = labelled_task(task).model_kind
     names = [label.strip() for label in labels.split(",")]
     if not all(names) or len(set(names)) != len(names):
         raise ConfigError(f"--labels must be distinct non-empty names, got {labels!r}")
     check_new_folder(
         out, "adapter folder", existing([(source, "PEFT folder"), (model, "base model")])
     )
-    loaded = load_model(model, task, label_names=names)  # type: ignore[arg-type]
+    loaded = load_model(model, head, label_names=names)
     handle = import_peft(loaded.model, source)
     save_adapter(
         loaded.model, out, name=handle.name, base_model_id=model, task=task, label_names=names

@@ -61,8 +61,8 @@ from adaptlab.study.spec_methods import MethodEntry
 from adaptlab.study.spec_sequences import StrategyEntry, check_lm_strategies, check_stage
 from adaptlab.study.spec_transfer import SourceEntry, ZeroShotEntry
 from adaptlab.study.yamlfile import read_yaml
+from adaptlab.tasks.registry import known_metrics
 from adaptlab.train.continual.spec import Objective
-from adaptlab.train.metrics import METRICS
 from adaptlab.train.scale import Scale
 
 RAY_RESOLUTION = 10_000
@@ -217,7 +217,7 @@ class StudySpec(StrictModel):
     @field_validator("metric")
     @classmethod
     def _metric(cls, value: str | None) -> str | None:
-        known = list(dict.fromkeys(name for names in METRICS.values() for name in names))
+        known = known_metrics()
         if value is not None and value not in known:
             raise ValueError(
                 f"metric must be one a task computes where higher is better: "

@@ -23,12 +23,12 @@ import torch
 from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
-from adaptlab.train.choice import choose_metric
+from adaptlab.tasks.judging import choose_metric
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.classification_run import prepare_classification
 from adaptlab.train.inputs import run_inputs
 from adaptlab.train.loop import train_epochs
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
-from adaptlab.train.mlm_run import check_masked_lm_run, is_masked_lm, prepare_masked_lm
 from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.train.precision import keep_trained_in_float32
 from adaptlab.train.process_group import process_group
@@ -76,9 +76,8 @@ def execute(
     process trains its share and only the first writes anything; `shard` shards the model
     over the processes (FSDP2, `adaptlab.train.sharding`).
     """
-    masked_lm = is_masked_lm(spec)
-    if masked_lm:
-        check_masked_lm_run(spec, analysed=on_trained is not None)
+    if spec.task is not None:
+        get_task(spec.task).check_run(spec, analysed=on_trained is not None)
     if shard and (checkpoint_every is not None or resume or on_trained is not None):
         raise ConfigError("--shard does not combine with checkpoints, --resume or analyses yet")
     run_folder = Path(out) if out is not None else None
@@ -116,8 +115,7 @@ def _execute(
     started = time.perf_counter()
     folder = RunFolder(out, overwrite, run_inputs(spec))
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
-    prepare = prepare_masked_lm if is_masked_lm(spec) else prepare_classification
-    objective: RunObjective = prepare(spec, device)
+    objective = _prepare(spec, device)
     model, handle = objective.model, objective.handle
     if shard:  # refused in one line (too few processes, mixed dtypes) before anything is said
         keep_trained_in_float32(model)
@@ -181,3 +179,11 @@ def _execute(
         if checkpoint is not None and is_main_process():
             checkpoint.remove()
         return published
+
+
+def _prepare(spec: RunSpec, device: torch.device) -> RunObjective:
+    """The run's objective, prepared by the task its data options name; unnamed, the data's
+    labels decide the task, and every labelled task prepares a run the same way."""
+    if spec.task is None:
+        return prepare_classification(spec, device)
+    return get_task(spec.task).prepare_run(spec, device)

@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from adaptlab.data import Dataset, TextEncoder
 from adaptlab.models.loading import load_model
+from adaptlab.tasks.evaluation import evaluate
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.heads import StageHeads
 from adaptlab.train.continual.registry import make_strategy
@@ -19,7 +20,6 @@ from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import StageData, StageRun
 from adaptlab.train.continual.strategy import Strategy
-from adaptlab.train.evaluate import evaluate
 from adaptlab.train.history import TrainHistory
 from adaptlab.train.scale_model import prepare_base
 

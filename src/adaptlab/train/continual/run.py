@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from adaptlab.data import Dataset, load_dataset, low_resource
-from adaptlab.data.splits import strata_order, stratum, systematic_pick
+from adaptlab.data.splits import strata_order, systematic_pick
 from adaptlab.errors import DataError
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.finite import finite_json
@@ -25,6 +25,7 @@ from adaptlab.folders import FolderKind, check_result_folder
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import existing, json_with_key
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.decoder import check_causal_lm
 from adaptlab.train.continual.labelled_stages import LabelledStages
@@ -190,7 +191,8 @@ def _train_sequence(
 def _capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:
     """`dataset` with `size` test examples, stratified by label, seeded."""
     test = dataset.splits["test"]
-    keys = [stratum(example.label, dataset.task, None) for example in test]
+    task = get_task(dataset.task)
+    keys = [task.stratum(example.label, None) for example in test]
     stream = [index for group in strata_order(keys, seed) for index in group]
     picked, _ = systematic_pick(stream, Fraction(size, len(stream)))
     splits = {**dataset.splits, "test": tuple(test[index] for index in sorted(picked))}

@@ -10,20 +10,20 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from adaptlab.tasks.evaluation import evaluate
+from adaptlab.tasks.single_label import SINGLE_LABEL
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual.stage_objective import StageObjective
 from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
 from adaptlab.train.continual.strategy import Strategy
-from adaptlab.train.evaluate import evaluate
 from adaptlab.train.history import TrainHistory
-from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.objective import DevScore
 
 
 class LabelledStage(StageObjective[StageRun, Strategy]):
     """Stage `run.index` of a classification sequence as an `Objective`."""
 
-    metric = PRIMARY_METRIC["single_label"]
+    metric = SINGLE_LABEL.primary_metric
 
     def loss(self, rows: list[Row]) -> torch.Tensor:
         """Mean cross-entropy of every row under its own stage's head, plus the strategy's term."""
