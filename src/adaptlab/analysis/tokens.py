@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-import adaptlab.checks as checks
+from adaptlab import checks
 from adaptlab.errors import ConfigError, DataError
 
 DEFAULT_TOKENS = 5000

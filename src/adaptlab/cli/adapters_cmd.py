@@ -12,9 +12,9 @@ from rich.table import Table
 from adaptlab.cli.console import console
 from adaptlab.cli.options import BaseModel, Device
 from adaptlab.errors import ConfigError
+from adaptlab.methods import save_adapter
 from adaptlab.methods.manifest import MEMBERS, Manifest, adapter_folder, parse_manifest
 from adaptlab.methods.peft_format import export_peft, import_peft
-from adaptlab.methods.persistence import save_adapter
 from adaptlab.models.loading import load_model
 from adaptlab.paths import check_new_folder, existing
 from adaptlab.tasks.registry import labelled_task

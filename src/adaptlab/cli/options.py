@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-import adaptlab.checks as checks
+from adaptlab import checks
 from adaptlab.errors import ConfigError
 
 if TYPE_CHECKING:  # the type only: commands load the methods when they run

@@ -55,9 +55,8 @@ def serve(
     OpenAI-compatible /v1/completions and /v1/chat/completions, `model` naming the adapter.
     """
     try:
+        from adaptlab.serve import AdapterService, ServeOptions
         from adaptlab.serve.app import create_app
-        from adaptlab.serve.options import ServeOptions
-        from adaptlab.serve.service import AdapterService
     except ImportError:
         raise ConfigError(SERVE_HINT) from None
     if not 1 <= port <= 65535:

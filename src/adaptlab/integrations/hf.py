@@ -30,9 +30,7 @@ from torch.utils.hooks import RemovableHandle
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods.adapt import get_handle, regularization_loss
-from adaptlab.methods.handle import AdaptHandle
-from adaptlab.methods.persistence import save_adapter
+from adaptlab.methods import AdaptHandle, get_handle, regularization_loss, save_adapter
 
 ADAPTER_SUBFOLDER = "adaptlab-adapter"
 """Where the callback writes the adapter, inside each checkpoint and inside output_dir."""

@@ -6,8 +6,7 @@ from collections.abc import Iterable
 
 from torch import nn
 
-from adaptlab.backbone.discovery import is_norm
-from adaptlab.backbone.parts import INSERTED, get_module, is_inserted
+from adaptlab.backbone import INSERTED, get_module, is_inserted, is_norm
 
 
 def inserted_name(site: str, adapter: str, method: str) -> str:

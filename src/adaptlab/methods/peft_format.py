@@ -33,9 +33,7 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from adaptlab.backbone.discovery import find_backbone
-from adaptlab.backbone.parts import is_inserted
-from adaptlab.backbone.roles import ROLES
+from adaptlab.backbone import ROLES, find_backbone, is_inserted
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
 from adaptlab.jsonfile import parse_json

@@ -6,8 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-import adaptlab.report.aggregate as aggregate
-import adaptlab.report.classes as classes
+from adaptlab.report import aggregate, classes
 from adaptlab.report.aggregate import Cell, MeanCurve
 from adaptlab.report.classes import ClassTable, Imbalance
 from adaptlab.report.judging import Judgement, judge

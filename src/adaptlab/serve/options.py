@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import inf
 
-import adaptlab.checks as checks
+from adaptlab import checks
 from adaptlab.errors import ConfigError
 
 

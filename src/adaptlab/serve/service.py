@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from adaptlab.data.encoding import TextEncoder
+from adaptlab.data import TextEncoder
 from adaptlab.methods.manifest import NAME, Manifest
 from adaptlab.methods.state import get_state
 from adaptlab.serve.base import SharedBase
@@ -26,8 +26,7 @@ from adaptlab.serve.prompts import Prompts, base_info
 from adaptlab.serve.registry import CAUSAL_LM, Entry, Registry, is_causal_lm, scan_registry
 from adaptlab.serve.rows import can_share_rows
 from adaptlab.serve.worker import ModelThread
-from adaptlab.tasks.predict import predict
-from adaptlab.tasks.prediction import Prediction
+from adaptlab.tasks.prediction import Prediction, predict
 
 
 class AdapterService:

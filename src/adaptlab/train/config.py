@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import adaptlab.checks as checks
+from adaptlab import checks
 from adaptlab.errors import ConfigError
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 from torch import nn
 
-from adaptlab.data.encoding import TextEncoder
-from adaptlab.data.types import Dataset
+from adaptlab.data import Dataset, TextEncoder
 
 
 @dataclass(frozen=True)
