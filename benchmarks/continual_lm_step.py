@@ -3,7 +3,7 @@ to `sequential`, and the one-off cost of the `kd-logit` teacher.
 
 Model: the built-in `smollm2-135m` with the method's adapter added as `adaptlab sequence
 --objective causal-lm` adds it (LoRA with its default options unless `--method` says
-otherwise), each stage trained by the sequence's own `train_text_stage`. Data: two in-memory
+otherwise), each stage trained by the sequence's own `train_stage`. Data: two in-memory
 corpora of random token documents of `--length` tokens. The first stage trains
 `--first-steps` steps, so that the second has something to replay or distil; the second
 stage's steps are the ones timed (a step runs from one training-mode forward of the model to
@@ -50,10 +50,10 @@ import adaptlab
 from adaptlab.models.loading import load_model
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import SequenceSpec
+from adaptlab.train.continual.corpus_run import Document, TextStage, TextStageRun
 from adaptlab.train.continual.distillation import TextLogitDistillation
-from adaptlab.train.continual.lm_loop import train_text_stage
-from adaptlab.train.continual.lm_stages import Document, TextStage, TextStageRun
-from adaptlab.train.continual.registry import make_text_strategy, strategies_for
+from adaptlab.train.continual.registry import make_strategy, strategies_for
+from adaptlab.train.continual.stage_loop import train_stage
 from adaptlab.train.continual.stages import use_stage_adapter
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -98,22 +98,22 @@ def measure(strategy_name: str, round_index: int, args: argparse.Namespace) -> d
         random_corpus("first", vocab, args.length, (args.batch_size * args.first_steps, 2), 1),
         random_corpus("second", vocab, args.length, (args.batch_size * second_steps, 2), 2),
     ]
-    strategy = make_text_strategy(spec.strategy)
+    strategy = make_strategy(spec.strategy, spec.objective)
     pad_id = loaded.tokenizer.pad_token_id
     begins: list[dict[str, float]] = []
 
     def stage(index: int) -> TextStageRun:
         """Corpus `index` made ready as `adaptlab sequence` does, its `begin` timed."""
         use_stage_adapter(model, strategy.adapter_name(index), spec.methods, args.seed + index)
-        run = TextStageRun(model, stages, index, pad_id, train.eval_batch_size)
+        run = TextStageRun(model, stages, index, train.eval_batch_size, pad_id=pad_id)
         with stopwatch(begins):
             strategy.begin(run)
         return run
 
-    train_text_stage(stage(0), strategy, train, LEARNING_RATE, progress=False)
+    train_stage(stage(0), strategy, train, LEARNING_RATE, progress=False)
     second, clock = stage(1), StepClock()
     handle = model.register_forward_pre_hook(clock)
-    train_text_stage(second, strategy, train, LEARNING_RATE, progress=False)
+    train_stage(second, strategy, train, LEARNING_RATE, progress=False)
     handle.remove()
     cache = 0
     if isinstance(strategy, TextLogitDistillation):

@@ -86,8 +86,9 @@ from adaptlab.methods.compose import resolve
 from adaptlab.models.loading import load_model
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import SequenceSpec, StageHeads, list_strategies, make_strategy
+from adaptlab.train.continual.labelled_run import StageData, StageRun
 from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import StageData, StageRun, use_stage_adapter
+from adaptlab.train.continual.stages import use_stage_adapter
 from adaptlab.train.continual.strategy import Strategy
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -203,7 +204,7 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         use_stage_adapter(model, strategy.adapter_name(index), spec.methods, seed + index)
         heads.select(index)
         heads.train_only(index)
-        return StageRun(model, heads, stages, index, seed, spec.train.eval_batch_size)
+        return StageRun(model, stages, index, spec.train.eval_batch_size, heads=heads, seed=seed)
 
     learning_rate = spec.learning_rate()
     first = stage_run(0)

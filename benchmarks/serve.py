@@ -255,8 +255,8 @@ def peft_comparison(registry: Path, texts: list[str], batches: int) -> dict[str,
     from adaptlab import load_adapter, set_active
     from adaptlab.data import TextEncoder
     from adaptlab.models.loading import load_model
+    from adaptlab.tasks.registry import get_task
     from adaptlab.train.batches import batches as make_batches
-    from adaptlab.train.predict import placeholder_example
     from adaptlab.train.restore import adapter_folder
 
     labels = ["fresh", "rotten"]
@@ -286,7 +286,7 @@ def peft_comparison(registry: Path, texts: list[str], batches: int) -> dict[str,
     encoder = TextEncoder(tokenizer, "single_label", len(labels), 128)
 
     def tensors(chunk: list[str]) -> dict[str, torch.Tensor]:
-        features = encoder.encode([placeholder_example(t, "single_label") for t in chunk])
+        features = encoder.encode([get_task("single_label").placeholder(t) for t in chunk])
         batch = next(iter(make_batches(encoder, features, len(chunk), torch.device("cpu"))))
         batch.pop("labels")
         return batch

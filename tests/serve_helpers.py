@@ -18,7 +18,6 @@ import torch
 
 import adaptlab
 from adaptlab.models.loading import load_model, load_tokenizer
-from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.run import RunSpec, execute
 
@@ -64,7 +63,7 @@ def save_random_adapter(
     out: Path,
     method: str,
     *,
-    task: TaskKind = "single_label",
+    task: str = "single_label",
     labels: tuple[str, ...] = ("fresh", "rotten"),
     seed: int = 0,
     fuse: dict[str, Path] | None = None,

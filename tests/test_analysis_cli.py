@@ -14,8 +14,8 @@ import adaptlab
 from adaptlab.analysis import load_target
 from adaptlab.cli.app import main
 from adaptlab.models.loading import load_model
+from adaptlab.tasks.evaluation import evaluate
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.evaluate import evaluate
 from adaptlab.train.result import RunResult
 from adaptlab.train.run import RunSpec, execute
 

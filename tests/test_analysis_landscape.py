@@ -13,7 +13,7 @@ import adaptlab
 from adaptlab.analysis import alphas, loss_landscape
 from adaptlab.data import Example, TextEncoder
 from adaptlab.errors import ConfigError
-from adaptlab.train.evaluate import evaluate
+from adaptlab.tasks.evaluation import evaluate
 
 TEXTS = ["a lovely film", "dull , dull , dull", "superb", "an awful mess", "great fun", "boring"]
 

@@ -17,12 +17,12 @@ from torch.utils._pytree import tree_flatten
 
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.errors import ConfigError
+from adaptlab.train.continual.corpus_run import TextStage, TextStageRun, collate
 from adaptlab.train.continual.distillation import (
     LogitDistillationConfig,
     TextLogitDistillation,
     merged_kl,
 )
-from adaptlab.train.continual.lm_stages import TextStage, TextStageRun, collate
 from adaptlab.train.lm_head_capture import lm_head_input
 from adaptlab.train.lm_loss import (
     causal_lm_loss,

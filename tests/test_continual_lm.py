@@ -22,6 +22,7 @@ from adaptlab.report.plots import score_matrix
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import SequenceSpec, run_sequence, summarize
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
+from adaptlab.train.continual.corpus_run import TextStage, TextStageRun, collate, perplexity
 from adaptlab.train.continual.distillation import (
     TEACHER_TOP_K,
     LogitDistillationConfig,
@@ -30,9 +31,7 @@ from adaptlab.train.continual.distillation import (
     merged_kl,
     teacher_tokens,
 )
-from adaptlab.train.continual.lm_loop import perplexity
-from adaptlab.train.continual.lm_stages import TextStage, TextStageRun, collate
-from adaptlab.train.continual.replay import ReplayConfig, TextReplay
+from adaptlab.train.continual.replay import Replay, ReplayConfig
 from adaptlab.train.continual.result import SequenceResult, StageOutcome
 from adaptlab.train.lm_head_capture import lm_head_input
 
@@ -151,7 +150,7 @@ def test_replay_on_text_draws_earlier_corpora_at_the_rate() -> None:
     documents = [(5, 6, 7)] * 10
     stages = [TextStage(f"s{k}", documents, documents, documents) for k in range(3)]
     run = TextStageRun(torch.nn.Linear(1, 1), stages, 2, pad_id=0, eval_batch_size=4)
-    strategy = TextReplay(ReplayConfig(rate=0.25))
+    strategy = Replay(ReplayConfig(rate=0.25))
     strategy.begin(run)
     generator = torch.Generator().manual_seed(0)
     drawn = [row for _ in range(10) for row in strategy.replayed(run, 4, generator)]
@@ -187,7 +186,7 @@ def test_training_on_a_corpus_lowers_its_perplexity(setup: tuple[str, tuple[str,
     with one_thread():
         result = run_sequence(spec, progress=False)
         from adaptlab.models.loading import load_model
-        from adaptlab.train.continual.lm_stages import stage_corpus, tokenised
+        from adaptlab.train.continual.corpus_stages import stage_corpus, tokenised
 
         loaded = load_model(model, "causal_lm")
         stage = tokenised(stage_corpus(stages[0], spec, {}), loaded.tokenizer, 16)

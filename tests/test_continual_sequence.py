@@ -6,6 +6,7 @@ import copy
 import csv
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,11 @@ from adaptlab.train.continual import (
     make_strategy,
     run_sequence,
 )
+from adaptlab.train.continual.classification import CLASSIFICATION
+from adaptlab.train.continual.labelled_run import HeadOutputs, StageRun
 from adaptlab.train.continual.labelled_stages import encode_stage
 from adaptlab.train.continual.registry import strategy_config
-from adaptlab.train.continual.run import stage_dataset
 from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import StageRun
 
 TOPICS = {
     "sentiment": {"fresh": ["great", "lovely", "superb"], "rotten": ["dull", "awful", "bad"]},
@@ -100,7 +101,7 @@ def _stage_run(tiny_model_dir: str, stages: tuple[str, str], index: int) -> Stag
     spec = sequence(tiny_model_dir, stages, "sequential")
     from adaptlab.models.loading import load_model
 
-    datasets = [stage_dataset(s, spec) for s in stages]
+    datasets = [CLASSIFICATION.read_stage(s, {}, spec) for s in stages]
     loaded = load_model(tiny_model_dir, "single_label", label_names=datasets[0].label_names)
     model = loaded.model
     heads = StageHeads.install(model, [len(d.label_names) for d in datasets], 0)
@@ -109,7 +110,7 @@ def _stage_run(tiny_model_dir: str, stages: tuple[str, str], index: int) -> Stag
     train_adapter(model, "sequence")
     heads.select(index)
     heads.train_only(index)
-    return StageRun(model, heads, encoded, index, 0, 16)
+    return StageRun(model, encoded, index, 16, heads=heads, seed=0)
 
 
 def test_replay_draws_only_earlier_stages_at_the_asked_rate(
@@ -149,7 +150,7 @@ def test_kd_teacher_is_frozen_and_unchanged_by_training(
     train_stage(
         run, make_strategy(strategy_config("sequential")), run_config(), 5e-3, progress=False
     )
-    run = StageRun(run.model, run.heads, run.stages, 1, 0, 16)
+    run = replace(run, index=1)
     before = head_scores(run, 0)  # stage 0's head on stage 1's examples, before stage 1
     run.heads.select(1)
     run.heads.train_only(1)
@@ -183,9 +184,9 @@ def test_kd_penalty_pulls_earlier_heads_to_the_teacher(
     rows = [(1, i) for i in range(4)]
     run.model.eval()
     exact = [kd.teacher[0][:4], torch.zeros(4, 3)]  # type: ignore[attr-defined]
-    assert kd.penalty(run, rows, exact).item() == pytest.approx(0.0, abs=1e-6)
+    assert kd.penalty(run, rows, HeadOutputs(exact)).item() == pytest.approx(0.0, abs=1e-6)
     shifted = [kd.teacher[0][:4].flip(-1), torch.zeros(4, 3)]  # type: ignore[attr-defined]
-    assert kd.penalty(run, rows, shifted).item() > 0
+    assert kd.penalty(run, rows, HeadOutputs(shifted)).item() > 0
 
 
 def run_config() -> TrainConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,12 @@ from test_continual_sequence import _stage_run, run_cli, run_config, sequence
 from adaptlab.errors import ConfigError
 from adaptlab.train.continual import SEQUENCE_FILE, make_strategy, run_sequence
 from adaptlab.train.continual.ewc import Anchor, ElasticWeightConsolidation, diagonal_fisher
+from adaptlab.train.continual.labelled_run import HeadOutputs, HiddenStates, StageRun
 from adaptlab.train.continual.registry import strategy_config
 from adaptlab.train.continual.representation_distillation import info_nce
 from adaptlab.train.continual.representations import mean_over_tokens
 from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
+from adaptlab.train.continual.stages import Row
 from adaptlab.train.continual.strategy import Strategy
 
 
@@ -46,7 +48,7 @@ def _after_first_stage(tiny_model_dir: str, stages: tuple[str, str], first: Stra
     train_stage(run, first, run_config(), 5e-3, progress=False)
     run.heads.select(1)
     run.heads.train_only(1)
-    return StageRun(run.model, run.heads, run.stages, 1, 0, 16)
+    return replace(run, index=1)
 
 
 def student_hidden(run: StageRun, rows: list[Row]) -> HiddenStates:
@@ -85,14 +87,14 @@ def test_representation_teacher_is_frozen_and_the_penalty_starts_at_zero(
     chosen = hidden.layers[-1:] if layers == "last" else hidden.layers[1:]
     torch.testing.assert_close(teacher, mean_over_tokens(chosen, hidden.mask))
     rows: list[Row] = [(1, 3), (0, 5), (1, 7), (1, 0)]  # a replayed row has no teacher
-    assert kd.penalty(run, rows, [], student_hidden(run, rows)).item() == pytest.approx(
-        0.0, abs=1e-10
-    )
+    assert kd.penalty(
+        run, rows, HeadOutputs([], student_hidden(run, rows))
+    ).item() == pytest.approx(0.0, abs=1e-10)
     kept = teacher.clone()
     train_stage(run, kd, run_config(), 5e-3, progress=False)
     torch.testing.assert_close(kd.teacher, kept, rtol=0, atol=0)  # type: ignore[attr-defined]
-    assert kd.penalty(run, rows, [], student_hidden(run, rows)).item() > 1e-8
-    assert kd.penalty(run, [(0, 1)], [], student_hidden(run, [(0, 1)])) is None
+    assert kd.penalty(run, rows, HeadOutputs([], student_hidden(run, rows))).item() > 1e-8
+    assert kd.penalty(run, [(0, 1)], HeadOutputs([], student_hidden(run, [(0, 1)]))) is None
 
 
 def test_representation_penalty_is_the_weighted_squared_error(
@@ -104,7 +106,9 @@ def test_representation_penalty_is_the_weighted_squared_error(
     rows: list[Row] = [(1, 0), (1, 1)]
     hidden = student_hidden(run, rows)
     shifted = HiddenStates(tuple(h + 0.5 for h in hidden.layers), hidden.mask)
-    assert kd.penalty(run, rows, [], shifted).item() == pytest.approx(3.0 * 0.25, rel=1e-4)
+    assert kd.penalty(run, rows, HeadOutputs([], shifted)).item() == pytest.approx(
+        3.0 * 0.25, rel=1e-4
+    )
 
 
 def test_contrastive_penalty_closed_form_and_its_teacher(
@@ -121,13 +125,13 @@ def test_contrastive_penalty_closed_form_and_its_teacher(
     teacher = kd.teacher  # type: ignore[attr-defined]
     assert teacher.shape == (1, len(run.stage.train), 32) and not teacher.requires_grad
     rows: list[Row] = [(1, 0), (1, 1), (1, 2), (0, 4)]
-    agreeing = kd.penalty(run, rows, [], student_hidden(run, rows)).item()
+    agreeing = kd.penalty(run, rows, HeadOutputs([], student_hidden(run, rows))).item()
     # The teacher was pooled in batches of 16, the student here in one of 4: on some CPUs they
     # round apart by about 1e-7, and T = 0.1 scales that up to about 1e-6 of the penalty.
     same = 2.0 * info_nce(teacher[0, :3], teacher[0, :3], 0.1).item()
     assert agreeing == pytest.approx(same, rel=1e-4)
     crossed = [(1, 1), (1, 0), (1, 2), (0, 4)]  # the student sees rows 0 and 1 swapped
-    assert kd.penalty(run, rows, [], student_hidden(run, crossed)).item() > agreeing
+    assert kd.penalty(run, rows, HeadOutputs([], student_hidden(run, crossed))).item() > agreeing
     kept = teacher.clone()
     train_stage(run, kd, run_config(), 5e-3, progress=False)
     torch.testing.assert_close(kd.teacher, kept, rtol=0, atol=0)  # type: ignore[attr-defined]

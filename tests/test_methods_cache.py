@@ -15,10 +15,10 @@ from tiny_models import VOCAB, tiny_model
 import adaptlab
 from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError
+from adaptlab.tasks.evaluation import Evaluation, evaluate
 from adaptlab.train import classification as loop
 from adaptlab.train.classification import train
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.evaluate import Evaluation, evaluate
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from adaptlab.train.metrics import (
-    bio_spans,
-    classification_metrics,
-    compute_metrics,
-    multi_label_metrics,
-    regression_metrics,
-    token_metrics,
-)
+from adaptlab.tasks.multi_label import multi_label_metrics
+from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.regression import regression_metrics
+from adaptlab.tasks.single_label import classification_metrics
+from adaptlab.tasks.token import bio_spans, token_metrics
 
 
 def test_classification_by_hand() -> None:
@@ -68,4 +65,4 @@ def test_mean_r_precision() -> None:
 
 def test_compute_metrics_dispatches_on_task() -> None:
     logits = np.array([[2.0, 0.0], [0.0, 1.0]])
-    assert compute_metrics("single_label", logits, np.array([0, 1]))["accuracy"] == 1.0
+    assert get_task("single_label").scores(logits, np.array([0, 1]), [])["accuracy"] == 1.0

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("prometheus_client")  # the serve extra
 
 from adaptlab.serve.worker import ModelThread  # noqa: E402
-from adaptlab.train.predict import Prediction  # noqa: E402
+from adaptlab.tasks.prediction import Prediction  # noqa: E402
 
 
 def test_queued_requests_run_as_one_slice_per_adapter_and_errors_stay_in_their_group() -> None:

@@ -16,7 +16,7 @@ import transformers as T
 from tiny_models import tiny_config
 
 from adaptlab.data import Example, TextEncoder
-from adaptlab.train.evaluate import evaluate
+from adaptlab.tasks.evaluation import evaluate
 from adaptlab.train.shared_evaluation import shared_evaluation
 
 TEXTS = ["a lovely film", "dull , dull , dull", "superb", "an awful mess", "great fun", "boring"]

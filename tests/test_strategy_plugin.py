@@ -19,15 +19,15 @@ from adaptlab.train.continual import (
     Strategy,
     StrategyConfig,
     StrategyEntry,
-    TextStrategy,
     list_strategies,
     register_strategy,
     run_sequence,
     strategy_config,
 )
-from adaptlab.train.continual.registry import make_text_strategy, strategies_for
+from adaptlab.train.continual.labelled_run import HeadOutputs, StageRun
+from adaptlab.train.continual.registry import make_strategy, strategies_for
 from adaptlab.train.continual.spec import SequenceSpec
-from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
+from adaptlab.train.continual.stages import Row
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,9 @@ class Shrink(Strategy):
         self.log.append(("begin", run.index, 0.0))
 
     def penalty(
-        self,
-        run: StageRun,
-        rows: Sequence[Row],
-        outputs: Sequence[torch.Tensor],
-        hidden: HiddenStates | None = None,
+        self, run: StageRun, rows: Sequence[Row], outputs: HeadOutputs
     ) -> torch.Tensor | None:
-        term = self.config.weight * outputs[run.index].pow(2).mean()
+        term = self.config.weight * outputs.scores[run.index].pow(2).mean()
         self.log.append(("penalty", run.index, term.item()))
         return term
 
@@ -68,7 +64,7 @@ register_strategy(
         "toy-shrink",
         ShrinkConfig,
         "the stage head's scores pulled towards zero",
-        classification=Shrink,
+        runs_on={"classification": Shrink},
     )
 )
 
@@ -85,7 +81,7 @@ register_strategy(
         "toy-corpus-only",
         CorpusOnlyConfig,
         "plain training, declared for causal-LM sequences only",
-        causal_lm=TextStrategy,
+        runs_on={"causal-lm": Strategy},
     )
 )
 
@@ -152,7 +148,7 @@ def test_an_objective_a_strategy_does_not_declare_is_refused() -> None:
         SequenceSpec.build("m", ["a", "b"], strategy="toy-shrink", objective="causal-lm")
     assert str(refused.value) == refusal
     with pytest.raises(ConfigError) as refused:
-        make_text_strategy(strategy_config("toy-shrink"))
+        make_strategy(strategy_config("toy-shrink"), "causal-lm")
     assert str(refused.value) == refusal
     with pytest.raises(ConfigError) as refused:
         SequenceSpec.build("m", ["a"], strategy="toy-corpus-only")

@@ -10,9 +10,10 @@ import pytest
 
 from adaptlab.data import Example
 from adaptlab.errors import ConfigError
-from adaptlab.train.choice import choose_metric, class_spread, require_metric
-from adaptlab.train.classes import ClassCounts, class_names, evaluated_counts, training_counts
-from adaptlab.train.metrics import classification_metrics, second_metric
+from adaptlab.tasks.classes import ClassCounts
+from adaptlab.tasks.judging import choose_metric, class_spread, require_metric
+from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.single_label import classification_metrics
 
 
 @pytest.mark.parametrize(
@@ -58,10 +59,10 @@ def test_spread_and_second_metric() -> None:
     spread = class_spread({"a": 5, "b": 20, "c": 20})
     assert spread is not None and (spread.largest, spread.smallest, spread.ratio) == ("b", "a", 4)
     assert math.isinf(class_spread({"a": 5, "b": 0}).ratio)  # type: ignore[union-attr]
-    assert second_metric("single_label", "macro_f1") == "accuracy"
-    assert second_metric("single_label", "accuracy") == "macro_f1"
-    assert second_metric("single_label", "mcc") == "accuracy"
-    assert second_metric("token", "span_f1") == "token_accuracy"
+    assert get_task("single_label").second_metric("macro_f1") == "accuracy"
+    assert get_task("single_label").second_metric("accuracy") == "macro_f1"
+    assert get_task("single_label").second_metric("mcc") == "accuracy"
+    assert get_task("token").second_metric("span_f1") == "token_accuracy"
 
 
 def test_a_metric_the_task_does_not_compute_is_one_line() -> None:
@@ -73,7 +74,7 @@ def test_single_label_counts_match_the_confusion_and_macro_f1() -> None:
     gold = np.array([0, 0, 0, 0, 1, 1, 2, 2, 2, 0])
     predicted = np.array([0, 0, 1, 0, 1, 0, 0, 0, 0, 0])  # class 2 is never predicted
     logits = np.eye(3)[predicted]
-    counts = evaluated_counts("single_label", logits, gold, ["a", "b", "c"])
+    counts = get_task("single_label").evaluated_counts(logits, gold, ["a", "b", "c"])
     assert counts == (
         ClassCounts("a", support=5, predicted=8, correct=4),
         ClassCounts("b", support=2, predicted=2, correct=1),
@@ -88,7 +89,7 @@ def test_single_label_counts_match_the_confusion_and_macro_f1() -> None:
 def test_multi_label_and_token_counts() -> None:
     scores = np.array([[1.0, -1.0], [1.0, 1.0], [-1.0, -1.0]])  # > 0 means predicted
     gold = np.array([[1, 0], [0, 1], [1, 0]])
-    assert evaluated_counts("multi_label", scores, gold, ["x", "y"]) == (
+    assert get_task("multi_label").evaluated_counts(scores, gold, ["x", "y"]) == (
         ClassCounts("x", 2, 2, 1),
         ClassCounts("y", 1, 1, 1),
     )
@@ -96,22 +97,26 @@ def test_multi_label_and_token_counts() -> None:
     gold_tags = np.array([[1, 2, 0, 3, -100]])
     predicted = np.array([[1, 2, 0, 0, 3]])  # PER right, LOC missed
     logits = np.eye(4)[predicted]
-    assert class_names("token", tags) == ("PER", "LOC")
-    assert evaluated_counts("token", logits, gold_tags, tags) == (
+    assert get_task("token").class_names(tags) == ("PER", "LOC")
+    assert get_task("token").evaluated_counts(logits, gold_tags, tags) == (
         ClassCounts("PER", 1, 1, 1),
         ClassCounts("LOC", 1, 0, 0),
     )
-    assert evaluated_counts("regression", np.zeros((2, 1)), np.zeros(2), []) is None
+    assert get_task("regression").evaluated_counts(np.zeros((2, 1)), np.zeros(2), []) is None
 
 
 def test_training_counts_per_task() -> None:
     single = [Example("t", 0), Example("t", 2), Example("t", 2)]
-    assert training_counts("single_label", single, ["a", "b", "c"]) == {"a": 1, "b": 0, "c": 2}
+    assert get_task("single_label").training_counts(single, ["a", "b", "c"]) == {
+        "a": 1,
+        "b": 0,
+        "c": 2,
+    }
     multi = [Example("t", (0, 1)), Example("t", (1,))]
-    assert training_counts("multi_label", multi, ["x", "y"]) == {"x": 1, "y": 2}
+    assert get_task("multi_label").training_counts(multi, ["x", "y"]) == {"x": 1, "y": 2}
     tokens = [Example(("Ann", "Lee", "in", "Rome"), (1, 2, 0, 3))]
-    assert training_counts("token", tokens, ["O", "B-PER", "I-PER", "B-LOC"]) == {
+    assert get_task("token").training_counts(tokens, ["O", "B-PER", "I-PER", "B-LOC"]) == {
         "PER": 1,
         "LOC": 1,
     }
-    assert training_counts("regression", [Example("t", 0.5)], []) is None
+    assert get_task("regression").training_counts([Example("t", 0.5)], []) is None

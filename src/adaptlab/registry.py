@@ -59,6 +59,11 @@ class Registry(Generic[T]):
                 f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self._known())}"
             ) from None
 
+    def listed(self) -> list[str]:
+        """Every name, built-in or registered, in listing order, importing nothing (for help
+        text that must stay light)."""
+        return self._known()
+
     def names(self, where: Callable[[T], bool] = lambda entry: True) -> list[str]:
         """The names of the entries for which `where` holds, in listing order."""
         return [entry.name for entry in self if where(entry)]

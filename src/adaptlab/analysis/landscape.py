@@ -22,8 +22,7 @@ from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods import get_handle
 from adaptlab.progress import track
-from adaptlab.tasks import TaskKind
-from adaptlab.train.evaluate import evaluate
+from adaptlab.tasks.evaluation import evaluate
 
 DEFAULT_POINTS = 20
 DEFAULT_SPAN = 2.0
@@ -75,7 +74,7 @@ def loss_landscape(
     model: nn.Module,
     encoder: TextEncoder,
     features: Sequence[dict[str, Any]],
-    task: TaskKind,
+    task: str,
     label_names: Sequence[str],
     coefficients: Sequence[float] | None = None,
     *,

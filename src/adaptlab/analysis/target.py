@@ -18,7 +18,6 @@ from torch import nn
 
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.methods.manifest import RUN_ADAPTER_FOLDER, adapter_folder
-from adaptlab.tasks import TaskKind
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.outputs import METRICS_FILE
 from adaptlab.train.restore import check_data_fits, check_split, load_trained
@@ -33,7 +32,7 @@ class Target:
     model: nn.Module
     encoder: TextEncoder
     features: Sequence[dict[str, Any]]
-    task: TaskKind
+    task: str
     label_names: tuple[str, ...]
     special_ids: frozenset[int]
     data: str  # how the examples were chosen, for the report

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import safetensors
 import typer
@@ -21,7 +21,8 @@ from adaptlab.methods.peft_format import export_peft, import_peft, read_peft
 from adaptlab.models.loading import ModelKind, load_model
 from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import check_new_folder, existing
-from adaptlab.tasks import TASK_KINDS
+from adaptlab.tasks.registry import labelled_task, task_names
+from adaptlab.tasks.task import Task
 from adaptlab.train.restore import load_trained
 
 CAUSAL_LM: ModelKind = "causal_lm"
@@ -200,8 +201,8 @@ def import_(
         adaptlab import --format peft --model minilm-l6 --labels fresh,rotten peft-out/ runs/x
     """
     _check_format(format)
-    if task is not None and task not in TASK_KINDS:
-        raise ConfigError(f"--task must be one of {', '.join(TASK_KINDS)}, got {task!r}")
+    if task is not None:
+        labelled_task(task)  # an unknown or unlabelled task is one line
     names = None if labels is None else [label.strip() for label in labels.split(",")]
     if names is not None and (not all(names) or len(set(names)) != len(names)):
         raise ConfigError(f"--labels must be distinct non-empty names, got {labels!r}")
@@ -210,8 +211,9 @@ def import_(
     )
     resolve_model(model)  # a damaged model folder is named before the PEFT folder is read
     adapter = read_peft(source)
-    kind = _import_kind(adapter.config, task, names)
+    imported = _imported_task(adapter.config, task, names)
     note = check_base(adapter.config, model, force)
+    kind = CAUSAL_LM if imported is None else imported.model_kind
     loaded = load_model(model, kind, label_names=names)
     handle = import_peft(loaded.model, adapter)
     save_adapter(
@@ -219,18 +221,20 @@ def import_(
         out,
         name=handle.name,
         base_model_id=model,
-        task=None if kind == CAUSAL_LM else kind,
+        task=None if imported is None else imported.name,
         label_names=names or (),  # a causal LM's config names labels it has no head for
     )
-    what = " (a causal-LM adapter: adaptlab serve generates with it)" if kind == CAUSAL_LM else ""
+    what = " (a causal-LM adapter: adaptlab serve generates with it)" if imported is None else ""
     print(f"wrote {out}: {handle.summary().splitlines()[0]}{what}")
     if note:
         print(f"note: {note}")
 
 
-def _import_kind(config: PeftConfig, task: str | None, labels: list[str] | None) -> ModelKind:
-    """The model kind a PEFT adapter loads on, by its task type, --task and --labels: a
-    classifier needs its labels and a task of its kind; a causal-LM adapter takes neither."""
+def _imported_task(config: PeftConfig, task: str | None, labels: list[str] | None) -> Task | None:
+    """The task a PEFT adapter is imported for, by its task type, --task and --labels (None: a
+    causal-LM adapter, which takes neither): TOKEN_CLS a word-level task, SEQ_CLS another
+    labelled one (the first listed of its kind unless --task names it); a classifier needs
+    its labels."""
     task_type = config.task_type
     if task_type == "CAUSAL_LM":
         if task is not None or labels is not None:
@@ -238,19 +242,21 @@ def _import_kind(config: PeftConfig, task: str | None, labels: list[str] | None)
                 f"{config.path}: task_type CAUSAL_LM is a causal-LM adapter, which has no labels "
                 "or task: leave out --labels and --task"
             )
-        return CAUSAL_LM
-    kind = task or ("token" if task_type == "TOKEN_CLS" else "single_label")
-    if (kind == "token") != (task_type == "TOKEN_CLS"):
+        return None
+    words = task_type == "TOKEN_CLS"
+    fitting = task_names(lambda kind: kind.labelled and kind.word_level == words)
+    chosen = labelled_task(task if task is not None else fitting[0])
+    if chosen.word_level != words:
         raise ConfigError(
-            f"{config.path}: task_type {task_type} does not fit --task {kind} (token takes "
-            "TOKEN_CLS; single_label, multi_label and regression take SEQ_CLS)"
+            f"{config.path}: task_type {task_type} does not fit --task {chosen.name} "
+            f"({task_type} takes {', '.join(fitting)})"
         )
     if labels is None:
         raise ConfigError(
             f"{config.path}: task_type {task_type} is a classifier: give --labels, the label "
             "names in the order of its head"
         )
-    return cast(ModelKind, kind)
+    return chosen
 
 
 def _check_format(format: str) -> None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.tasks.registry import TASKS
 
 TextColumn = Annotated[str, typer.Option(help="Column holding the text (files).")]
 TextPairColumn = Annotated[str | None, typer.Option(help="Column holding a second text (files).")]
@@ -23,8 +24,8 @@ LabelColumn = Annotated[str, typer.Option(help="Column holding the label (files)
 Task = Annotated[
     str | None,
     typer.Option(
-        help="single_label, multi_label, token or regression (inferred when omitted); "
-        "mlm: masked-language modelling on the text alone (a language adapter)."
+        help=f"The task: {', '.join(TASKS.listed())} (guessed from the labels when omitted; "
+        "mlm: masked-language modelling on the text alone, a language adapter)."
     ),
 ]
 SplitStrategy = Annotated[

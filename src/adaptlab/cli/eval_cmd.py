@@ -20,11 +20,10 @@ from adaptlab.data import TextEncoder, load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts
 from adaptlab.models.loading import LoadedModel
-from adaptlab.tasks import MLM
-from adaptlab.train.choice import MetricChoice, choose_metric
-from adaptlab.train.classes import training_counts
-from adaptlab.train.evaluate import Evaluation
-from adaptlab.train.evaluate import evaluate as run_evaluation
+from adaptlab.tasks.evaluation import Evaluation
+from adaptlab.tasks.evaluation import evaluate as run_evaluation
+from adaptlab.tasks.judging import MetricChoice, choose_metric
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.mlm import MlmEvaluation, evaluate_mlm
 from adaptlab.train.restore import check_data_fits, check_split, load_trained
 from adaptlab.train.stack_swap import parse_swaps, stack_swapped
@@ -70,7 +69,7 @@ def evaluate(
     judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation
     with stack_swapped(loaded.model, swaps):
-        if manifest["task"] == MLM:
+        if not get_task(manifest["task"]).labelled:
             name, count, result = _masked_lm(loaded, data, options, split, max_length, batch_size)
         else:
             name, count, result, judged = _labelled(
@@ -108,7 +107,7 @@ def _labelled(
     encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
     features = encoder.encode(dataset.splits[split])
     result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
-    counts = training_counts(dataset.task, dataset.splits["train"], labels)
+    counts = get_task(dataset.task).training_counts(dataset.splits["train"], labels)
     return dataset.name, len(features), result, choose_metric(dataset.task, counts)
 
 

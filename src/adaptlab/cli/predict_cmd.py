@@ -14,7 +14,7 @@ from adaptlab.data import TextEncoder
 from adaptlab.data.readers import decode_utf8, read_bytes
 from adaptlab.errors import DataError
 from adaptlab.paths import input_file
-from adaptlab.train.predict import predict as run_prediction
+from adaptlab.tasks.prediction import predict as run_prediction
 from adaptlab.train.restore import load_trained
 
 

@@ -33,6 +33,7 @@ from adaptlab.train.continual import (
     list_strategies,
     run_sequence,
 )
+from adaptlab.train.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from adaptlab.train.continual.run import SEQUENCE_FOLDER, sequence_inputs
 from adaptlab.train.outputs import ADAPTER_FOLDER
 from adaptlab.train.ranks import is_main_process
@@ -53,11 +54,8 @@ def sequence(
     out: Annotated[Path, typer.Option(help=f"Folder to write ({SEQUENCE_FILE}).")],
     objective: Annotated[
         str,
-        typer.Option(
-            help="classification (a head per labelled stage, accuracy) or causal-lm (lifelong "
-            "pretraining of a decoder-only causal LM: each stage a corpus, held-out perplexity)."
-        ),
-    ] = "classification",
+        typer.Option(help=" or ".join(f"{o.name} ({o.description})" for o in OBJECTIVES) + "."),
+    ] = DEFAULT_OBJECTIVE,
     strategy: Annotated[
         str,
         typer.Option(

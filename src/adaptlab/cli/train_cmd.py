@@ -31,7 +31,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers import folder_tracking, track
 from adaptlab.methods.configs.fusion import FUSION
 from adaptlab.methods.registry import METHODS
-from adaptlab.train.choice import choose_metric
+from adaptlab.tasks.judging import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.frozen_cache import MODES
 from adaptlab.train.ranks import is_main_process

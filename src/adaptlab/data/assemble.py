@@ -1,32 +1,18 @@
-"""Turn raw rows into a Dataset: infer the task, split, fix label ids, reject unseen labels."""
+"""Turn raw rows into a Dataset: guess the task, split, fix label ids, reject unseen labels."""
 
 from collections.abc import Sequence
 
 from adaptlab.data.chronology import chronological_split, parse_times, time_split
 from adaptlab.data.files import RowSplits
-from adaptlab.data.labels import (
-    ParsedLabel,
-    infer_task,
-    label_order,
-    label_units,
-    parse_label,
-    refuse_numeric_classes,
-)
+from adaptlab.data.labels import ParsedLabel, label_units
 from adaptlab.data.readers import RawRow
-from adaptlab.data.splits import SPLIT_SEED, carve_dev, stratum, three_way_split
+from adaptlab.data.splits import SPLIT_SEED, carve_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Dataset, Example, TimeSplit
 from adaptlab.errors import DataError
-from adaptlab.tasks import TaskKind
+from adaptlab.tasks.registry import guess_task, labelled_task
+from adaptlab.tasks.task import Task
 
 Labelled = list[tuple[RawRow, ParsedLabel]]
-
-STRATA = {
-    "single_label": "stratified by label",
-    "multi_label": "stratified by label set",
-    "token": "stratified by whether a sentence has entities",
-    "regression": "not stratified",
-}
-MIN_LABELS = {"single_label": 2, "multi_label": 1, "token": 1, "regression": 0}
 
 
 def _pick(rows: Labelled, indices: Sequence[int]) -> Labelled:
@@ -35,15 +21,15 @@ def _pick(rows: Labelled, indices: Sequence[int]) -> Labelled:
 
 
 def _split(
-    name: str, parts: dict[str, Labelled | None], task: TaskKind, time_column: str | None
+    name: str, parts: dict[str, Labelled | None], task: Task, time_column: str | None
 ) -> tuple[dict[str, Labelled], str, TimeSplit | None]:
     """Fill in missing dev/test splits by the fixed seeded rules, or split by time when
     `time_column` is given; say which rule was used, and where time cut the splits."""
     train, dev, test = parts["train"] or [], parts["dev"], parts["test"]
     if time_column is not None:
         return _by_time(name, train, dev is not None or test is not None, time_column)
-    keys = [stratum(label, task, "O") for _, label in train]
-    how = f"{STRATA[task]}, seed {SPLIT_SEED}"
+    keys = [task.stratum(label, "O") for _, label in train]
+    how = f"{task.stratified_by}, seed {SPLIT_SEED}"
     if dev is None and test is None:
         train_at, dev_at, test_at = three_way_split(keys)
         rule = f"one source split 80/10/10 ({how})"
@@ -92,17 +78,9 @@ def _check_labels(splits: dict[str, Labelled], index: dict[str, int], names_give
                 )
 
 
-def _example(row: RawRow, label: ParsedLabel, task: TaskKind, index: dict[str, int]) -> Example:
-    """One example with its label turned into ids (or kept as a number for regression)."""
-    value: int | tuple[int, ...] | float
-    if isinstance(label, float):
-        value = label
-    elif isinstance(label, str):
-        value = index[label]
-    elif task == "token":
-        value = tuple(index[tag] for tag in label)
-    else:
-        value = tuple(sorted(index[name] for name in label))
+def _example(row: RawRow, label: ParsedLabel, task: Task, index: dict[str, int]) -> Example:
+    """One example with its label as the task holds it (ids, or a number)."""
+    value = task.label_value(label, index)
     return Example(row.text, value, row.text_pair, origin=row.origin, time=row.time)
 
 
@@ -110,7 +88,7 @@ def build_dataset(
     name: str,
     source: str,
     rows: RowSplits,
-    task: TaskKind | None,
+    task: str | None,
     separator: str,
     names: tuple[str, ...] | None = None,
     time_column: str | None = None,
@@ -119,15 +97,17 @@ def build_dataset(
     """Build a Dataset from raw rows; `names` fixes the label order (else sorted train labels).
 
     With `time_column` (the column the rows' times came from) the rows are split by time.
-    Labels inferred to be classes must not be a column of numbers (`refuse_numeric_classes`,
-    naming `label_column`).
+    `task` names the task, or None to guess it from the labels (`guess_task`); labels guessed
+    to be a task's must not look like a mistake (`Task.check_guess`, naming `label_column`).
     """
     every = rows.train + (rows.dev or []) + (rows.test or [])
-    kind = task or infer_task(every, separator)
-    if task is None and kind == "single_label":
-        refuse_numeric_classes(every, label_column)
+    if task is None:
+        kind = guess_task(every, separator)
+        kind.check_guess(every, label_column)
+    else:
+        kind = labelled_task(task)
     parts = {
-        split: None if part is None else [(row, parse_label(row, kind, separator)) for row in part]
+        split: None if part is None else [(row, kind.parse_label(row, separator)) for row in part]
         for split, part in zip(SPLIT_NAMES, (rows.train, rows.dev, rows.test), strict=True)
     }
     splits, rule, cuts = _split(name, parts, kind, time_column)
@@ -138,11 +118,17 @@ def build_dataset(
                 "or give train/dev/test files"
             )
     train_labels = (label for _, label in splits["train"])
-    label_names = names if names is not None else label_order(train_labels, kind)
-    if len(label_names) < MIN_LABELS[kind]:
+    if names is not None:
+        label_names = names
+    else:
+        label_names = kind.label_order(
+            unit for label in train_labels for unit in label_units(label)
+        )
+    if len(label_names) < kind.min_labels:
         raise DataError(
             f"the training split of {name} has {len(label_names)} label(s) "
-            f"({', '.join(label_names) or 'none'}); a {kind} task needs at least {MIN_LABELS[kind]}"
+            f"({', '.join(label_names) or 'none'}); a {kind.name} task needs at least "
+            f"{kind.min_labels}"
         )
     index = {label: position for position, label in enumerate(label_names)}
     _check_labels(splits, index, names is not None)
@@ -153,7 +139,7 @@ def build_dataset(
     sizes = ", ".join(f"{split} {len(examples[split])}" for split in SPLIT_NAMES)
     return Dataset(
         name=name,
-        task=kind,
+        task=kind.name,
         label_names=label_names,
         splits=examples,
         description=f"{source}; {rule}: {sizes}.",

@@ -24,7 +24,6 @@ from adaptlab.data.readers import (
 )
 from adaptlab.data.types import Dataset, Origin
 from adaptlab.errors import ConfigError, DataError
-from adaptlab.tasks import TaskKind
 
 Records = Iterable[TableRecord]
 SENTIMENT = ("negative", "neutral", "positive")
@@ -40,7 +39,7 @@ class Builtin:
     package: str
     pip: str
     files: tuple[str, ...]
-    task: TaskKind
+    task: str
     names: tuple[str, ...] | None
     read: Callable[[tuple[Path, ...]], RowSplits]
     time_column: str | None = None
@@ -240,7 +239,7 @@ def _build(name: str, paths: tuple[Path, ...], chronological: bool) -> Dataset:
     return build_dataset(name, source, rows, entry.task, "|", entry.names, time_column)
 
 
-def load_builtin(name: str, task: TaskKind | None, chronological: bool = False) -> Dataset:
+def load_builtin(name: str, task: str | None, chronological: bool = False) -> Dataset:
     """Load a built-in corpus with its fixed splits, or split by date (`chronological`, for
     the built-ins whose rows are dated)."""
     entry = BUILTINS[name]

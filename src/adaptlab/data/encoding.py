@@ -7,7 +7,7 @@ import torch
 
 from adaptlab.data.types import Example
 from adaptlab.errors import ConfigError, DataError
-from adaptlab.tasks import TASK_KINDS, TaskKind
+from adaptlab.tasks.registry import labelled_task
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -20,29 +20,27 @@ IGNORE_INDEX = -100
 INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _pad(values: list[int], length: int, fill: int, left: bool) -> list[int]:
+def padded(values: list[int], length: int, fill: int, left: bool) -> list[int]:
     """Pad a list to `length` on the tokenizer's padding side."""
     padding = [fill] * (length - len(values))
     return padding + values if left else values + padding
 
 
 class TextEncoder:
-    """Turns examples into token features and batches them, padding each batch to its longest.
-
-    Labels: single_label -> int64 class ids; multi_label -> float multi-hot of `label_count`;
-    regression -> float32; token -> int64 per token, on the first piece of each word only.
-    """
+    """Turns examples of a labelled task into token features and batches them, padding each
+    batch to its longest. The task (`adaptlab.tasks`) makes each label a target (a class id,
+    a multi-hot row of `label_count`, a number) and a batch's targets a tensor; a word-level
+    task's words are labelled on each word's first piece only."""
 
     def __init__(
         self,
         tokenizer: "PreTrainedTokenizerBase",
-        task: TaskKind,
+        task: str,
         label_count: int,
         max_length: int = 128,
     ) -> None:
-        if task not in TASK_KINDS:
-            raise ConfigError(f"unknown task '{task}'; use one of {', '.join(TASK_KINDS)}")
-        if task != "regression" and label_count < 1:
+        kind = labelled_task(task)
+        if kind.named_labels and label_count < 1:
             raise ConfigError(f"label_count must be at least 1 for a {task} task")
         if max_length < 2:
             raise ConfigError(f"max_length must be at least 2 tokens, got {max_length}")
@@ -52,9 +50,9 @@ class TextEncoder:
                 f"max_length {max_length} is more than the {limit} tokens this model takes "
                 f"(its tokenizer's model_max_length); pick at most {limit}"
             )
-        if task == "token" and not getattr(tokenizer, "is_fast", False):
+        if kind.word_level and not getattr(tokenizer, "is_fast", False):
             raise ConfigError(
-                f"token tasks need a fast tokenizer (for word_ids); {type(tokenizer).__name__} "
+                f"{task} tasks need a fast tokenizer (for word_ids); {type(tokenizer).__name__} "
                 "is not one; load it with AutoTokenizer.from_pretrained(..., use_fast=True)"
             )
         if tokenizer.pad_token_id is None:
@@ -64,37 +62,22 @@ class TextEncoder:
             )
         self.tokenizer = tokenizer
         self.task = task
+        self.kind = kind
         self.label_count = label_count
         self.max_length = max_length
 
-    def _class_id(self, value: int) -> int:
-        """A class id, checked against `label_count`."""
-        if not 0 <= value < self.label_count:
-            raise DataError(
-                f"label id {value} is outside 0..{self.label_count - 1}; "
-                "check label_count against the dataset's label names"
-            )
-        return value
-
     def _label(self, label: int | tuple[int, ...] | float) -> int | float | list[float]:
         """The training target of one sentence-level example."""
-        if self.task == "multi_label" and isinstance(label, tuple):
-            hot = [0.0] * self.label_count
-            for value in label:
-                hot[self._class_id(value)] = 1.0
-            return hot
-        if self.task == "regression" and not isinstance(label, tuple):
-            return float(label)
-        if self.task == "single_label" and isinstance(label, int):
-            return self._class_id(label)
-        raise DataError(f"label {label!r} does not fit a {self.task} task; encode with its task")
+        return self.kind.target(label, self.label_count)
 
     def _encode_sentences(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
         """Tokenize texts (and text pairs) with truncation; attach labels."""
         texts = [example.text for example in examples]
         pairs = [example.text_pair for example in examples]
         if not all(isinstance(text, str) for text in texts):
-            raise DataError(f"a {self.task} example has a word list as text; use task 'token'")
+            raise DataError(
+                f"a {self.task} example has a word list as text; use a word-level task (token)"
+            )
         if None in pairs and any(pair is not None for pair in pairs):
             raise DataError("some examples have a text pair and some not; give all or none one")
         encoded = self.tokenizer(
@@ -131,7 +114,9 @@ class TextEncoder:
             labels, previous = [], None
             for word in encoded.word_ids(row):
                 first_piece = word is not None and word != previous
-                labels.append(self._class_id(tags[word]) if first_piece else IGNORE_INDEX)
+                labels.append(
+                    self.kind.target(tags[word], self.label_count) if first_piece else IGNORE_INDEX
+                )
                 previous = word
             features.append({**{key: encoded[key][row] for key in keys}, "labels": labels})
         return features
@@ -140,7 +125,7 @@ class TextEncoder:
         """Token features (lists of ints) and `labels` per example, truncated to max_length."""
         if not examples:
             return []
-        if self.task == "token":
+        if self.kind.word_level:
             return self._encode_words(examples)
         return self._encode_sentences(examples)
 
@@ -156,17 +141,11 @@ class TextEncoder:
             "token_type_ids": getattr(self.tokenizer, "pad_token_type_id", 0),
         }
         batch = {
-            key: torch.tensor([_pad(f[key], longest, fill, left) for f in features])
+            key: torch.tensor([padded(f[key], longest, fill, left) for f in features])
             for key, fill in fills.items()
             if key in features[0]
         }
         if "labels" in features[0]:
             labels = [feature["labels"] for feature in features]
-            if self.task == "token":
-                padded = [_pad(label, longest, IGNORE_INDEX, left) for label in labels]
-                batch["labels"] = torch.tensor(padded, dtype=torch.long)
-            elif self.task == "single_label":
-                batch["labels"] = torch.tensor(labels, dtype=torch.long)
-            else:
-                batch["labels"] = torch.tensor(labels, dtype=torch.float32)
+            batch["labels"] = self.kind.label_tensor(labels, longest, left)
         return batch

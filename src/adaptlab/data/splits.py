@@ -5,21 +5,9 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from fractions import Fraction
 
-from adaptlab.tasks import TaskKind
-
 SPLIT_SEED = 0
 DEV_SHARE = Fraction(1, 10)
 TEST_SHARE = Fraction(1, 10)
-
-
-def stratum(label: Hashable, task: TaskKind, outside: Hashable) -> Hashable:
-    """The group a label stratifies by: its class or label set; for token tasks whether any
-    word is an entity (a tag other than `outside`); regression is not stratified."""
-    if task == "regression":
-        return None
-    if task == "token" and isinstance(label, tuple):
-        return any(tag != outside for tag in label)
-    return label
 
 
 def strata_order(keys: Sequence[Hashable], seed: int) -> list[list[int]]:

@@ -5,9 +5,10 @@ from dataclasses import replace
 from fractions import Fraction
 
 from adaptlab.data.chronology import time_split
-from adaptlab.data.splits import strata_order, stratum, systematic_pick
+from adaptlab.data.splits import strata_order, systematic_pick
 from adaptlab.data.types import SPLIT_NAMES, Dataset, Example
 from adaptlab.errors import ConfigError, DataError
+from adaptlab.tasks.registry import get_task
 
 
 def low_resource(
@@ -23,7 +24,7 @@ def low_resource(
     # Adaptation" (He et al., ACL 2021), §3.2 and Appendix A.1: randomly sample the new training
     # set from the original training split, draw the validation set from the remaining training
     # examples, and evaluate on a held-out set that training never touches. Sampling here is
-    # stratified by label (see splits.stratum) so small subsets keep the class balance.
+    # stratified by label (see `Task.stratum`) so small subsets keep the class balance.
     if train_size < 1:
         raise ConfigError(f"train_size must be at least 1, got {train_size}")
     wanted_dev = train_size if dev_size is None else dev_size
@@ -68,5 +69,6 @@ def low_resource(
 def _stream(dataset: Dataset, examples: Sequence[Example], seed: int) -> list[int]:
     """Indices of `examples` grouped by stratum, each group shuffled with `seed`."""
     outside = dataset.label_names.index("O") if "O" in dataset.label_names else None
-    keys = [stratum(example.label, dataset.task, outside) for example in examples]
+    task = get_task(dataset.task)
+    keys = [task.stratum(example.label, outside) for example in examples]
     return [index for group in strata_order(keys, seed) for index in group]

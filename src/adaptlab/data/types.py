@@ -3,8 +3,6 @@
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from adaptlab.tasks import TaskKind
-
 SPLIT_NAMES: tuple[str, ...] = ("train", "dev", "test")
 
 
@@ -68,7 +66,8 @@ class Dataset:
     """
 
     name: str
-    task: TaskKind
+    task: str
+    """The name of its (labelled) task, `adaptlab.tasks`."""
     label_names: tuple[str, ...]
     splits: Mapping[str, tuple[Example, ...]] = field(hash=False)
     description: str

@@ -27,7 +27,7 @@ from adaptlab.methods.configs.fusion import FUSION, fusion_config
 from adaptlab.methods.registry import make_config
 from adaptlab.methods.scale import PRECISIONS, TrainingScale
 from adaptlab.models.quantize import QUANTIZE_KINDS
-from adaptlab.tasks import RUN_TASK_KINDS
+from adaptlab.tasks.registry import get_task, task_names
 from adaptlab.version import __version__
 
 MANIFEST = "manifest.json"
@@ -58,8 +58,6 @@ _FIELDS = {
 }  # fmt: skip
 """The fields of a manifest of each format version (a fusion's also has `fuses`; `scale` is
 optional, written since adaptlab learnt quantised bases)."""
-NAMED_LABELS = ("single_label", "multi_label", "token")
-"""Tasks whose outputs are named labels (a regression's one output and masked LM have none)."""
 _BASE_FIELDS = ("id", "class", "model_type", "fingerprint")
 _TENSOR_FIELDS = ("file", "count", "parameters", "bytes", "sha256")
 _VERSIONS = ("library_version", "torch_version", "transformers_version")
@@ -160,9 +158,9 @@ def parse_manifest(folder: Path) -> Manifest:
     missing = sorted(needed - set(members))
     if missing:
         raise AdapterFileError(f"{path}: adapter {missing[0]!r} is used but not among members")
-    task = fields.choice("task", (*RUN_TASK_KINDS, None))
+    task = fields.choice("task", (*task_names(), None))
     labels = fields.labels()
-    if task in NAMED_LABELS and labels is None:
+    if task is not None and get_task(task).named_labels and labels is None:
         raise fields.fail("label_names", f"the names of a {task} adapter's labels")
     base = fields.mapping("base_model")
     base_fields = _Fields(base, path, prefix="base_model.")

@@ -18,6 +18,7 @@ from adaptlab.report.judging import Judgement
 from adaptlab.report.records import Curve, Run, Setting
 from adaptlab.report.spread import DIVERGED, finite, mean_std
 from adaptlab.report.spread import mean as finite_mean
+from adaptlab.tasks.registry import get_task
 
 T = TypeVar("T")
 
@@ -40,7 +41,7 @@ class Cell:
     seconds: float | None
     one_class: int | None = None
     """Runs that predicted one class for every test example (failed runs); None when some run
-    has no per-class test counts or is not single-label."""
+    has no per-class test counts or its task gives examples several classes or none."""
     diverged: int = 0
     """Runs left out because their test score is NaN or infinite."""
     unscored: int = 0
@@ -162,8 +163,9 @@ def _cell(runs: Sequence[Run], judged: Judgement) -> Cell:
 
 
 def _one_class_runs(runs: Sequence[Run]) -> int | None:
-    """How many single-label runs put every test example in one class (None if unknown)."""
-    if any(r.task != "single_label" or not r.test_classes for r in runs):
+    """How many runs put every test example in one class, where each example is given one
+    (None if unknown, or for tasks that give examples several or none)."""
+    if any(not get_task(r.task).one_class_each or not r.test_classes for r in runs):
         return None
     return sum(sum(c.predicted > 0 for c in r.test_classes or ()) == 1 for r in runs)
 

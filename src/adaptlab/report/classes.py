@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from adaptlab.report.aggregate import Cell, runs_of, scored
 from adaptlab.report.records import Run, Setting
-from adaptlab.train.choice import ClassSpread, class_spread
-from adaptlab.train.classes import ClassCounts
+from adaptlab.tasks.classes import ClassCounts
+from adaptlab.tasks.judging import ClassSpread, class_spread
 
 RARE_BELOW = 5
 """A class with fewer training examples than this is called rare."""

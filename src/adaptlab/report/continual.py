@@ -23,6 +23,7 @@ from adaptlab.report.markup import Html, figure, join, note, section, table, tag
 from adaptlab.report.spread import DIVERGED, finite, mean, spread_text
 from adaptlab.study.store_rows import StoredSequence
 from adaptlab.train.continual import SequenceResult
+from adaptlab.train.continual.objectives import get_objective
 
 LEAD = (
     "Each strategy's score matrix, mean over seeds: row i is the model after training stage i, "
@@ -161,7 +162,7 @@ def _setting(result: SequenceResult) -> str:
     spec = result.spec
     size = "all" if spec.train_size is None else f"{spec.train_size:,}"
     stages = " → ".join(stage.name for stage in result.stages)
-    unit = "documents" if spec.objective == "causal-lm" else "examples"
+    unit = get_objective(spec.objective).unit
     return (
         f"{Path(spec.model).name} · {stages} · {size} {unit} per stage · "
         f"lr {fmt.rate(spec.learning_rate())}"

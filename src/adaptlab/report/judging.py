@@ -1,7 +1,7 @@
 """Which metric judges the methods on each data set of a report, and the one shown beside it.
 
 The study spec's `metric:` (or the report's `--metric`) when given; otherwise the default rule
-of `adaptlab.train.choice` on the training samples of the data set's runs: its most skewed
+of its task (`Task.choose_metric`) on the training samples of the data set's runs: its most skewed
 sample decides (with stratified sampling every seed's sample has nearly the same classes).
 """
 
@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 from adaptlab.errors import ConfigError
 from adaptlab.report.records import Run
-from adaptlab.tasks import RunTaskKind
-from adaptlab.train.choice import MetricChoice, choose_metric, class_spread, require_metric
-from adaptlab.train.metrics import second_metric
+from adaptlab.tasks.judging import MetricChoice, choose_metric, class_spread, require_metric
+from adaptlab.tasks.registry import get_task
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class Judgement:
     some run lacks it)."""
 
     data: str
-    task: RunTaskKind
+    task: str
     choice: MetricChoice
     second: str | None
 
@@ -60,7 +59,7 @@ def _judge(data: str, runs: Sequence[Run], override: str | None) -> Judgement:
             require_metric(choice.metric, run.test, data, task)
         except ConfigError as error:
             raise ConfigError(f"result record {run.run_id}: {error}") from None
-    second = second_metric(task, choice.metric)
+    second = get_task(task).second_metric(choice.metric)
     if any(second not in run.test for run in runs if choice.metric in run.test):
         return Judgement(data, task, choice, None)
     return Judgement(data, task, choice, second)

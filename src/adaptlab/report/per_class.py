@@ -8,11 +8,9 @@ from adaptlab.report import formatting as fmt
 from adaptlab.report.classes import RARE_BELOW, ClassTable, Imbalance
 from adaptlab.report.markup import Html, note, section, table, tag
 from adaptlab.report.view import StudyView
+from adaptlab.tasks.registry import get_task
 
 NEVER = "∅"
-
-UNITS = {"single_label": "examples", "multi_label": "label assignments", "token": "entity spans"}
-"""What a class's count counts, per task kind."""
 
 
 def per_class(view: StudyView) -> Html:
@@ -22,12 +20,13 @@ def per_class(view: StudyView) -> Html:
         judged = view.judged[setting.data]
         label = setting.label(view.with_model)
         parts.append(tag("h3", label))
-        if judged.task == "regression":
-            parts.append(note(f"{label}: regression has no classes."))
+        unit = get_task(judged.task).class_unit
+        if unit is None:
+            parts.append(note(f"{label}: {judged.task} has no classes."))
             continue
         found = view.imbalance(setting)
         if found is not None:
-            parts.append(tag("p", imbalance_note(found, UNITS[judged.task]), class_="imbalance"))
+            parts.append(tag("p", imbalance_note(found, unit), class_="imbalance"))
         classes = view.class_table(setting)
         if classes is None:
             parts.append(note(f"{label}: the runs recorded no per-class test counts."))

@@ -16,8 +16,8 @@ from adaptlab.data.types import TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.select.validate import Validation
 from adaptlab.study.store_rows import StoredRun
-from adaptlab.tasks import MLM, RunTaskKind
-from adaptlab.train.classes import ClassCounts
+from adaptlab.tasks.classes import ClassCounts
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.result import EpochRecord, SiteWeights
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.transfer import ZeroShotScore
@@ -54,7 +54,7 @@ class Run:
     method: str
     learning_rate: float | None
     seed: int
-    task: RunTaskKind
+    task: str
     test: Mapping[str, float]
     dev: Mapping[str, float]
     trainable: int
@@ -158,12 +158,13 @@ def _split_apart(spec: RunSpec) -> tuple[Literal["random", "chronological"], str
     return ("chronological" if chronological else "random"), json.dumps(rest, sort_keys=True)
 
 
-def _data_name(name: str, spec: RunSpec, split: str, task: RunTaskKind) -> str:
+def _data_name(name: str, spec: RunSpec, split: str, task: str) -> str:
     """The data set's name, marked when its runs must never be grouped with those of the same
-    name: a split option (not the name) made it chronological, or its texts trained a masked LM
-    (a language adapter on a labelled corpus)."""
-    if task == MLM:
-        name = f"{name} (masked LM)"
+    name: a split option (not the name) made it chronological, or its task marks it (the texts
+    of a labelled corpus that trained a masked LM: a language adapter)."""
+    marker = get_task(task).data_marker
+    if marker is not None:
+        name = f"{name} ({marker})"
     marked = split == "chronological" and spec.data not in CHRONOLOGICAL
     return f"{name} (chronological)" if marked else name
 

@@ -17,6 +17,7 @@ from adaptlab.data import Dataset, Example, TextEncoder, low_resource
 from adaptlab.errors import ConfigError
 from adaptlab.models import LoadedModel
 from adaptlab.progress import track
+from adaptlab.tasks.registry import get_task, task_names
 
 Pooling = Literal["mean", "first"]
 POOLINGS: tuple[str, ...] = get_args(Pooling)
@@ -38,9 +39,12 @@ class LayerFeatures:
 def sample_examples(dataset: Dataset, sample: int | None, seed: int) -> tuple[Example, ...]:
     """`sample` training examples, stratified and drawn as a study's training set with `seed`
     is (He et al. 2021 protocol, `low_resource`); all of them when `sample` is None or larger."""
-    if dataset.task not in ("single_label", "regression"):
+    task = get_task(dataset.task)
+    if not (task.one_class_each or task.one_number_each):
+        fits = task_names(lambda kind: kind.one_class_each or kind.one_number_each)
         raise ConfigError(
-            f"ranking needs a single-label or regression data set; {dataset.name} is {dataset.task}"
+            f"ranking needs one class or one number per example ({', '.join(fits)} data); "
+            f"{dataset.name} is {dataset.task}"
         )
     train = dataset.splits["train"]
     if sample is None or sample >= len(train):
@@ -49,8 +53,8 @@ def sample_examples(dataset: Dataset, sample: int | None, seed: int) -> tuple[Ex
 
 
 def labels_of(examples: Sequence[Example], task: str) -> np.ndarray:
-    """Class ids (int64) or regression targets (float64) of the examples."""
-    dtype = np.float64 if task == "regression" else np.int64
+    """Class ids (int64) or numbers (float64, for a task of one number each) of the examples."""
+    dtype = np.float64 if get_task(task).one_number_each else np.int64
     return np.asarray([example.label for example in examples], dtype=dtype)
 
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 from adaptlab.data import Dataset, Example
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.select.base import Estimator
+from adaptlab.tasks.registry import get_task
 
 DROP_OPTION = "--drop-rare-classes"
 
@@ -67,7 +68,7 @@ def check_sample(
     the estimator needs to say anything. The message names what each estimator needs, whether
     a larger --sample can help, which estimators can run on the sample as it is, and the
     option that leaves the rare classes out."""
-    if dataset.task != "single_label":
+    if not get_task(dataset.task).one_class_each:
         return
     counts = class_counts(examples)
     label, smallest = min(counts.items(), key=lambda item: (item[1], item[0]))
@@ -116,7 +117,7 @@ def drop_rare_classes(
     """`examples` without the classes that have fewer than the estimators need in them, and
     what was left out; a DataError when fewer than 2 classes would remain (nothing to rank
     by), a ConfigError for data without classes."""
-    if dataset.task != "single_label":
+    if not get_task(dataset.task).one_class_each:
         raise ConfigError(
             f"{DROP_OPTION} leaves out classes, and {dataset.name} is {dataset.task} data"
         )

@@ -11,7 +11,6 @@ member adapters under their saved names, gets a model of its own built the same 
 from __future__ import annotations
 
 import json
-from typing import cast
 
 import torch
 from torch import nn
@@ -22,6 +21,7 @@ from adaptlab.models.device import torch_device
 from adaptlab.models.fingerprint import fingerprint
 from adaptlab.models.loading import ModelKind, load_model, load_tokenizer
 from adaptlab.serve.registry import CAUSAL_LM, is_causal_lm
+from adaptlab.tasks.registry import get_task
 
 
 class SharedBase:
@@ -44,7 +44,7 @@ class SharedBase:
 
     def new_model(self, task: ModelKind, labels: tuple[str, ...]) -> nn.Module:
         """A model for `task` with a head for `labels`, its pretrained weights shared."""
-        names = labels if task not in ("regression", CAUSAL_LM) else None
+        names = labels or None  # a head of no named outputs: regression's, an LM's
         model: nn.Module = load_model(self.model_id, task, label_names=names, seed=0).model
         head = tuple(f"{name}." for name in find_backbone(model).head)
         swapped: dict[int, nn.Parameter] = {}  # a weight tied to a shared one (LM head) follows
@@ -82,7 +82,8 @@ class SharedBase:
     def _fingerprint(self, manifest: Manifest) -> tuple[str, str]:
         """(model class, fingerprint without the head) of the model for the manifest's task."""
         overrides = json.dumps(manifest.backbone_overrides, sort_keys=True)
-        kind = CAUSAL_LM if is_causal_lm(manifest) else cast(ModelKind, manifest.task)
+        task = manifest.task or ""
+        kind = CAUSAL_LM if is_causal_lm(manifest) else get_task(task).model_kind
         key = (kind, overrides)
         if key not in self._fingerprints:
             # a fresh model: a shared one may be running an adapter's own norms or biases

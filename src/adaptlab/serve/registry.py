@@ -16,13 +16,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.methods.manifest import NAME, TENSORS, Manifest, adapter_folder, parse_manifest
 from adaptlab.models.loading import ModelKind
 from adaptlab.serve.options import megabytes
-from adaptlab.tasks import TaskKind
+from adaptlab.tasks.registry import get_task
 
 CAUSAL_LM: ModelKind = "causal_lm"
 
@@ -46,14 +46,14 @@ class Entry:
         return is_causal_lm(self.manifest)
 
     @property
-    def task(self) -> TaskKind:
+    def task(self) -> str:
         assert self.manifest.task is not None  # labelled entries without a task are refused
-        return cast(TaskKind, self.manifest.task)
+        return self.manifest.task
 
     @property
     def kind(self) -> ModelKind:
         """The kind of model it runs on: its task's, or a causal LM."""
-        return CAUSAL_LM if self.causal else self.task
+        return CAUSAL_LM if self.causal else get_task(self.task).model_kind
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -124,7 +124,7 @@ def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None)
     if not is_causal_lm(manifest):
         if not manifest.task:
             raise ConfigError("its manifest names no task")
-        if manifest.task != "regression" and not manifest.label_names:
+        if get_task(manifest.task).named_labels and not manifest.label_names:
             raise ConfigError("its manifest names no labels")
         if not manifest.train_head:
             raise ConfigError("it has no trained head (saved with train_head=false)")

@@ -27,7 +27,7 @@ from adaptlab.serve.prompts import Prompts, base_info
 from adaptlab.serve.registry import CAUSAL_LM, Entry, Registry, is_causal_lm, scan_registry
 from adaptlab.serve.rows import can_share_rows
 from adaptlab.serve.worker import ModelThread
-from adaptlab.train.predict import Prediction, predict
+from adaptlab.tasks.prediction import Prediction, predict
 
 
 class AdapterService:

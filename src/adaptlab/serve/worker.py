@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from adaptlab.train.predict import Prediction
+from adaptlab.tasks.prediction import Prediction
 
 RunGroup = Callable[[str, list[str]], list[Prediction]]
 """Run one adapter on texts: its predictions, in order."""

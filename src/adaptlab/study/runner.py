@@ -25,7 +25,7 @@ from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import StudySummary, timed
 from adaptlab.study.tracking import cell_tracking, check_study_tracking
-from adaptlab.train.choice import require_metric
+from adaptlab.tasks.judging import require_metric
 from adaptlab.train.inputs import run_inputs
 from adaptlab.train.result import RunResult
 from adaptlab.train.run import METRICS_FILE

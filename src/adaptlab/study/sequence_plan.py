@@ -21,6 +21,7 @@ from adaptlab.study.spec import StudySpec
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.continual import SequenceSpec
 from adaptlab.train.continual.decoder import check_causal_lm
+from adaptlab.train.continual.objectives import get_objective
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,10 @@ def sequence_id(spec: SequenceSpec) -> str:
 def plan_sequences(spec: StudySpec, base: Path) -> list[PlannedSequence]:
     """Every sequence of `spec`; relative model and data paths are read from `base`."""
     models = [_local(model, base, set(BUILTIN_MODELS)) for model in spec.models]
-    if spec.objective == "causal-lm":  # an encoder is refused before any sequence trains
+    objective = get_objective(spec.objective)
+    if objective.needs_causal_lm:  # an encoder is refused before any sequence trains
         for model in models:
-            check_causal_lm(model, "the study's objective: causal-lm")
+            check_causal_lm(model, f"the study's objective: {objective.name}")
     builtin = set(builtin_datasets())
     stages = tuple(_local(entry.source, base, builtin) for entry in spec.sequence)
     options = tuple(entry.options.as_kwargs() for entry in spec.sequence)

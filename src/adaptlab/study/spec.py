@@ -58,11 +58,16 @@ from adaptlab.study.spec_fields import (
     refuse_repeats,
 )
 from adaptlab.study.spec_methods import MethodEntry
-from adaptlab.study.spec_sequences import StrategyEntry, check_lm_strategies, check_stage
+from adaptlab.study.spec_sequences import (
+    ObjectiveName,
+    StrategyEntry,
+    check_stage,
+    check_strategies,
+)
 from adaptlab.study.spec_transfer import SourceEntry, ZeroShotEntry
 from adaptlab.study.yamlfile import read_yaml
-from adaptlab.train.continual.spec import Objective
-from adaptlab.train.metrics import METRICS
+from adaptlab.tasks.registry import known_metrics
+from adaptlab.train.continual.objectives import DEFAULT_OBJECTIVE, is_default_objective
 from adaptlab.train.scale import Scale
 
 RAY_RESOLUTION = 10_000
@@ -102,7 +107,7 @@ class StudySpec(StrictModel):
     description: str = ""
     models: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
     data: list[DataEntry] = []
-    objective: Objective = "classification"
+    objective: ObjectiveName = DEFAULT_OBJECTIVE
     sequence: list[DataEntry] = []
     methods: Annotated[list[MethodEntry], Field(min_length=1)]
     strategies: list[StrategyEntry] = []
@@ -142,9 +147,10 @@ class StudySpec(StrictModel):
                 "sets in order), not both"
             )
         refuse_repeats(entry.source for entry in values)
-        if info.data.get("objective") == "classification":
+        objective = info.data.get("objective")
+        if objective is not None:  # absent: it was refused
             for entry in values:
-                check_stage(entry)
+                check_stage(entry, objective)
         return values
 
     @field_validator("strategies", "test_size", "single_stage")
@@ -171,8 +177,9 @@ class StudySpec(StrictModel):
     def _distinct_strategies(
         cls, values: list[StrategyEntry], info: ValidationInfo
     ) -> list[StrategyEntry]:
-        if info.data.get("objective") == "causal-lm":
-            check_lm_strategies(values)
+        objective = info.data.get("objective")
+        if objective is not None:  # absent: it was refused
+            check_strategies(values, objective)
         refuse_repeated_labels("strategies", [entry.display_label for entry in values])
         return values
 
@@ -203,7 +210,7 @@ class StudySpec(StrictModel):
             )
         if self.sequence and not self.strategies:
             raise ValueError("sequence: needs strategies:, e.g. strategies: [sequential, replay]")
-        if self.objective != "classification" and not self.sequence:
+        if not is_default_objective(self.objective) and not self.sequence:
             raise ValueError("objective is for a sequence study; it needs sequence:")
         if self.sequence:
             for entry in self.methods:
@@ -217,7 +224,7 @@ class StudySpec(StrictModel):
     @field_validator("metric")
     @classmethod
     def _metric(cls, value: str | None) -> str | None:
-        known = list(dict.fromkeys(name for names in METRICS.values() for name in names))
+        known = known_metrics()
         if value is not None and value not in known:
             raise ValueError(
                 f"metric must be one a task computes where higher is better: "

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from adaptlab.study.spec_fields import StrictModel
+from adaptlab.tasks.registry import known_task, task_names
 
 
 class DataOptions(StrictModel):
@@ -16,10 +17,17 @@ class DataOptions(StrictModel):
     text_column: str | None = None
     text_pair_column: str | None = None
     label_column: str | None = None
-    task: Literal["single_label", "multi_label", "token", "regression", "mlm"] | None = None
+    task: str | None = None
     label_separator: str | None = None
     split: Literal["random", "chronological"] | None = None
     time_column: str | None = None
+
+    @field_validator("task")
+    @classmethod
+    def _task(cls, value: str | None) -> str | None:
+        if value is not None and not known_task(value):
+            raise ValueError(f"unknown task {value!r}; known tasks: {', '.join(task_names())}")
+        return value
 
     def as_kwargs(self) -> dict[str, str]:
         """The options given, as `load_dataset` keywords."""

@@ -1,18 +1,20 @@
-"""What a sequence study adds to the spec: its stages (checked where their task is known
-before loading) and the continual strategies it compares."""
+"""What a sequence study adds to the spec: its stages (checked against its objective where
+their task is known before loading) and the continual strategies it compares (each must run on
+its objective)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import Field, PlainValidator, model_validator
+from pydantic import AfterValidator, Field, PlainValidator, model_validator
 
 from adaptlab.data.builtin import BUILTINS
-from adaptlab.errors import ConfigError
+from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.study.spec_data import DataEntry
 from adaptlab.study.spec_fields import StrictModel, options_label
-from adaptlab.train.continual.registry import STRATEGIES, strategies_for, strategy_config
+from adaptlab.train.continual.objectives import check_objective_name, get_objective
+from adaptlab.train.continual.registry import check_objective, strategy_config
 from adaptlab.train.continual.strategy import StrategyConfig
 
 
@@ -37,6 +39,18 @@ def _strategy_parts(value: object) -> tuple[str, dict[str, Any]]:
 
 
 StrategySpecField = Annotated[tuple[str, dict[str, Any]], PlainValidator(_strategy_parts)]
+
+
+def _objective(value: str) -> str:
+    """A study's `objective:` must name an objective."""
+    try:
+        check_objective_name(value)
+    except ConfigError as error:
+        raise ValueError(str(error)) from None
+    return value
+
+
+ObjectiveName = Annotated[str, AfterValidator(_objective)]
 
 
 class StrategyEntry(StrictModel):
@@ -64,23 +78,22 @@ class StrategyEntry(StrictModel):
         return strategy_config(*self.strategy)
 
 
-def check_stage(entry: DataEntry) -> None:
-    """A stage must be single-label classification, where that is known before loading."""
+def check_stage(entry: DataEntry, objective: str) -> None:
+    """A stage's data must be of a task `objective` trains on, where that task is known
+    before loading."""
     builtin = BUILTINS.get(entry.source)
     task = builtin.task if builtin is not None else entry.options.task
-    if task is not None and task != "single_label":
-        raise ValueError(
-            f"stage {entry.source} is a {task} task; sequences take single-label "
-            "classification stages"
-        )
+    if task is not None:
+        try:
+            get_objective(objective).check_stage_task(entry.source, task)
+        except AdaptlabError as error:
+            raise ValueError(str(error)) from None
 
 
-def check_lm_strategies(entries: Sequence[StrategyEntry]) -> None:
-    """A causal-LM sequence takes only the strategies that declare that objective."""
+def check_strategies(entries: Sequence[StrategyEntry], objective: str) -> None:
+    """A study of `objective` takes only the strategies that declare that objective."""
     for entry in entries:
-        strategy = STRATEGIES.get(entry.strategy[0])
-        if "causal-lm" not in strategy.objectives:
-            raise ValueError(
-                f"strategy {strategy.name} is for {' and '.join(strategy.objectives)} "
-                f"sequences; objective: causal-lm takes {', '.join(strategies_for('causal-lm'))}"
-            )
+        try:
+            check_objective(entry.strategy[0], objective, f"objective: {objective}")
+        except ConfigError as error:
+            raise ValueError(str(error)) from None

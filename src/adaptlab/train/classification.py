@@ -1,6 +1,6 @@
 """The labelled tasks (single- and multi-label classification, token tagging, regression) as
 an objective of the epoch loop: the model's own loss on a batch of encoded examples, the best
-epoch chosen by the task's primary dev metric (`adaptlab.train.metrics.PRIMARY_METRIC`).
+epoch chosen by the task's primary dev metric (`Task.primary_metric`).
 
 An example's tokens are the same every epoch, so training can replay the frozen front's
 outputs after the first epoch where the running adapter allows it (`adaptlab.train.frozen_cache`).
@@ -17,15 +17,13 @@ import torch
 from torch import nn
 
 from adaptlab.data import TextEncoder
-from adaptlab.data.encoding import IGNORE_INDEX
-from adaptlab.tasks import TaskKind
+from adaptlab.tasks.evaluation import evaluate
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.batches import collated
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.evaluate import evaluate
 from adaptlab.train.frozen_cache import FrozenCache
 from adaptlab.train.history import TrainHistory
 from adaptlab.train.loop import train_epochs
-from adaptlab.train.metrics import PRIMARY_METRIC
 from adaptlab.train.objective import DevScore
 
 IndexedBatch = tuple[list[int], dict[str, torch.Tensor]]
@@ -43,14 +41,14 @@ class Classification:
         encoder: TextEncoder,
         train: Sequence[dict[str, Any]],
         dev: Sequence[dict[str, Any]],
-        task: TaskKind,
+        task: str,
         label_names: Sequence[str],
         eval_batch_size: int,
     ) -> None:
         self.model, self.encoder = model, encoder
         self.train_features, self.dev_features = train, dev
         self.task, self.label_names, self.eval_batch_size = task, label_names, eval_batch_size
-        self.metric = PRIMARY_METRIC[task]
+        self.metric = get_task(task).primary_metric
         self.examples = len(train)
         self.device = next(model.parameters()).device
         self.cache: FrozenCache | None = None
@@ -67,12 +65,10 @@ class Classification:
         return loss
 
     def loss_terms(self, batch: IndexedBatch) -> int:
-        """What the model's mean loss is over: tagged tokens for token tasks, else examples
-        (for data-parallel shares, `adaptlab.train.data_parallel`)."""
+        """What the model's mean loss is over, as the task says (tagged tokens, examples), for
+        data-parallel shares (`adaptlab.train.data_parallel`)."""
         indices, tensors = batch
-        if self.task == "token":
-            return int(tensors["labels"].ne(IGNORE_INDEX).sum())
-        return len(indices)
+        return get_task(self.task).loss_terms(tensors["labels"], len(indices))
 
     def dev(self) -> DevScore:
         tested = evaluate(
@@ -106,7 +102,7 @@ def train(
     encoder: TextEncoder,
     train_features: Sequence[dict[str, Any]],
     dev_features: Sequence[dict[str, Any]],
-    task: TaskKind,
+    task: str,
     label_names: Sequence[str],
     config: TrainConfig,
     learning_rate: float,

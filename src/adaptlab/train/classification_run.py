@@ -13,10 +13,10 @@ from torch import nn
 from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
 from adaptlab.methods import AdaptHandle
 from adaptlab.models.loading import load_model
+from adaptlab.tasks.evaluation import evaluate
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.adapters import attach_adapters
-from adaptlab.train.classes import evaluated_counts, training_counts
 from adaptlab.train.classification import Classification
-from adaptlab.train.evaluate import evaluate
 from adaptlab.train.fusion_weights import mean_fusion_weights
 from adaptlab.train.result import DataInfo
 from adaptlab.train.run_objective import Tested
@@ -60,7 +60,9 @@ class ClassificationRun(Classification):
             task=dataset.task,
             labels=tuple(dataset.label_names),
             sizes={k: len(v) for k, v in dataset.splits.items()},
-            train_counts=training_counts(dataset.task, dataset.splits["train"], self.label_names),
+            train_counts=get_task(dataset.task).training_counts(
+                dataset.splits["train"], self.label_names
+            ),
             time_split=dataset.time_split,
         )
 
@@ -82,7 +84,9 @@ class ClassificationRun(Classification):
         return Tested(
             loss=test.loss,
             metrics=test.metrics,
-            classes=evaluated_counts(self.task, test.outputs, test.labels, self.label_names),
+            classes=get_task(self.task).evaluated_counts(
+                test.outputs, test.labels, self.label_names
+            ),
             zero_shot=zero_shot or None,
             fusion_weights=(
                 mean_fusion_weights(model, self.handle, encoder, self.dev_features, batch_size)
@@ -98,8 +102,9 @@ def prepare_classification(spec: RunSpec, device: torch.device) -> Classificatio
     if spec.train_size is not None:
         dataset = low_resource(dataset, spec.train_size, spec.train.seed)
     targets = prepare_targets(spec.zero_shot, dataset)
+    head = get_task(dataset.task).model_kind
     loaded = load_model(
-        spec.model, dataset.task, label_names=dataset.label_names or None, seed=spec.train.seed
+        spec.model, head, label_names=dataset.label_names or None, seed=spec.train.seed
     )
     model: nn.Module = loaded.model
     prepare_base(model, spec.scale, device)

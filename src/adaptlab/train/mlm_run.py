@@ -13,10 +13,8 @@ from torch import nn
 
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
-from adaptlab.errors import ConfigError
 from adaptlab.methods import AdaptHandle
 from adaptlab.models.loading import load_model
-from adaptlab.tasks import MLM
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.mlm import MaskedLm, evaluate_mlm
 from adaptlab.train.result import DataInfo
@@ -24,19 +22,6 @@ from adaptlab.train.run_objective import Tested
 from adaptlab.train.scale_model import prepare_base
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.split_record import SplitRecord
-
-
-def is_masked_lm(spec: RunSpec) -> bool:
-    """Whether `spec` trains by masked-LM (task mlm) rather than on labels."""
-    return spec.data_options.get("task") == MLM
-
-
-def check_masked_lm_run(spec: RunSpec, analysed: bool) -> None:
-    """Refuse, before any work, what a masked-LM run cannot do: analyses, a fusion."""
-    if analysed:
-        raise ConfigError("analyses need a labelled task; a masked-LM run takes none")
-    if spec.fuse:
-        raise ConfigError("masked-LM runs train one adapter (or one stacked on others); not fusion")
 
 
 class MaskedLmRun(MaskedLm):
@@ -61,7 +46,7 @@ class MaskedLmRun(MaskedLm):
     @property
     def data(self) -> DataInfo:
         sizes = {k: len(v) for k, v in self.corpus.splits.items()}
-        return DataInfo(name=self.corpus.name, task=MLM, labels=(), sizes=sizes)
+        return DataInfo(name=self.corpus.name, task=self.spec.task or "", labels=(), sizes=sizes)
 
     @property
     def splits(self) -> SplitRecord:

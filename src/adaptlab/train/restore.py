@@ -19,7 +19,7 @@ from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.resolve import looks_like_path
-from adaptlab.tasks import MLM
+from adaptlab.tasks.registry import get_task
 
 _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
@@ -46,7 +46,7 @@ def load_trained(
         )
     base_id = model or trusted_base(folder, manifest["base_model"]["id"])
     labels = manifest.get("label_names") or None
-    kind: Any = "masked_lm" if task == MLM else task  # a language adapter's model has an LM head
+    kind = get_task(task).model_kind  # a language adapter's model has an LM head
     loaded = load_model(base_id, kind, label_names=labels, seed=manifest["seed"])
     adapted: nn.Module = loaded.model
     load_adapter(adapted, folder)

@@ -13,13 +13,13 @@ import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import ConfigError
-from adaptlab.tasks import RUN_TASK_KINDS, RunTaskKind
-from adaptlab.train.choice import MetricChoice
-from adaptlab.train.classes import ClassCounts
+from adaptlab.tasks.classes import ClassCounts
+from adaptlab.tasks.judging import MetricChoice
+from adaptlab.tasks.registry import known_task, task_names
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.transfer import ZeroShotScore
@@ -67,7 +67,7 @@ class DataInfo:
     before adaptlab recorded them) and, for data split by time, where the splits were cut."""
 
     name: str
-    task: RunTaskKind
+    task: str
     labels: tuple[str, ...]
     sizes: Mapping[str, int]
     train_counts: Mapping[str, int] | None = None
@@ -96,14 +96,14 @@ class DataInfo:
     def from_json(cls, data: JsonObject) -> DataInfo:
         data.refuse_unknown(("name", "task", "labels", "sizes", "train_counts", "time_split"))
         task = data.text("task")
-        if task not in RUN_TASK_KINDS:
+        if not known_task(task):
             raise ConfigError(
-                f"{data.where}: {data.prefix}task: expected one of {', '.join(RUN_TASK_KINDS)}, "
+                f"{data.where}: {data.prefix}task: expected one of {', '.join(task_names())}, "
                 f"got {task!r}"
             )
         return cls(
             name=data.text("name"),
-            task=cast(RunTaskKind, task),
+            task=task,
             labels=data.texts("labels"),
             sizes=data.integers("sizes"),
             train_counts=data.integers("train_counts") if "train_counts" in data else None,
@@ -187,7 +187,7 @@ class RunResult:
 
     `metric` is the task's primary metric, which picked the best epoch on dev. It need not be
     the metric that judges the run: `judged_by` holds that one and why (the default rule of
-    `adaptlab.train.choice` on the run's training sample, which a study's `metric:` or a
+    `adaptlab.tasks.judging` on the run's training sample, which a study's `metric:` or a
     report's `--metric` overrides; None in results written before adaptlab recorded it).
     `test_classes` holds per-class test counts (None for regression, and in results written
     before adaptlab recorded them). `analysis` holds what the analyses a study asked for found

@@ -22,12 +22,12 @@ import torch
 
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
-from adaptlab.train.choice import choose_metric
+from adaptlab.tasks.judging import choose_metric
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.classification_run import prepare_classification
 from adaptlab.train.inputs import run_inputs
 from adaptlab.train.loop import train_epochs
 from adaptlab.train.memory import peak_memory_bytes, reset_peak_memory
-from adaptlab.train.mlm_run import is_masked_lm, prepare_masked_lm
 from adaptlab.train.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.train.precision import keep_trained_in_float32
 from adaptlab.train.process_group import process_group
@@ -118,8 +118,7 @@ def _execute(
     started = time.perf_counter()
     folder = RunFolder(out, overwrite, run_inputs(spec))
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
-    prepare = prepare_masked_lm if is_masked_lm(spec) else prepare_classification
-    objective: RunObjective = prepare(spec, device)
+    objective = _prepare(spec, device)
     model, handle = objective.model, objective.handle
     if checkpoint is not None:  # a checkpoint that does not fit is refused before the device line
         plan = TrainingPlan.of(objective.examples, spec.train, objective.metric)
@@ -186,3 +185,11 @@ def _execute(
         if checkpoint is not None and is_main_process():
             checkpoint.remove()
         return published
+
+
+def _prepare(spec: RunSpec, device: torch.device) -> RunObjective:
+    """The run's objective, prepared by the task its data options name; unnamed, the data's
+    labels decide the task, and every labelled task prepares a run the same way."""
+    if spec.task is None:
+        return prepare_classification(spec, device)
+    return get_task(spec.task).prepare_run(spec, device)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from adaptlab.errors import ConfigError
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.inputs import run_inputs
-from adaptlab.train.mlm_run import check_masked_lm_run, is_masked_lm
 from adaptlab.train.outputs import check_run_folder
 from adaptlab.train.spec import RunSpec
 from adaptlab.train.training_checkpoint import TrainingCheckpoint, training_checkpoint
@@ -31,8 +31,8 @@ def check_run(
     comes back (None for none)."""
     if out is not None:
         check_run_folder(out, overwrite, run_inputs(spec))
-    if is_masked_lm(spec):
-        check_masked_lm_run(spec, analysed=analysed)
+    if spec.task is not None:
+        get_task(spec.task).check_run(spec, analysed=analysed)
     if shard and (checkpoint_every is not None or resume or analysed):
         raise ConfigError("--shard does not combine with checkpoints, --resume or analyses yet")
     identity = json.loads(json.dumps(spec.to_dict()))

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from torch import nn
 
 from adaptlab.methods import AdaptHandle
-from adaptlab.train.classes import ClassCounts
+from adaptlab.tasks.classes import ClassCounts
 from adaptlab.train.objective import Objective
 from adaptlab.train.result import DataInfo, SiteWeights
 from adaptlab.train.split_record import SplitRecord

@@ -21,7 +21,7 @@ from adaptlab.methods.compose import MethodSpec, check_combination, fusion_in, r
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.configs.fusion import FusionConfig
 from adaptlab.methods.registry import check_base_stays_frozen, make_config
-from adaptlab.tasks import MLM
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.scale import Scale, resolve_auto
@@ -92,8 +92,8 @@ class RunSpec:
             raise ConfigError(
                 f"RunSpec.zero_shot must hold ZeroShotTargets, got {self.zero_shot!r}"
             )
-        if self.zero_shot and self.data_options.get("task") == MLM:
-            raise ConfigError("zero-shot targets score a labelled task; a masked-LM run has none")
+        if self.zero_shot and self.task is not None and not get_task(self.task).labelled:
+            raise ConfigError(f"zero-shot targets score a labelled task; task {self.task} has none")
         if any(t.stack_swap for t in self.zero_shot) and not self.stack:
             raise ConfigError("a zero-shot stack swap needs a run stacked on adapters (stack)")
         size = self.train_size
@@ -118,6 +118,12 @@ class RunSpec:
         if fusion is not None:
             return cls(model, data, (), fusion=fusion, **settings)
         return cls(model, data, resolve(method, {}), **settings)
+
+    @property
+    def task(self) -> str | None:
+        """The task its data options name (None: the data's labels decide)."""
+        task = self.data_options.get("task")
+        return None if task is None else str(task)
 
     @property
     def trained_configs(self) -> tuple[MethodConfig, ...]:

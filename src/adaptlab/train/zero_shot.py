@@ -16,7 +16,7 @@ from adaptlab.data.label_match import align_labels
 from adaptlab.errors import DataError
 from adaptlab.methods import active
 from adaptlab.methods.manifest import adapter_folder
-from adaptlab.train.evaluate import evaluate
+from adaptlab.tasks.evaluation import evaluate
 from adaptlab.train.stack_swap import stack_swapped
 from adaptlab.train.transfer import ZeroShotScore, ZeroShotTarget
 

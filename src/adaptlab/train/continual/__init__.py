@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     import adaptlab.train.continual.replay as replay
     import adaptlab.train.continual.representation_distillation as representation_distillation
     from adaptlab.train.continual.heads import StageHeads
-    from adaptlab.train.continual.lm_strategy import TextStrategy
     from adaptlab.train.continual.metrics import (
         ContinualScores,
         average_score,
@@ -44,7 +43,6 @@ __all__ = [
     "Strategy",
     "StrategyConfig",
     "StrategyEntry",
-    "TextStrategy",
     "average_score",
     "backward_transfer",
     "distillation",

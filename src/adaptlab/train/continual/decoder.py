@@ -24,7 +24,7 @@ def is_encoder(config: PretrainedConfig) -> bool:
     )
 
 
-def check_causal_lm(model: str, objective: str = "objective causal-lm") -> None:
+def check_causal_lm(model: str, objective: str) -> None:
     """Refuse `model` for `objective` when it is an encoder; its config alone is read."""
     source = resolve_model(model)
     with quiet_transformers(), load_errors(model, source):

@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 
 from adaptlab.train.batches import batches
-from adaptlab.train.continual.lm_stages import TextStageRun, collate
-from adaptlab.train.continual.lm_strategy import TextStrategy
+from adaptlab.train.continual.corpus_run import TextStageRun, collate
+from adaptlab.train.continual.labelled_run import HeadOutputs, StageRun
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
-from adaptlab.train.continual.stages import HiddenStates, Row, StageRun, own_rows
+from adaptlab.train.continual.stages import Row, own_rows
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig, check_number
 from adaptlab.train.lm_head_capture import LmHeadInput, lm_head_input
 from adaptlab.train.lm_loss import linear_log_probs_at, linear_top_k
@@ -55,8 +55,9 @@ class LogitDistillationConfig(StrategyConfig):
         check_number(self.name, "temperature", self.temperature, positive=True)
 
 
-class LogitDistillation(Strategy):
-    """Distil every earlier head's scores from the model as it was before the stage."""
+class LogitDistillation(Strategy[StageRun, HeadOutputs]):
+    """Distil every earlier head's scores from the model as it was before the stage (on a
+    classification sequence)."""
 
     config: LogitDistillationConfig
 
@@ -70,23 +71,20 @@ class LogitDistillation(Strategy):
         self.teacher = teacher_scores(run) if run.index else []
 
     def penalty(
-        self,
-        run: StageRun,
-        rows: Sequence[Row],
-        outputs: Sequence[torch.Tensor],
-        hidden: HiddenStates | None = None,
+        self, run: StageRun, rows: Sequence[Row], outputs: HeadOutputs
     ) -> torch.Tensor | None:
         if not self.teacher:
             return None
         mine, indices = own_rows(run, rows)
         if not mine:
             return None
+        scores = outputs.scores
         at = torch.tensor(indices)
-        chosen = torch.tensor(mine, device=outputs[0].device)
+        chosen = torch.tensor(mine, device=scores[0].device)
         temperature = self.config.temperature
         terms = []
         for stage, cached in enumerate(self.teacher):
-            student = outputs[stage].index_select(0, chosen) / temperature
+            student = scores[stage].index_select(0, chosen) / temperature
             target = cached[at].to(student.device) / temperature
             kl = F.kl_div(
                 F.log_softmax(student, -1),
@@ -129,8 +127,9 @@ class TeacherTokens:
     log_probs: torch.Tensor
 
 
-class TextLogitDistillation(TextStrategy):
-    """Distil the next-token distributions of the model as it was before the stage."""
+class TextLogitDistillation(Strategy[TextStageRun, LmHeadInput]):
+    """Distil the next-token distributions of the model as it was before the stage (on a
+    causal-LM sequence)."""
 
     config: LogitDistillationConfig
 
@@ -145,6 +144,8 @@ class TextLogitDistillation(TextStrategy):
     def penalty(
         self, run: TextStageRun, rows: Sequence[Row], head: LmHeadInput
     ) -> torch.Tensor | None:
+        """`head`: what the student's LM head read for the batch, from which the term takes
+        the log-probabilities at the teacher's words a chunk at a time."""
         if not self.teacher:
             return None
         hidden, cached = [], []
@@ -221,7 +222,6 @@ register_strategy(
         LogitDistillationConfig,
         "the model before the stage distilled: earlier heads' scores, or next-token "
         "distributions on a causal LM (cached teacher)",
-        classification=LogitDistillation,
-        causal_lm=TextLogitDistillation,
+        runs_on={"classification": LogitDistillation, "causal-lm": TextLogitDistillation},
     )
 )

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from adaptlab.errors import ConfigError
+from adaptlab.train.continual.labelled_run import StageRun
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
-from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
+from adaptlab.train.continual.stages import Row
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig, check_number
 
 
@@ -86,7 +88,7 @@ class Anchor:
         return (self.importance * (self.parameter - self.centre) ** 2).sum() + self.offset
 
 
-class ElasticWeightConsolidation(Strategy):
+class ElasticWeightConsolidation(Strategy[StageRun, Any]):
     """Pull the trainable tensors towards each earlier stage's weights, each coordinate by
     how much that stage's log-likelihood depends on it."""
 
@@ -147,13 +149,7 @@ class ElasticWeightConsolidation(Strategy):
         if unknown:
             raise ConfigError(f"ewc: the saved state holds {unknown[0]!r}, which ewc does not keep")
 
-    def penalty(
-        self,
-        run: StageRun,
-        rows: Sequence[Row],
-        outputs: Sequence[torch.Tensor],
-        hidden: HiddenStates | None = None,
-    ) -> torch.Tensor | None:
+    def penalty(self, run: StageRun, rows: Sequence[Row], outputs: Any) -> torch.Tensor | None:
         if not self.anchors:
             return None
         total = torch.stack([anchor.penalty() for anchor in self.anchors.values()]).sum()
@@ -195,6 +191,6 @@ register_strategy(
         "ewc",
         EWCConfig,
         "trainable tensors held near earlier stages' weights, by their Fisher information",
-        classification=ElasticWeightConsolidation,
+        runs_on={"classification": ElasticWeightConsolidation},
     )
 )

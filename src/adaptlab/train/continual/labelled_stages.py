@@ -1,46 +1,46 @@
-"""The stages of a classification sequence as `train_sequence` takes them: one model with a
-head per stage (`StageHeads`), every stage's data set encoded, the strategy; a stage trained
-with its own head (`train_stage`) and tested on each stage's test set with that stage's head."""
+"""The stages of a classification sequence: each a labelled data set sampled to the sequence's
+sizes (`sampled`: its test set capped stratified by label) and encoded for the model; the model
+loaded with a head per stage (`StageHeads`); a stage readied with its own head, trained as a
+`StageRun` and tested on its test set with its head."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
 
 import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from adaptlab.data import Dataset, TextEncoder
+from adaptlab.data import Dataset, TextEncoder, low_resource
+from adaptlab.data.splits import strata_order, systematic_pick
 from adaptlab.models.loading import load_model
-from adaptlab.train.config import TrainConfig
+from adaptlab.tasks.evaluation import evaluate
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.continual.heads import StageHeads
-from adaptlab.train.continual.registry import make_strategy
-from adaptlab.train.continual.spec import SequenceSpec
-from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import StageData, StageRun
-from adaptlab.train.continual.strategy import Strategy
-from adaptlab.train.evaluate import evaluate
-from adaptlab.train.history import TrainHistory
+from adaptlab.train.continual.labelled_run import StageData, StageRun
+from adaptlab.train.continual.sequence_objective import SequenceSettings
 from adaptlab.train.scale_model import prepare_base
 
 
 class LabelledStages:
-    """A classification sequence's model, heads, encoded stages and strategy (`SequenceStages`)."""
+    """A classification sequence's model, heads and encoded stages (`SequenceStages`)."""
 
     def __init__(
         self,
         model: nn.Module,
         heads: StageHeads,
         stages: Sequence[StageData],
-        strategy: Strategy,
-        spec: SequenceSpec,
+        seed: int,
+        eval_batch_size: int,
     ) -> None:
-        self.model, self.heads, self.stages, self.strategy = model, heads, stages, strategy
-        self.seed, self.eval_batch_size = spec.train.seed, spec.train.eval_batch_size
+        self.model, self.heads, self.stages = model, heads, stages
+        self.seed, self.eval_batch_size = seed, eval_batch_size
 
     @classmethod
     def load(
-        cls, spec: SequenceSpec, datasets: Sequence[Dataset], device: torch.device
+        cls, spec: SequenceSettings, datasets: Sequence[Dataset], device: torch.device
     ) -> LabelledStages:
         """`spec`'s model on `device` with a head per data set, and the data sets encoded."""
         seed = spec.train.seed
@@ -51,10 +51,7 @@ class LabelledStages:
         prepare_base(model, spec.scale, device)
         heads = StageHeads.install(model, [len(d.label_names) for d in datasets], seed)
         stages = [encode_stage(dataset, loaded.tokenizer, spec) for dataset in datasets]
-        return cls(model, heads, stages, make_strategy(spec.strategy), spec)
-
-    def adapter_name(self, stage: int) -> str:
-        return self.strategy.adapter_name(stage)
+        return cls(model, heads, stages, seed, spec.train.eval_batch_size)
 
     def labels(self, stage: int) -> tuple[str, ...]:
         return self.stages[stage].label_names
@@ -63,18 +60,12 @@ class LabelledStages:
         self.heads.select(stage)
         self.heads.train_only(stage)
 
-    def resume(self, carried: Mapping[str, torch.Tensor]) -> None:
-        self.strategy.load_state(self.model, carried)
+    def run(self, stage: int) -> StageRun:
+        return StageRun(
+            self.model, self.stages, stage, self.eval_batch_size, heads=self.heads, seed=self.seed
+        )
 
-    def train(
-        self, stage: int, config: TrainConfig, learning_rate: float, progress: bool
-    ) -> TrainHistory:
-        run = StageRun(self.model, self.heads, self.stages, stage, self.seed, self.eval_batch_size)
-        self.strategy.begin(run)
-        return train_stage(run, self.strategy, config, learning_rate, progress=progress)
-
-    def test(self, stage: int, trained: int) -> dict[str, float]:
-        self.strategy.route(self.model, stage, trained)
+    def test(self, stage: int) -> dict[str, float]:
         self.heads.select(stage)
         data = self.stages[stage]
         tested = evaluate(
@@ -87,12 +78,9 @@ class LabelledStages:
         )
         return {**tested.metrics, "loss": tested.loss}
 
-    def state(self) -> dict[str, torch.Tensor]:
-        return self.strategy.state()
-
 
 def encode_stage(
-    dataset: Dataset, tokenizer: PreTrainedTokenizerBase, spec: SequenceSpec
+    dataset: Dataset, tokenizer: PreTrainedTokenizerBase, spec: SequenceSettings
 ) -> StageData:
     """`dataset`'s splits encoded for the sequence's model and `max_length`."""
     encoder = TextEncoder(
@@ -110,3 +98,25 @@ def encode_stage(
         dev=splits["dev"],
         test=splits["test"],
     )
+
+
+def sampled(dataset: Dataset, spec: SequenceSettings) -> Dataset:
+    """`dataset` sampled to `train_size` training examples (as many for dev) and its test set
+    capped to `test_size`, with the sequence's seed."""
+    if spec.train_size is not None:
+        dataset = low_resource(dataset, spec.train_size, spec.train.seed)
+    if spec.test_size is not None and spec.test_size < len(dataset.splits["test"]):
+        dataset = _capped_test(dataset, spec.test_size, spec.train.seed)
+    return dataset
+
+
+def _capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:
+    """`dataset` with `size` test examples, stratified by label, seeded."""
+    test = dataset.splits["test"]
+    task = get_task(dataset.task)
+    keys = [task.stratum(example.label, None) for example in test]
+    stream = [index for group in strata_order(keys, seed) for index in group]
+    picked, _ = systematic_pick(stream, Fraction(size, len(stream)))
+    splits = {**dataset.splits, "test": tuple(test[index] for index in sorted(picked))}
+    note = f" Test capped to {size} examples (stratified, seed {seed})."
+    return replace(dataset, splits=splits, description=dataset.description + note)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from torch import nn
 
 from adaptlab.methods import set_active
-from adaptlab.train.continual.lm_strategy import TextStrategy
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig
 
@@ -26,24 +25,14 @@ class AdapterPerStageConfig(StrategyConfig):
 
 
 class AdapterPerStage(Strategy):
-    """Train stage k's own adapter `stage-k`; test stage j with `stage-j`."""
+    """Train stage k's own adapter `stage-k`; test stage j with `stage-j` (a later stage with
+    the last one trained)."""
 
     def adapter_name(self, stage: int) -> str:
         return stage_adapter(stage)
 
     def route(self, model: nn.Module, stage: int, trained: int) -> None:
-        route_to_stage(model, stage, trained)
-
-
-class TextAdapterPerStage(TextStrategy):
-    """Train corpus k's own adapter `stage-k`; test corpus j with `stage-j` (later corpora
-    with the last one trained)."""
-
-    def adapter_name(self, stage: int) -> str:
-        return stage_adapter(stage)
-
-    def route(self, model: nn.Module, stage: int, trained: int) -> None:
-        route_to_stage(model, stage, trained)
+        set_active(model, stage_adapter(min(stage, trained)))
 
 
 def stage_adapter(stage: int) -> str:
@@ -51,17 +40,11 @@ def stage_adapter(stage: int) -> str:
     return f"stage-{stage}"
 
 
-def route_to_stage(model: nn.Module, stage: int, trained: int) -> None:
-    """Run stage `stage`'s adapter, or the last one trained (`trained`) for a later stage."""
-    set_active(model, stage_adapter(min(stage, trained)))
-
-
 register_strategy(
     StrategyEntry(
         "adapter-per-stage",
         AdapterPerStageConfig,
         "a new adapter per stage, earlier ones frozen; routed by stage at test time",
-        classification=AdapterPerStage,
-        causal_lm=TextAdapterPerStage,
+        runs_on={"classification": AdapterPerStage, "causal-lm": AdapterPerStage},
     )
 )

@@ -1,8 +1,8 @@
 """The continual strategies by name. Each strategy's module registers one `StrategyEntry`
-that declares what the strategy supports: how it runs on each objective it takes (its
-classification and causal-LM behaviour), its options (its config's fields, with their
-defaults) and a one-line description. Which strategies an objective takes, the refusals
-and the command's help are all computed from these entries."""
+that declares what the strategy supports: the objectives it runs on, each with the strategy
+class that runs there (`runs_on`), its options (its config's fields, with their defaults) and a
+one-line description. Which strategies an objective takes, the refusals and the command's help
+are all computed from these entries."""
 
 from __future__ import annotations
 
@@ -12,35 +12,46 @@ from typing import TYPE_CHECKING, Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.registry import Registry
-from adaptlab.train.continual.strategy import OBJECTIVES, Objective, StrategyConfig
+from adaptlab.train.continual.objectives import (
+    DEFAULT_OBJECTIVE,
+    known_objective,
+    objective_names,
+)
+from adaptlab.train.continual.strategy import StrategyConfig
 
 if TYPE_CHECKING:  # the registry loads no torch: records read strategy configs by name
-    from adaptlab.train.continual.lm_strategy import TextStrategy
     from adaptlab.train.continual.strategy import Strategy
 
 
 @dataclass(frozen=True)
 class StrategyEntry:
-    """A registered strategy: its name, config class, a one-line description, and its
-    behaviour on each objective it supports (None where it does not run)."""
+    """A registered strategy: its name, config class, a one-line description, and what it
+    runs on: by objective name (`objectives`), what makes the strategy that runs there from a
+    validated config (a `Strategy` subclass; the same one where it behaves alike)."""
 
     name: str
     config_class: type[StrategyConfig]
     description: str
-    classification: Callable[[Any], Strategy] | None = None
-    """Makes the strategy of a classification sequence from a validated config."""
-    causal_lm: Callable[[Any], TextStrategy] | None = None
-    """Makes the strategy of a causal-LM sequence from a validated config."""
+    runs_on: Mapping[str, Callable[[Any], Strategy[Any, Any]]]
 
     def __post_init__(self) -> None:
-        if not self.objectives:
+        if not self.runs_on:
             raise ValueError(f"strategy {self.name!r} runs on no objective")
+        unknown = [name for name in self.runs_on if not known_objective(name)]
+        if unknown:
+            raise ValueError(
+                f"strategy {self.name!r} runs on unknown objectives {unknown}; known: "
+                + ", ".join(objective_names())
+            )
 
     @property
-    def objectives(self) -> tuple[Objective, ...]:
-        """The objectives the strategy runs on, in `OBJECTIVES` order."""
-        behaviours = {"classification": self.classification, "causal-lm": self.causal_lm}
-        return tuple(o for o in OBJECTIVES if behaviours[o] is not None)
+    def objectives(self) -> tuple[str, ...]:
+        """The objectives the strategy runs on, in the objectives' listing order."""
+        return tuple(name for name in objective_names() if name in self.runs_on)
+
+    def behaviour(self, objective: str) -> Callable[[Any], Strategy[Any, Any]] | None:
+        """What makes the strategy that runs on `objective`; None where it does not run."""
+        return self.runs_on.get(objective)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -77,20 +88,21 @@ def list_strategies() -> list[StrategyEntry]:
 
 def strategies_for(objective: str) -> list[str]:
     """The names of the strategies that run on `objective`, in listing order."""
-    return STRATEGIES.names(where=lambda entry: objective in entry.objectives)
+    return STRATEGIES.names(where=lambda entry: entry.behaviour(objective) is not None)
 
 
-def check_objective(name: str, objective: str) -> None:
-    """Strategy `name` must run on `objective`: one line naming those that do otherwise."""
+def check_objective(name: str, objective: str, sequence: str | None = None) -> None:
+    """Strategy `name` must run on `objective`: one line naming those that do otherwise, the
+    sequence called `sequence` in it ("a <objective> sequence" unless given)."""
     entry = STRATEGIES.get(name)
-    if objective not in entry.objectives:
-        raise _refusal(entry, objective)
+    if entry.behaviour(objective) is None:
+        raise _refusal(entry, objective, sequence)
 
 
-def _refusal(entry: StrategyEntry, objective: str) -> ConfigError:
+def _refusal(entry: StrategyEntry, objective: str, sequence: str | None = None) -> ConfigError:
     return ConfigError(
-        f"strategy {entry.name} is for {' and '.join(entry.objectives)} sequences; a "
-        f"{objective} sequence takes {', '.join(strategies_for(objective))}"
+        f"strategy {entry.name} is for {' and '.join(entry.objectives)} sequences; "
+        f"{sequence or f'a {objective} sequence'} takes {', '.join(strategies_for(objective))}"
     )
 
 
@@ -116,17 +128,10 @@ def strategy_config(name: str, options: Mapping[str, Any] | None = None) -> Stra
     return entry.config_class(**values)
 
 
-def make_strategy(config: StrategyConfig) -> Strategy:
-    """The classification strategy of a validated config."""
+def make_strategy(config: StrategyConfig, objective: str = DEFAULT_OBJECTIVE) -> Strategy[Any, Any]:
+    """The strategy of a validated config, for a sequence of `objective`."""
     entry = STRATEGIES.get(config.name)
-    if entry.classification is None:
-        raise _refusal(entry, "classification")
-    return entry.classification(config)
-
-
-def make_text_strategy(config: StrategyConfig) -> TextStrategy:
-    """The causal-LM strategy of a validated config."""
-    entry = STRATEGIES.get(config.name)
-    if entry.causal_lm is None:
-        raise _refusal(entry, "causal-lm")
-    return entry.causal_lm(config)
+    behaviour = entry.behaviour(objective)
+    if behaviour is None:
+        raise _refusal(entry, objective)
+    return behaviour(config)

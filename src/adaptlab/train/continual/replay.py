@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from adaptlab.errors import ConfigError
-from adaptlab.train.continual.lm_strategy import TextStrategy
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
-from adaptlab.train.continual.stages import Row, StageRun
+from adaptlab.train.continual.stages import Row, StageInTraining
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig
-
-if TYPE_CHECKING:
-    from adaptlab.train.continual.lm_stages import TextStageRun
 
 
 @dataclass(frozen=True)
@@ -39,8 +35,8 @@ class ReplayConfig(StrategyConfig):
             raise ConfigError(f"replay: rate must be in (0, 1], got {self.rate!r}")
 
 
-class Replay(Strategy):
-    """Mix earlier stages' examples into every stage's batches."""
+class Replay(Strategy[StageInTraining[Any], Any]):
+    """Mix earlier stages' examples (or documents) into every stage's batches."""
 
     config: ReplayConfig
 
@@ -48,29 +44,12 @@ class Replay(Strategy):
         super().__init__(config)
         self._seen = 0
 
-    def begin(self, run: StageRun) -> None:
+    def begin(self, run: StageInTraining[Any]) -> None:
         self._seen = 0
 
-    def replayed(self, run: StageRun, new_rows: int, generator: torch.Generator) -> list[Row]:
-        sizes = [len(stage.train) for stage in run.stages[: run.index]]
-        rows = replay_rows(self.config.rate, self._seen, new_rows, sizes, generator)
-        self._seen += new_rows
-        return rows
-
-
-class TextReplay(TextStrategy):
-    """Mix earlier corpora's documents into every stage's batches."""
-
-    config: ReplayConfig
-
-    def __init__(self, config: ReplayConfig) -> None:
-        super().__init__(config)
-        self._seen = 0
-
-    def begin(self, run: TextStageRun) -> None:
-        self._seen = 0
-
-    def replayed(self, run: TextStageRun, new_rows: int, generator: torch.Generator) -> list[Row]:
+    def replayed(
+        self, run: StageInTraining[Any], new_rows: int, generator: torch.Generator
+    ) -> list[Row]:
         sizes = [len(stage.train) for stage in run.stages[: run.index]]
         rows = replay_rows(self.config.rate, self._seen, new_rows, sizes, generator)
         self._seen += new_rows
@@ -104,7 +83,6 @@ register_strategy(
         "replay",
         ReplayConfig,
         "earlier stages' examples join each batch",
-        classification=Replay,
-        causal_lm=TextReplay,
+        runs_on={"classification": Replay, "causal-lm": Replay},
     )
 )

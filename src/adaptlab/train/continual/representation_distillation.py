@@ -26,13 +26,14 @@ import torch
 import torch.nn.functional as F
 
 from adaptlab.errors import ConfigError
+from adaptlab.train.continual.labelled_run import HeadOutputs, HiddenStates, StageRun
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.representations import (
     Layers,
     student_representations,
     teacher_representations,
 )
-from adaptlab.train.continual.stages import HiddenStates, Row, StageRun, own_rows
+from adaptlab.train.continual.stages import Row, own_rows
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig, check_number
 
 LAYER_CHOICES = ("last", "all")
@@ -68,7 +69,7 @@ class ContrastiveDistillationConfig(StrategyConfig):
         check_number(self.name, "temperature", self.temperature, positive=True)
 
 
-class _CachedRepresentations(Strategy):
+class _CachedRepresentations(Strategy[StageRun, HeadOutputs]):
     """Caches the teacher's representations as a stage begins (from the second stage on) and
     pairs them with the student's for the stage's own rows of a batch."""
 
@@ -109,13 +110,9 @@ class RepresentationDistillation(_CachedRepresentations):
         self.layers = "all" if config.layers == "all" else "last"
 
     def penalty(
-        self,
-        run: StageRun,
-        rows: Sequence[Row],
-        outputs: Sequence[torch.Tensor],
-        hidden: HiddenStates | None = None,
+        self, run: StageRun, rows: Sequence[Row], outputs: HeadOutputs
     ) -> torch.Tensor | None:
-        paired = self.pairs(run, rows, hidden)
+        paired = self.pairs(run, rows, outputs.hidden)
         if paired is None:
             return None
         return self.config.weight * F.mse_loss(*paired)
@@ -128,13 +125,9 @@ class ContrastiveDistillation(_CachedRepresentations):
     config: ContrastiveDistillationConfig
 
     def penalty(
-        self,
-        run: StageRun,
-        rows: Sequence[Row],
-        outputs: Sequence[torch.Tensor],
-        hidden: HiddenStates | None = None,
+        self, run: StageRun, rows: Sequence[Row], outputs: HeadOutputs
     ) -> torch.Tensor | None:
-        paired = self.pairs(run, rows, hidden)
+        paired = self.pairs(run, rows, outputs.hidden)
         if paired is None:
             return None
         return self.config.weight * info_nce(paired[0][0], paired[1][0], self.config.temperature)
@@ -151,7 +144,7 @@ register_strategy(
         "kd-representation",
         RepresentationDistillationConfig,
         "hidden states kept close to the model's before the stage (MSE, cached teacher)",
-        classification=RepresentationDistillation,
+        runs_on={"classification": RepresentationDistillation},
     )
 )
 register_strategy(
@@ -159,6 +152,6 @@ register_strategy(
         "kd-contrastive",
         ContrastiveDistillationConfig,
         "InfoNCE between the student's and the teacher's representations of a batch",
-        classification=ContrastiveDistillation,
+        runs_on={"classification": ContrastiveDistillation},
     )
 )

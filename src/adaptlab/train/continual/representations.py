@@ -18,7 +18,7 @@ from typing import Literal
 import torch
 
 from adaptlab.train.batches import batches
-from adaptlab.train.continual.stages import HiddenStates, StageRun
+from adaptlab.train.continual.labelled_run import HiddenStates, StageRun
 
 Layers = Literal["last", "all"]
 """The last block's output, or every block's output (the embedding output is never used)."""

@@ -8,17 +8,13 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import replace
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from adaptlab.data import Dataset, load_dataset, low_resource
-from adaptlab.data.splits import strata_order, stratum, systematic_pick
-from adaptlab.errors import DataError
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.finite import finite_json
 from adaptlab.folders import FolderKind, check_result_folder
@@ -27,10 +23,9 @@ from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import existing, json_with_key
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.decoder import check_causal_lm
-from adaptlab.train.continual.labelled_stages import LabelledStages
-from adaptlab.train.continual.lm_run import train_text_sequence
-from adaptlab.train.continual.lm_stages import stage_corpus
 from adaptlab.train.continual.metrics import summarize
+from adaptlab.train.continual.objectives import get_objective
+from adaptlab.train.continual.registry import make_strategy
 from adaptlab.train.continual.result import SequenceResult
 from adaptlab.train.continual.sequence import StageDone, train_sequence
 from adaptlab.train.continual.sequential import SequentialConfig
@@ -46,8 +41,8 @@ SEQUENCE_FOLDER = FolderKind(
     SEQUENCE_FILE,
     lambda path: json_with_key(path / SEQUENCE_FILE, "matrix"),
 )
-"""A sequence's folder: `sequence.json`, and a causal-LM sequence's trained adapter in
-`adapter/` (`adaptlab.folders`)."""
+"""A sequence's folder: `sequence.json`, and the trained adapter in `adapter/` where the
+objective keeps it (a causal-LM sequence's; `adaptlab.folders`)."""
 
 
 def run_sequence(
@@ -92,28 +87,27 @@ def _run_sequence(
 ) -> SequenceResult:
     """`run_sequence` in this process, on `device`."""
     resolve_model(spec.model)
-    text = spec.objective == "causal-lm"
-    if text:
-        check_causal_lm(spec.model)
-    load = stage_corpus if text else stage_dataset
-    datasets: list[Any] = [
-        load(name, spec, spec.options_of(index)) for index, name in enumerate(spec.stages)
+    objective = get_objective(spec.objective)
+    if objective.needs_causal_lm:
+        check_causal_lm(spec.model, f"objective {objective.name}")
+    stage_data = [
+        objective.read_stage(name, spec.options_of(index), spec)
+        for index, name in enumerate(spec.stages)
     ]
-    trainer = train_text_sequence if text else _train_sequence
     saved = SequenceCheckpoint.open(checkpoint, spec) if checkpoint is not None else None
     staging = staging_folder(out_path) if out_path is not None else None
     try:
-        keep = staging / ADAPTER_FOLDER if staging is not None and text else None
-        result = trainer(spec, datasets, device, progress, saved, on_stage, keep)
-        if spec.single_stage and len(datasets) > 1:
+        keep = staging / ADAPTER_FOLDER if staging is not None and objective.keeps_adapter else None
+        result = _train_sequence(spec, stage_data, device, progress, saved, on_stage, keep)
+        if spec.single_stage and len(stage_data) > 1:
             alone = [result.matrix[0][0], *(saved.single_stage if saved else [])]
-            for index in range(len(alone), len(datasets)):
+            for index in range(len(alone), len(stage_data)):
                 single = alone_spec(spec, index)
                 key = alone_key(single)
                 if single_scores is not None and key in single_scores:
                     alone.append(single_scores[key])
                 else:
-                    trained = trainer(single, [datasets[index]], device, progress)
+                    trained = _train_sequence(single, [stage_data[index]], device, progress)
                     alone.append(trained.matrix[0][0])
                 if single_scores is not None:
                     single_scores[key] = alone[-1]
@@ -155,44 +149,18 @@ def alone_key(spec: SequenceSpec) -> str:
     return json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-def stage_dataset(
-    name: str, spec: SequenceSpec, options: Mapping[str, Any] | None = None
-) -> Dataset:
-    """One stage's data set (read with `options`, `load_dataset` keywords), sampled to
-    `train_size` and its test set capped to `test_size`."""
-    dataset = load_dataset(name, **(options or {}))
-    if dataset.task != "single_label":
-        raise DataError(
-            f"stage {name} is a {dataset.task} task; sequences take single-label "
-            "classification stages"
-        )
-    if spec.train_size is not None:
-        dataset = low_resource(dataset, spec.train_size, spec.train.seed)
-    if spec.test_size is not None and spec.test_size < len(dataset.splits["test"]):
-        dataset = _capped_test(dataset, spec.test_size, spec.train.seed)
-    return dataset
-
-
 def _train_sequence(
     spec: SequenceSpec,
-    datasets: list[Dataset],
+    data: Sequence[Any],
     device: torch.device,
     progress: bool,
     checkpoint: SequenceCheckpoint | None = None,
     on_stage: StageDone | None = None,
     keep: Path | None = None,
 ) -> SequenceResult:
-    """Train `spec.model` through the labelled `datasets`, testing every stage after each."""
-    stages = LabelledStages.load(spec, datasets, device)
-    return train_sequence(spec, stages, progress, checkpoint, on_stage, keep)
-
-
-def _capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:
-    """`dataset` with `size` test examples, stratified by label, seeded."""
-    test = dataset.splits["test"]
-    keys = [stratum(example.label, dataset.task, None) for example in test]
-    stream = [index for group in strata_order(keys, seed) for index in group]
-    picked, _ = systematic_pick(stream, Fraction(size, len(stream)))
-    splits = {**dataset.splits, "test": tuple(test[index] for index in sorted(picked))}
-    note = f" Test capped to {size} examples (stratified, seed {seed})."
-    return replace(dataset, splits=splits, description=dataset.description + note)
+    """Load `spec.model` on `device` with the stages of `data` (each stage's data as its
+    objective read it) and train them with the spec's strategy, testing every stage after each."""
+    objective = get_objective(spec.objective)
+    stages = objective.load_stages(spec, data, device)
+    strategy = make_strategy(spec.strategy, objective.name)
+    return train_sequence(spec, stages, strategy, progress, checkpoint, on_stage, keep)

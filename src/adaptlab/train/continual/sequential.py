@@ -1,11 +1,10 @@
 """`sequential`: one adapter keeps training, stage after stage (the forgetting baseline), on
-either objective: the plain hooks of `Strategy` and `TextStrategy`."""
+either objective: the plain hooks of `Strategy`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adaptlab.train.continual.lm_strategy import TextStrategy
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig
 
@@ -22,7 +21,6 @@ register_strategy(
         "sequential",
         SequentialConfig,
         "keep fine-tuning (the baseline)",
-        classification=Strategy,
-        causal_lm=TextStrategy,
+        runs_on={"classification": Strategy, "causal-lm": Strategy},
     )
 )

@@ -12,8 +12,14 @@ from adaptlab.methods.compose import MethodSpec, check_combination, resolve
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.registry import check_base_stays_frozen, make_config
 from adaptlab.train.config import TrainConfig
+from adaptlab.train.continual.objectives import (
+    DEFAULT_OBJECTIVE,
+    check_objective_name,
+    get_objective,
+    is_default_objective,
+)
 from adaptlab.train.continual.registry import check_objective, strategy_config
-from adaptlab.train.continual.strategy import OBJECTIVES, Objective, StrategyConfig
+from adaptlab.train.continual.strategy import StrategyConfig
 from adaptlab.train.jsonfields import JsonObject
 from adaptlab.train.scale import Scale, resolve_auto
 from adaptlab.train.spec import _train_config
@@ -29,11 +35,12 @@ class SequenceSpec:
     after the first is also trained alone, for forward transfer. `stage_options`, when given,
     holds each stage's reading options (`load_dataset` keywords: `label_column`, ...).
 
-    `objective` "classification" (the default): task-incremental, one head per labelled stage,
-    scored by accuracy. "causal-lm": lifelong pretraining, each stage a corpus of documents
-    (`load_texts` sources: a built-in's texts, a .txt file, a text column), the model a causal
-    LM trained on next-token prediction, scored by each corpus's held-out perplexity;
-    `train_size` and `test_size` then count documents.
+    `objective`: what the stages train for, an objective's name (`objectives`).
+    "classification" (the default): task-incremental, one head per labelled stage, scored by
+    accuracy. "causal-lm": lifelong pretraining, each stage a corpus of documents (`load_texts`
+    sources: a built-in's texts, a .txt file, a text column), the model a causal LM trained on
+    next-token prediction, scored by each corpus's held-out perplexity; `train_size` and
+    `test_size` then count documents.
 
     `device` "auto" and the `scale`'s precision "auto" are resolved on creation, as in
     `RunSpec`; the scale is written only when it is not the float32 default.
@@ -49,17 +56,14 @@ class SequenceSpec:
     device: str = "auto"
     single_stage: bool = False
     stage_options: tuple[Mapping[str, str], ...] = ()
-    objective: Objective = "classification"
+    objective: str = DEFAULT_OBJECTIVE
     scale: Scale = Scale()
 
     def __post_init__(self) -> None:
         device, scale = resolve_auto(self.device, self.scale)
         object.__setattr__(self, "device", device)
         object.__setattr__(self, "scale", scale)
-        if self.objective not in OBJECTIVES:
-            raise ConfigError(
-                f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
-            )
+        check_objective_name(self.objective)
         check_objective(self.strategy.name, self.objective)
         if not self.stages or not all(isinstance(s, str) and s for s in self.stages):
             raise ConfigError("a sequence needs at least one stage (a data set name or file)")
@@ -98,8 +102,8 @@ class SequenceSpec:
 
     @property
     def metric(self) -> str:
-        """What the matrix holds: accuracy, or perplexity for a causal-LM sequence."""
-        return "perplexity" if self.objective == "causal-lm" else "accuracy"
+        """What the matrix holds, as the objective says (accuracy, perplexity)."""
+        return get_objective(self.objective).metric
 
     def options_of(self, stage: int) -> dict[str, str]:
         """Stage `stage`'s reading options (none given: {})."""
@@ -128,7 +132,7 @@ class SequenceSpec:
                 if self.stage_options
                 else {}
             ),
-            **({"objective": self.objective} if self.objective != "classification" else {}),
+            **({} if is_default_objective(self.objective) else {"objective": self.objective}),
             **({} if self.scale.is_default else {"scale": self.scale.to_dict()}),
         }
 
@@ -162,6 +166,6 @@ class SequenceSpec:
                 {str(key): str(value) for key, value in item.data.items()}
                 for item in spec.objects("stage_options", default=[])
             ),
-            objective=spec.text("objective", default="classification"),  # type: ignore[arg-type]
+            objective=spec.text("objective", default=DEFAULT_OBJECTIVE),
             scale=Scale.from_json(spec.object("scale")) if "scale" in spec else Scale(),
         )

@@ -1,22 +1,28 @@
-"""The records a sequence's stages share: each stage's encoded data, and the stage in training;
-and what every kind of stage (labelled data set, corpus) has, whatever its examples are."""
+"""What every stage of a sequence has, whatever its objective (a labelled data set, a corpus):
+its name and splits; the stage in training, as every strategy's hooks and the stage loop read
+it (`StageRun`, `TextStageRun`); a sequence's stages as its objective loaded them, as the stage
+pipeline drives them; and the adapter each stage trains."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-import torch
-from torch import nn
-
-from adaptlab.data import TextEncoder
 from adaptlab.methods import add_adapter, list_adapters, train_adapter
-from adaptlab.methods.config import MethodConfig
-from adaptlab.train.continual.heads import StageHeads
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from adaptlab.methods.config import MethodConfig
+    from adaptlab.train.objective import DevScore
 
 Row = tuple[int, int]
 """A training example of the sequence: (stage, index into that stage's training features)."""
+
+OutputsT_co = TypeVar("OutputsT_co", covariant=True)
+StageT = TypeVar("StageT")
 
 
 class StageSplits(Protocol):
@@ -35,8 +41,10 @@ class StageSplits(Protocol):
     def test(self) -> Sequence[Any]: ...
 
 
-class StageInTraining(Protocol):
-    """Stage `index` of `stages` about to be trained on `model` (`StageRun`, `TextStageRun`)."""
+class StageInTraining(Protocol[OutputsT_co]):
+    """Stage `index` of `stages` being trained on `model` (`StageRun`, `TextStageRun`): what
+    every strategy hook reads, and what the stage loop asks of it. `OutputsT_co` is what its
+    forward pass gives a strategy's penalty."""
 
     @property
     def model(self) -> nn.Module: ...
@@ -47,45 +55,70 @@ class StageInTraining(Protocol):
     @property
     def index(self) -> int: ...
 
+    @property
+    def metric(self) -> str:
+        """The dev metric that picks the stage's best epoch."""
+        ...
+
+    def forward(self, rows: Sequence[Row], hidden_states: bool) -> tuple[torch.Tensor, OutputsT_co]:
+        """The mean loss of a batch of `rows`, each scored as its own stage's, and what the
+        forward pass gives a strategy's penalty (with the student's hidden states where the
+        strategy asks for them: `hidden_states`)."""
+        ...
+
+    def loss_terms(self, rows: Sequence[Row]) -> int:
+        """What the batch's mean loss is a mean over (data-parallel shares weigh by it)."""
+        ...
+
+    def dev(self) -> DevScore:
+        """The model's score on the stage's dev set, as it is now."""
+        ...
+
 
 @dataclass(frozen=True)
-class StageData:
-    """One stage's data set, encoded: its name, label names and features per split."""
-
-    name: str
-    label_names: tuple[str, ...]
-    encoder: TextEncoder
-    train: Sequence[dict[str, Any]]
-    dev: Sequence[dict[str, Any]]
-    test: Sequence[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class StageRun:
-    """Stage `index` about to be trained: the model with its heads, and every stage's data."""
+class RunningStage(Generic[StageT]):
+    """Stage `index` of `stages` being trained on `model`, evaluated in batches of
+    `eval_batch_size`: what every stage in training holds (`StageRun` and `TextStageRun` add
+    what their objective's stages need)."""
 
     model: nn.Module
-    heads: StageHeads
-    stages: Sequence[StageData]
+    stages: Sequence[StageT]
     index: int
-    seed: int
     eval_batch_size: int
 
     @property
-    def stage(self) -> StageData:
+    def stage(self) -> StageT:
         return self.stages[self.index]
 
 
-@dataclass(frozen=True)
-class HiddenStates:
-    """The student's hidden states for one batch: a (rows, tokens, width) tensor per layer,
-    the embedding output first (as transformers returns them), and the batch's attention mask."""
+class SequenceStages(Protocol):
+    """A sequence's model and stages as its objective loaded them (`LabelledStages`,
+    `CorpusStages`): what the stage pipeline asks of them."""
 
-    layers: tuple[torch.Tensor, ...]
-    mask: torch.Tensor
+    @property
+    def model(self) -> nn.Module: ...
+
+    @property
+    def stages(self) -> Sequence[StageSplits]: ...
+
+    def labels(self, stage: int) -> tuple[str, ...]:
+        """Stage `stage`'s label names, as its record keeps them."""
+        ...
+
+    def ready(self, stage: int) -> None:
+        """Make stage `stage`'s own parts (a head) the ones that run and train."""
+        ...
+
+    def run(self, stage: int) -> StageInTraining[Any]:
+        """Stage `stage` about to be trained."""
+        ...
+
+    def test(self, stage: int) -> dict[str, float]:
+        """Every test metric and the mean test loss on stage `stage`, the model as it is."""
+        ...
 
 
-def own_rows(run: StageRun, rows: Sequence[Row]) -> tuple[list[int], list[int]]:
+def own_rows(run: StageInTraining[Any], rows: Sequence[Row]) -> tuple[list[int], list[int]]:
     """The positions in `rows` of the training stage's own examples (not replayed ones), and
     their indices into its training set."""
     positions = [position for position, (stage, _) in enumerate(rows) if stage == run.index]

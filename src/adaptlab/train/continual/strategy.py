@@ -1,12 +1,13 @@
 """What a continual strategy is: a config of options and an object whose hooks change how a
-classification sequence trains (`lm_strategy.TextStrategy` holds the hooks of a causal-LM
-sequence; `registry` the strategies by name and the objectives each runs on).
+sequence trains, on whichever objective it declares (`registry` holds the strategies by name and
+what each runs on).
 
 A strategy chooses the adapter each stage trains, may add earlier examples to a batch
-(`replayed`), add a term to the loss (`penalty`, given the student's hidden states when the
-strategy asks for them with `hidden_states`), look at the trained stage (`end`), and route
-evaluation to a stage's adapter (`route`). Every strategy combines with any adaptation
-method: the method makes the adapter, the strategy decides what it learns from.
+(`replayed`), add a term to the loss (`penalty`, given what the stage's forward pass gave: every
+head's scores and, when the strategy asks with `hidden_states`, the student's hidden states on a
+classification stage; the LM head's input on a causal-LM stage), look at the trained stage
+(`end`), and route evaluation to a stage's adapter (`route`). Every strategy combines with any
+adaptation method: the method makes the adapter, the strategy decides what it learns from.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from adaptlab.errors import ConfigError
 
@@ -22,11 +23,10 @@ if TYPE_CHECKING:  # a sequence's spec reads strategy configs without torch
     import torch
     from torch import nn
 
-    from adaptlab.train.continual.stages import HiddenStates, Row, StageRun
+    from adaptlab.train.continual.stages import Row, StageInTraining
 
-Objective = Literal["classification", "causal-lm"]
-"""What a sequence's stages train for; a strategy declares the objectives it runs on."""
-OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
+RunT = TypeVar("RunT", bound="StageInTraining[Any]", contravariant=True)
+OutputsT = TypeVar("OutputsT", contravariant=True)
 
 SEQUENCE_ADAPTER = "sequence"
 """The adapter every stage trains, for strategies that keep one."""
@@ -43,9 +43,15 @@ class StrategyConfig:
         return asdict(self)
 
 
-class Strategy:
+class Strategy(Generic[RunT, OutputsT]):
     """Plain sequential training: one adapter keeps learning, stage after stage (the
-    forgetting baseline). Subclasses override the hooks they need."""
+    forgetting baseline), on any objective. Subclasses override the hooks they need.
+
+    The hooks get the stage in training (`RunT`: a `StageInTraining`) and the penalty what the
+    stage's forward pass gave (`OutputsT`). A strategy that reads only what every stage has is
+    a `Strategy[StageInTraining[Any], Any]` and runs on every objective; one that reads what one
+    objective's stages have (a head per stage, the LM head's input) names that stage and those
+    outputs (`Strategy[StageRun, HeadOutputs]`) and is declared for that objective only."""
 
     hidden_states: ClassVar[bool] = False
     """Whether `penalty` needs the student's hidden states (the model then returns them)."""
@@ -57,25 +63,19 @@ class Strategy:
         """The adapter stage `stage` trains (added the first time a name comes up)."""
         return SEQUENCE_ADAPTER
 
-    def begin(self, run: StageRun) -> None:
-        """Called once before stage `run.index` trains, with its head selected."""
+    def begin(self, run: RunT) -> None:
+        """Called once before stage `run.index` trains, its own parts (a head) readied."""
 
-    def replayed(self, run: StageRun, new_rows: int, generator: torch.Generator) -> list[Row]:
+    def replayed(self, run: RunT, new_rows: int, generator: torch.Generator) -> list[Row]:
         """Earlier stages' examples to add to a batch of `new_rows` examples of this stage."""
         return []
 
-    def penalty(
-        self,
-        run: StageRun,
-        rows: Sequence[Row],
-        outputs: Sequence[torch.Tensor],
-        hidden: HiddenStates | None = None,
-    ) -> torch.Tensor | None:
-        """A term added to the batch's loss; `outputs[k]` are head k's scores for every row,
-        `hidden` the student's hidden states for the batch when `hidden_states` is set."""
+    def penalty(self, run: RunT, rows: Sequence[Row], outputs: OutputsT) -> torch.Tensor | None:
+        """A term added to the batch's loss; `outputs` what the stage's forward pass gave for
+        every row (`StageInTraining.forward`)."""
         return None
 
-    def end(self, run: StageRun) -> None:
+    def end(self, run: RunT) -> None:
         """Called once after stage `run.index` trained, its best epoch's weights restored."""
 
     def state(self) -> dict[str, torch.Tensor]:

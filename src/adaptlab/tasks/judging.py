@@ -1,9 +1,8 @@
 """Which metric judges a method on a data set, and why, in one line.
 
-Default: the task's primary metric, except single-label data whose largest class in the
-training sample is more than `IMBALANCE_RATIO` times its smallest: there accuracy rewards a
-model that ignores the small classes, so macro-F1 (every class counts the same) judges
-instead. A metric asked for by name (a study's `metric:`) always wins.
+Default: the task's own choice (`Task.choose_metric`: its primary metric, except where the task
+says otherwise, as single-label data with very unequal classes does). A metric asked for by
+name (a study's `metric:`) always wins.
 """
 
 from __future__ import annotations
@@ -13,13 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from adaptlab.errors import ConfigError
-from adaptlab.tasks import RunTaskKind
-from adaptlab.train.metrics import PRIMARY_METRIC
-
-IMBALANCE_RATIO = 3.0
-"""Largest / smallest training class above which single-label data is judged by macro-F1."""
-
-BALANCED_METRIC = "macro_f1"
+from adaptlab.tasks.registry import get_task
 
 
 @dataclass(frozen=True)
@@ -72,33 +65,16 @@ def class_spread(counts: Mapping[str, int]) -> ClassSpread | None:
 
 
 def choose_metric(
-    task: RunTaskKind,
+    task: str,
     train_counts: Mapping[str, int] | None,
     requested: str | None = None,
     requested_by: str = "`metric:` in the study spec",
 ) -> MetricChoice:
     """The metric judging runs of `task` trained on a sample with `train_counts` per class;
-    `requested` (asked for by `requested_by`) wins over the default rule."""
+    `requested` (asked for by `requested_by`) wins over the task's own choice."""
     if requested is not None:
         return MetricChoice(requested, f"asked for by {requested_by}")
-    primary = PRIMARY_METRIC[task]
-    if task != "single_label":
-        return MetricChoice(primary, "the task's primary metric")
-    if train_counts is None:
-        return MetricChoice(primary, "the task's primary metric; no class counts were recorded")
-    spread = class_spread(train_counts)
-    if spread is None:
-        return MetricChoice(primary, "the task's primary metric")
-    if spread.ratio > IMBALANCE_RATIO:
-        return MetricChoice(
-            BALANCED_METRIC,
-            f"{spread.describe()}, and accuracy would reward ignoring the small classes",
-        )
-    return MetricChoice(
-        primary,
-        f"the task's primary metric; its classes are balanced (largest within "
-        f"{IMBALANCE_RATIO:g}x the smallest in the training sample)",
-    )
+    return get_task(task).choose_metric(train_counts)
 
 
 def require_metric(metric: str, computed: Iterable[str], data: str, task: str) -> None:

@@ -1,4 +1,5 @@
-"""Evaluate a model on encoded examples: loss, metrics, and the raw outputs for prediction."""
+"""Evaluate a model of a labelled task on encoded examples: loss, the task's metrics, and the
+raw outputs (for per-class counts)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from torch import nn
 
 from adaptlab import checks
 from adaptlab.data import TextEncoder
-from adaptlab.tasks import TaskKind
+from adaptlab.tasks.registry import get_task
 from adaptlab.train.batches import collated
-from adaptlab.train.metrics import compute_metrics
 from adaptlab.train.shared_evaluation import gathered, my_turn
 
 
@@ -33,7 +33,7 @@ def evaluate(
     model: nn.Module,
     encoder: TextEncoder,
     features: Sequence[dict[str, Any]],
-    task: TaskKind,
+    task: str,
     label_names: Sequence[str],
     batch_size: int = 64,
 ) -> Evaluation:
@@ -61,12 +61,12 @@ def evaluate(
     every = gathered(mine)
     losses, weights = [s[0] for s in every], [s[1] for s in every]
     outputs, labels = [s[2] for s in every], [s[3] for s in every]
-    if task == "token":
+    if get_task(task).word_level:
         outputs, labels = _pad_rows(outputs, -1e9), _pad_rows(labels, -100)
     all_outputs, all_labels = np.concatenate(outputs), np.concatenate(labels)
     return Evaluation(
         loss=float(np.average(losses, weights=weights)),
-        metrics=compute_metrics(task, all_outputs, all_labels, label_names),
+        metrics=get_task(task).scores(all_outputs, all_labels, label_names),
         outputs=all_outputs,
         labels=all_labels,
     )

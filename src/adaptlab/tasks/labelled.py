@@ -1,0 +1,39 @@
+"""What the labelled tasks share: examples read by `load_dataset` with one label each, the
+model's own loss and head, and a run prepared by `adaptlab.train.classification_run`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from adaptlab.errors import DataError
+from adaptlab.tasks.task import Task
+
+if TYPE_CHECKING:
+    import torch
+
+    from adaptlab.data.readers import RawRow
+    from adaptlab.train.run_objective import RunObjective
+    from adaptlab.train.spec import RunSpec
+
+
+class LabelledTask(Task):
+    """A task on labelled texts (or word lists) with a head the model's loss trains."""
+
+    labelled: ClassVar[bool] = True
+
+    def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:
+        from adaptlab.train.classification_run import prepare_classification
+
+        return prepare_classification(spec, device)
+
+
+def sentence_label(row: RawRow, sets: bool = False) -> str | tuple[str, ...]:
+    """A sentence-level row's raw label: refuses word lists (a token task's) and, unless
+    `sets`, label lists (a multi-label task's)."""
+    if isinstance(row.text, tuple):
+        raise DataError(f"{row.where} gives a list of words; use task 'token' for word lists")
+    if isinstance(row.label, tuple) and not sets:
+        raise DataError(
+            f"{row.where} gives a list of labels; use task 'multi_label' for label sets"
+        )
+    return row.label
