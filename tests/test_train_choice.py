@@ -10,8 +10,9 @@ import pytest
 
 from adaptlab.data import Example
 from adaptlab.errors import ConfigError
+from adaptlab.tasks.choice import choose_metric
 from adaptlab.tasks.classes import ClassCounts
-from adaptlab.tasks.judging import choose_metric, class_spread, require_metric
+from adaptlab.tasks.judging import class_spread, require_metric
 from adaptlab.tasks.registry import get_task
 from adaptlab.tasks.single_label import classification_metrics
 

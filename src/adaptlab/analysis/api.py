@@ -23,7 +23,7 @@ from adaptlab.analysis.tokens import DEFAULT_TOKENS, sample_tokens
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json
-from adaptlab.methods import get_handle
+from adaptlab.methods.adapt import get_handle
 from adaptlab.paths import (
     check_output_file,
     check_output_folder,

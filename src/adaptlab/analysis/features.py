@@ -13,10 +13,11 @@ import torch
 from torch import nn
 
 from adaptlab.analysis.tokens import TokenSample
-from adaptlab.backbone import find_backbone, get_module
-from adaptlab.data import TextEncoder
+from adaptlab.backbone.discovery import find_backbone
+from adaptlab.backbone.parts import get_module
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.errors import ConfigError
-from adaptlab.methods import get_handle
+from adaptlab.methods.adapt import get_handle
 from adaptlab.progress import track
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from adaptlab import checks
-from adaptlab.data import TextEncoder
+import adaptlab.checks as checks
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.errors import ConfigError, DataError
-from adaptlab.methods import get_handle
+from adaptlab.methods.adapt import get_handle
 from adaptlab.progress import track
 from adaptlab.tasks.evaluation import evaluate
 

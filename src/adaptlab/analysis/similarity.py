@@ -18,9 +18,9 @@ from adaptlab.analysis.cka import linear_cka
 from adaptlab.analysis.features import layer_features, layer_names
 from adaptlab.analysis.rsa import rsa
 from adaptlab.analysis.tokens import TokenSample
-from adaptlab.data import TextEncoder
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.errors import ConfigError, DataError
-from adaptlab.methods import disabled
+from adaptlab.methods.adapt import disabled
 
 Measure = Callable[[torch.Tensor, torch.Tensor], float]
 

@@ -16,7 +16,10 @@ from typing import Any
 
 from torch import nn
 
-from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
+from adaptlab.data.encoding import TextEncoder
+from adaptlab.data.loading import load_dataset
+from adaptlab.data.subsample import low_resource
+from adaptlab.data.types import Dataset
 from adaptlab.methods.manifest import RUN_ADAPTER_FOLDER, adapter_folder
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.outputs import METRICS_FILE

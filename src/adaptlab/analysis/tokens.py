@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from adaptlab import checks
+import adaptlab.checks as checks
 from adaptlab.errors import ConfigError, DataError
 
 DEFAULT_TOKENS = 5000

@@ -14,10 +14,10 @@ from rich.table import Table
 from adaptlab.cli.console import console
 from adaptlab.cli.options import BaseModel, Device
 from adaptlab.errors import AdapterFileError, ConfigError
-from adaptlab.methods import save_adapter
 from adaptlab.methods.manifest import MEMBERS, TENSORS, Manifest, adapter_folder, parse_manifest
 from adaptlab.methods.peft_config import PeftConfig, check_base
 from adaptlab.methods.peft_format import export_peft, import_peft, read_peft
+from adaptlab.methods.persistence import save_adapter
 from adaptlab.models.loading import ModelKind, load_model
 from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import check_new_folder, existing

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from adaptlab.analysis import Written, fusion_analysis, landscape_analysis, similarity_analysis
+from adaptlab.analysis.api import Written, fusion_analysis, landscape_analysis, similarity_analysis
 from adaptlab.analysis.landscape import (
     DEFAULT_POINTS,
     DEFAULT_SPAN,

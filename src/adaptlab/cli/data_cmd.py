@@ -14,7 +14,9 @@ from adaptlab.cli.data_file_options import (
     DataFileOptions,
     with_data_file_options,
 )
-from adaptlab.data import builtin_datasets, describe, load_dataset
+from adaptlab.data.builtin import builtin_datasets
+from adaptlab.data.describe import describe
+from adaptlab.data.loading import load_dataset
 
 app = typer.Typer(help="Inspect data sets.", no_args_is_help=True)
 

@@ -16,13 +16,15 @@ from adaptlab.cli.data_file_options import (
     with_data_file_options,
 )
 from adaptlab.cli.options import BaseModel, DataOption, Device, MaxLength, positive
-from adaptlab.data import TextEncoder, load_dataset
+from adaptlab.data.encoding import TextEncoder
+from adaptlab.data.loading import load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts
 from adaptlab.models.loading import LoadedModel
+from adaptlab.tasks.choice import choose_metric
 from adaptlab.tasks.evaluation import Evaluation
 from adaptlab.tasks.evaluation import evaluate as run_evaluation
-from adaptlab.tasks.judging import MetricChoice, choose_metric
+from adaptlab.tasks.judging import MetricChoice
 from adaptlab.tasks.registry import get_task
 from adaptlab.train.mlm import MlmEvaluation, evaluate_mlm
 from adaptlab.train.restore import check_data_fits, check_split, load_trained

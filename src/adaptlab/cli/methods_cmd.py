@@ -11,8 +11,9 @@ from rich.table import Table
 from adaptlab.cli.console import console
 from adaptlab.cli.options import positive
 from adaptlab.errors import ConfigError
-from adaptlab.methods import Method, adapt, list_methods, remove
+from adaptlab.methods.adapt import adapt, remove
 from adaptlab.methods.configs.fusion import FusionEntry
+from adaptlab.methods.registry import Method, list_methods
 from adaptlab.models.loading import load_model
 
 

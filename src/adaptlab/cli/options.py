@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from adaptlab import checks
+import adaptlab.checks as checks
 from adaptlab.errors import ConfigError
 
 if TYPE_CHECKING:  # the type only: commands load the methods when they run

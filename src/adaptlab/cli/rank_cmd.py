@@ -31,7 +31,7 @@ from adaptlab.select.layers import Aggregate
 from adaptlab.select.rank import FeatureOptions
 from adaptlab.select.rank_and_validate import RankRequest, rank_and_validate
 from adaptlab.select.registry import ESTIMATORS, make_estimators
-from adaptlab.study import ResultStore
+from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import store_files
 
 _REGRESSION_ESTIMATORS = ESTIMATORS.names(lambda estimator: estimator.regression)

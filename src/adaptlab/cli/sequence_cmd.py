@@ -23,18 +23,19 @@ from adaptlab.cli.options import (
 from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
 from adaptlab.folders import check_result_folder
-from adaptlab.integrations.trackers import folder_tracking, track
+from adaptlab.integrations.trackers.choice import folder_tracking
+from adaptlab.integrations.trackers.session import track
 from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import (
-    SEQUENCE_FILE,
-    SequenceResult,
-    SequenceSpec,
-    StrategyEntry,
-    list_strategies,
-    run_sequence,
-)
 from adaptlab.train.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
-from adaptlab.train.continual.run import SEQUENCE_FOLDER, sequence_inputs
+from adaptlab.train.continual.registry import StrategyEntry, list_strategies
+from adaptlab.train.continual.result import SequenceResult
+from adaptlab.train.continual.run import (
+    SEQUENCE_FILE,
+    SEQUENCE_FOLDER,
+    run_sequence,
+    sequence_inputs,
+)
+from adaptlab.train.continual.spec import SequenceSpec
 from adaptlab.train.outputs import ADAPTER_FOLDER
 from adaptlab.train.ranks import is_main_process
 from adaptlab.train.scale import Scale

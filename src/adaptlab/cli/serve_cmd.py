@@ -89,8 +89,9 @@ def serve(
         key = check_key(api_key)
     check_listening(host, key, insecure_no_key)
     try:
-        from adaptlab.serve import AdapterService, ServeOptions
         from adaptlab.serve.app import create_app
+        from adaptlab.serve.options import ServeOptions
+        from adaptlab.serve.service import AdapterService
     except ImportError:
         raise ConfigError(SERVE_HINT) from None
     options = ServeOptions(

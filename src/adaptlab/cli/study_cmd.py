@@ -215,7 +215,7 @@ def report(
 
         adaptlab study report examples/reuters-imbalance.db --metric accuracy -o by-accuracy.html
     """
-    from adaptlab.report.write import is_report, write_report
+    from adaptlab.report import is_report, write_report
 
     path = _store_path(store)
     target = out or path.with_suffix(".html")

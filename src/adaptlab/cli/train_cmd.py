@@ -28,10 +28,11 @@ from adaptlab.cli.options import (
 from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
 from adaptlab.errors import ConfigError
-from adaptlab.integrations.trackers import folder_tracking, track
+from adaptlab.integrations.trackers.choice import folder_tracking
+from adaptlab.integrations.trackers.session import track
 from adaptlab.methods.configs.fusion import FUSION
 from adaptlab.methods.registry import METHODS
-from adaptlab.tasks.judging import choose_metric
+from adaptlab.tasks.choice import choose_metric
 from adaptlab.train.config import TrainConfig
 from adaptlab.train.frozen_cache import MODES
 from adaptlab.train.ranks import is_main_process

@@ -38,7 +38,9 @@ from adaptlab.integrations.hf_checks import (
     check_trainer_model,
     check_trains_only,
 )
-from adaptlab.methods import AdaptHandle, get_handle, regularization_loss, save_adapter
+from adaptlab.methods.adapt import get_handle, regularization_loss
+from adaptlab.methods.handle import AdaptHandle
+from adaptlab.methods.persistence import save_adapter
 
 ADAPTER_SUBFOLDER = "adaptlab-adapter"
 """Where the callback writes the adapter, inside each checkpoint and inside output_dir."""

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from adaptlab.backbone import INSERTED
+from adaptlab.backbone.parts import INSERTED
 from adaptlab.errors import AdapterFileError, ConfigError
-from adaptlab.methods import AdaptHandle
+from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.manifest import MANIFEST, MEMBERS, TENSORS
 from adaptlab.methods.state import get_state
 from adaptlab.paths import check_not_link, check_own_folder, check_writable, listed

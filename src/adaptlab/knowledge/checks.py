@@ -6,7 +6,7 @@ import math
 from collections.abc import Collection
 from pathlib import Path
 
-from adaptlab import paths
+import adaptlab.paths as paths
 from adaptlab.checks import at_least
 from adaptlab.errors import ConfigError
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptlab import checks
+import adaptlab.checks as checks
 from adaptlab.errors import DataError
 from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json

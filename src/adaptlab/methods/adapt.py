@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from adaptlab.backbone import BackboneOverrides, find_backbone
+from adaptlab.backbone.discovery import find_backbone
+from adaptlab.backbone.overrides import BackboneOverrides
 from adaptlab.errors import ConfigError
 from adaptlab.methods.blocks import Composition, Fuse, parse_composition
 from adaptlab.methods.compose import MethodSpec, resolve

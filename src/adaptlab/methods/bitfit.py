@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.errors import ConfigError
 from adaptlab.methods.configs.bitfit import BitFitConfig
 from adaptlab.methods.params import bias_names, parameters_under

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.results import ApplyContext, MethodResult
 from adaptlab.methods.site import Insertion, SiteModule
 

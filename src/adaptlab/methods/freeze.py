@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.config import require
 from adaptlab.methods.configs.freeze import FreezeConfig
 from adaptlab.methods.params import parameters_under, pretrained_names

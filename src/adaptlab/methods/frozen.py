@@ -21,7 +21,7 @@ from typing import Any
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import INSERTED, Backbone, is_inserted
+from adaptlab.backbone.parts import INSERTED, Backbone, is_inserted
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.site import OUTPUT
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.configs.full import FullConfig
 from adaptlab.methods.params import pretrained_names
 from adaptlab.methods.results import ApplyContext, MethodResult

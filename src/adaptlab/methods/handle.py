@@ -10,7 +10,8 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from adaptlab.backbone import Backbone, BackboneOverrides
+from adaptlab.backbone.overrides import BackboneOverrides
+from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.fusion import FusionLayer
 from adaptlab.methods.params import inserted_name

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import get_module
+from adaptlab.backbone.parts import get_module
 from adaptlab.methods.attention import attention_config, point, set_prefixes
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.plan import Plan

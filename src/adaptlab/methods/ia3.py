@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from adaptlab.backbone import Backbone, get_module
+from adaptlab.backbone.parts import Backbone, get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.configs.ia3 import TARGETS, IA3Config
 from adaptlab.methods.results import ApplyContext, MethodResult

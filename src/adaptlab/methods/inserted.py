@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import INSERTED, get_module
+from adaptlab.backbone.parts import INSERTED, get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.models.quantize import float_dtype

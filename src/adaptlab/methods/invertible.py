@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.errors import ConfigError
 from adaptlab.methods.bottleneck import Bottleneck
 from adaptlab.methods.results import ApplyContext

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.errors import ConfigError
 from adaptlab.methods.configs.lnfit import LNFitConfig
 from adaptlab.methods.params import norm_names, parameters_under

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from adaptlab.backbone import Backbone, get_module
+from adaptlab.backbone.parts import Backbone, get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.config import require
 from adaptlab.methods.configs.lora import LoRAConfig

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.configs.mam import MAMConfig
 from adaptlab.methods.parallel import insert_parallel
 from adaptlab.methods.prefix import insert_prefixes

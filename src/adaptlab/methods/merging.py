@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from torch import nn
 
-from adaptlab.backbone import get_module
+from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.registry import METHODS

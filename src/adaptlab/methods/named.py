@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import Backbone, get_module
+from adaptlab.backbone.parts import Backbone, get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.blocks import Block, Composition, Fuse, composition_names
 from adaptlab.methods.dispatch import AdapterStep, Step

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.bottleneck import ParallelAdapter
 from adaptlab.methods.configs.parallel import ParallelConfig
 from adaptlab.methods.results import ApplyContext, MethodResult

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from torch import nn
 
-from adaptlab.backbone import INSERTED, get_module, is_inserted, is_norm
+from adaptlab.backbone.discovery import is_norm
+from adaptlab.backbone.parts import INSERTED, get_module, is_inserted
 
 
 def inserted_name(site: str, adapter: str, method: str) -> str:

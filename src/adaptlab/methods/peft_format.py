@@ -38,7 +38,9 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from adaptlab.backbone import ROLES, Backbone, find_backbone, is_inserted
+from adaptlab.backbone.discovery import find_backbone
+from adaptlab.backbone.parts import Backbone, is_inserted
+from adaptlab.backbone.roles import ROLES
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
 from adaptlab.methods.adapt import DEFAULT_ADAPTER, add_adapter, delete_adapter, get_handle

@@ -38,7 +38,8 @@ import torch
 import transformers
 from torch import nn
 
-from adaptlab.backbone import INSERTED, find_backbone
+from adaptlab.backbone.discovery import find_backbone
+from adaptlab.backbone.parts import INSERTED
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
 from adaptlab.methods.adapt import add_adapter, add_fusion, delete_adapter, get_handle

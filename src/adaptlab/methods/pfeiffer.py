@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.bottleneck import insert_sequential
 from adaptlab.methods.configs.pfeiffer import SITES, PfeifferConfig
 from adaptlab.methods.invertible import invertible_insertions

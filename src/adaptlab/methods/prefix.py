@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from adaptlab.backbone import Backbone, get_module
+from adaptlab.backbone.parts import Backbone, get_module
 from adaptlab.methods.attention import check_attention
 from adaptlab.methods.config import require
 from adaptlab.methods.configs.prefix import PrefixConfig

@@ -22,7 +22,7 @@ from adaptlab.registry import Registry
 if TYPE_CHECKING:  # the registry itself loads no torch: records read method configs by name
     from torch import nn
 
-    from adaptlab.backbone import Backbone
+    from adaptlab.backbone.parts import Backbone
     from adaptlab.methods.results import ApplyContext, MethodResult
 
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import Backbone
+from adaptlab.backbone.parts import Backbone
 from adaptlab.errors import ConfigError
 from adaptlab.methods.blocks import Block, Composition
 from adaptlab.methods.frozen import QuietFront

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 import torch
 from torch import nn
 
-from adaptlab.backbone import get_module
+from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.models.quantize import logical_numel
 

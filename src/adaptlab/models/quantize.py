@@ -59,7 +59,8 @@ def quantize_base(model: nn.Module, kind: str, compute_dtype: torch.dtype | None
     """
     from torch import nn
 
-    from adaptlab.backbone import find_backbone, get_module, is_inserted
+    from adaptlab.backbone.discovery import find_backbone
+    from adaptlab.backbone.parts import get_module, is_inserted
     from adaptlab.models.fingerprint import record_fingerprint
 
     if kind not in QUANTIZE_KINDS:

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from adaptlab.report import formatting as fmt
-from adaptlab.report import plots
+import adaptlab.report.formatting as fmt
+import adaptlab.report.plots as plots
 from adaptlab.report.markup import Html, figure, join, note, section, table, tag
 from adaptlab.report.spread import DIVERGED, finite, mean, spread_text
 from adaptlab.study.store_rows import StoredSequence
-from adaptlab.train.continual import SequenceResult
 from adaptlab.train.continual.objectives import get_objective
+from adaptlab.train.continual.result import SequenceResult
 
 LEAD = (
     "Each strategy's score matrix, mean over seeds: row i is the model after training stage i, "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adaptlab.report import plots
+import adaptlab.report.plots as plots
 from adaptlab.report.aggregate import runs_of
 from adaptlab.report.markup import Html, figure, section, table, tag
 from adaptlab.report.records import Run

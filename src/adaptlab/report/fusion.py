@@ -7,7 +7,7 @@ layers' mean with its spread over seeds, and a heat map layer by adapter.
 
 from __future__ import annotations
 
-from adaptlab.report import plots
+import adaptlab.report.plots as plots
 from adaptlab.report.aggregate import runs_of
 from adaptlab.report.markup import Html, figure, section, table, tag
 from adaptlab.report.spread import finite, mean, spread_text

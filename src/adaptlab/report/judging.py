@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from adaptlab.errors import ConfigError
 from adaptlab.report.records import Run
-from adaptlab.tasks.judging import MetricChoice, choose_metric, class_spread, require_metric
+from adaptlab.tasks.choice import choose_metric
+from adaptlab.tasks.judging import MetricChoice, class_spread, require_metric
 from adaptlab.tasks.registry import get_task
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adaptlab.report import continual, crosslingual, fusion, sections, temporal
+import adaptlab.report.continual as continual
+import adaptlab.report.crosslingual as crosslingual
+import adaptlab.report.fusion as fusion
+import adaptlab.report.sections as sections
+import adaptlab.report.temporal as temporal
 from adaptlab.report.markup import Html, join, tag
 from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS

@@ -4,7 +4,7 @@ and each method's best run class by class, so a model that ignores the small cla
 
 from __future__ import annotations
 
-from adaptlab.report import formatting as fmt
+import adaptlab.report.formatting as fmt
 from adaptlab.report.classes import RARE_BELOW, ClassTable, Imbalance
 from adaptlab.report.markup import Html, note, section, table, tag
 from adaptlab.report.view import StudyView

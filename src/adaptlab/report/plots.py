@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.typing import RcKeyType
 
+import adaptlab.report.formatting as fmt
 from adaptlab.analysis.plots import fusion_figure
-from adaptlab.report import formatting as fmt
 from adaptlab.report.aggregate import Cell, MeanCurve, scored
 from adaptlab.report.spread import DIVERGED, finite
 from adaptlab.train.continual.metrics import LOWER_IS_BETTER

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from adaptlab.report import formatting as fmt
+import adaptlab.report.formatting as fmt
 from adaptlab.report.aggregate import Cell, ranked
 from adaptlab.report.records import Setting
 

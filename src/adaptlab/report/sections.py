@@ -6,8 +6,8 @@ by a one-line note rather than an empty plot.
 
 from __future__ import annotations
 
-from adaptlab.report import formatting as fmt
-from adaptlab.report import plots
+import adaptlab.report.formatting as fmt
+import adaptlab.report.plots as plots
 from adaptlab.report.aggregate import Cell, scored
 from adaptlab.report.markup import Html, figure, join, note, section, table, tag
 from adaptlab.report.recommend import ALPHA, TEST_NAME, sentence

@@ -7,7 +7,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 
-from adaptlab.report import formatting as fmt
+import adaptlab.report.formatting as fmt
 
 DIVERGED = "diverged"
 """How the report writes a value that is NaN or infinite: the run's training diverged."""

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from adaptlab.report import formatting as fmt
-from adaptlab.report import plots
+import adaptlab.report.formatting as fmt
+import adaptlab.report.plots as plots
 from adaptlab.report.markup import Html, figure, note, section, table, tag
 from adaptlab.report.records import Run, Setting
 from adaptlab.report.spread import mean_std, spread_text

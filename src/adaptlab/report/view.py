@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from adaptlab.report import aggregate, classes
+import adaptlab.report.aggregate as aggregate
+import adaptlab.report.classes as classes
 from adaptlab.report.aggregate import Cell, MeanCurve
 from adaptlab.report.classes import ClassTable, Imbalance
 from adaptlab.report.judging import Judgement, judge

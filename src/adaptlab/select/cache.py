@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file, save
 
-from adaptlab.data import Example
+from adaptlab.data.types import Example
 from adaptlab.fileio import atomic_write
 from adaptlab.models.cache import cache_dir
 from adaptlab.select.features import LayerFeatures

@@ -16,10 +16,10 @@ import torch
 from torch import nn
 from transformers import AutoModel, PreTrainedModel
 
-from adaptlab.backbone import find_backbone
+from adaptlab.backbone.discovery import find_backbone
 from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
-from adaptlab.models import LoadedModel, load_model
+from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.paths import check_new_folder, check_output_folder, existing
 

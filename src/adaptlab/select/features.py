@@ -13,9 +13,11 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
-from adaptlab.data import Dataset, Example, TextEncoder, low_resource
+from adaptlab.data.encoding import TextEncoder
+from adaptlab.data.subsample import low_resource
+from adaptlab.data.types import Dataset, Example
 from adaptlab.errors import ConfigError
-from adaptlab.models import LoadedModel
+from adaptlab.models.loading import LoadedModel
 from adaptlab.progress import track
 from adaptlab.tasks.registry import get_task, task_names
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from adaptlab import checks
-from adaptlab.data import Dataset, Example
+import adaptlab.checks as checks
+from adaptlab.data.types import Dataset, Example
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import check_writable

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptlab.data import load_dataset
+from adaptlab.data.loading import load_dataset
 from adaptlab.errors import ConfigError
 from adaptlab.select.base import Estimator
 from adaptlab.select.controls import Candidate

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from adaptlab.data import Dataset, Example
+from adaptlab.data.types import Dataset, Example
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.select.base import Estimator
 from adaptlab.tasks.registry import get_task

@@ -15,7 +15,7 @@ import json
 import torch
 from torch import nn
 
-from adaptlab.backbone import find_backbone
+from adaptlab.backbone.discovery import find_backbone
 from adaptlab.methods.manifest import Manifest
 from adaptlab.models.device import torch_device
 from adaptlab.models.fingerprint import fingerprint

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from adaptlab.methods import active, set_active
+from adaptlab.methods.adapt import active, set_active
 from adaptlab.methods.blocks import Composition
 from adaptlab.methods.state import get_state
 from adaptlab.serve.kv import KVRows, join, joinable, new_cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import inf
 
-from adaptlab import checks
+import adaptlab.checks as checks
 from adaptlab.errors import ConfigError
 from adaptlab.serve.auth import check_key
 

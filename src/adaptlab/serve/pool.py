@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from adaptlab.data import TextEncoder
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.errors import AdapterFileError
-from adaptlab.methods import active, delete_adapter, load_adapter, set_active
+from adaptlab.methods.adapt import active, delete_adapter, set_active
 from adaptlab.methods.blocks import composition_names
+from adaptlab.methods.persistence import load_adapter
 from adaptlab.serve.base import SharedBase
 from adaptlab.serve.options import megabytes
 from adaptlab.serve.registry import Entry

@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from adaptlab.checks import shown
-from adaptlab.data import TextEncoder
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.methods.manifest import NAME, Manifest
 from adaptlab.methods.state import get_state
 from adaptlab.serve.base import SharedBase
@@ -27,7 +27,8 @@ from adaptlab.serve.prompts import Prompts, base_info
 from adaptlab.serve.registry import CAUSAL_LM, Entry, Registry, is_causal_lm, scan_registry
 from adaptlab.serve.rows import can_share_rows
 from adaptlab.serve.worker import ModelThread
-from adaptlab.tasks.prediction import Prediction, predict
+from adaptlab.tasks.predict import predict
+from adaptlab.tasks.prediction import Prediction
 
 
 class AdapterService:

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adaptlab.analysis import compare_to_base, eligible_tokens, loss_landscape, sample_tokens
-from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.analysis.landscape import loss_landscape
+from adaptlab.analysis.similarity import compare_to_base
+from adaptlab.analysis.tokens import DEFAULT_TOKENS, eligible_tokens, sample_tokens
 from adaptlab.train.trained_run import OnTrained, TrainedRun
 
 AnalysisName = Literal["rsa", "cka", "landscape"]

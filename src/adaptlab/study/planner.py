@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from adaptlab.data import builtin_datasets
+from adaptlab.data.builtin import builtin_datasets
 from adaptlab.data.identity import content_digest
 from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers.choice import Tracking

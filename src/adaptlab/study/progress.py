@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from adaptlab.tasks.judging import choose_metric
+from adaptlab.tasks.choice import choose_metric
 
 if TYPE_CHECKING:
     from adaptlab.study.executors import Outcome

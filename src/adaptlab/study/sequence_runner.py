@@ -30,10 +30,9 @@ from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import SequenceOutcome, StudySummary, timed
 from adaptlab.study.tracking import check_study_tracking, sequence_tracking
-from adaptlab.train.continual import run_sequence
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import StageOutcome
-from adaptlab.train.continual.run import alone_key, alone_spec, sequence_inputs
+from adaptlab.train.continual.run import alone_key, alone_spec, run_sequence, sequence_inputs
 
 
 def sequence_folders(store: Path) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from adaptlab.study.executors import Outcome
 from adaptlab.study.sequence_plan import PlannedSequence
-from adaptlab.train.continual import SequenceResult
+from adaptlab.train.continual.result import SequenceResult
 
 
 @dataclass(frozen=True)

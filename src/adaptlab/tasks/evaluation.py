@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from adaptlab import checks
-from adaptlab.data import TextEncoder
+import adaptlab.checks as checks
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.tasks.registry import get_task
 from adaptlab.train.batches import collated
 from adaptlab.train.shared_evaluation import gathered, my_turn

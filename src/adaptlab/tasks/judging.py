@@ -1,9 +1,6 @@
-"""Which metric judges a method on a data set, and why, in one line.
-
-Default: the task's own choice (`Task.choose_metric`: its primary metric, except where the task
-says otherwise, as single-label data with very unequal classes does). A metric asked for by
-name (a study's `metric:`) always wins.
-"""
+"""What is said of the metric that judges a method on a data set: the metric and why, in one
+line (`MetricChoice`, made by `Task.choose_metric` or asked for by name), the spread of a
+training sample's classes, and the refusal of a metric the runs did not compute."""
 
 from __future__ import annotations
 
@@ -12,7 +9,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from adaptlab.errors import ConfigError
-from adaptlab.tasks.registry import get_task
 
 
 @dataclass(frozen=True)
@@ -62,19 +58,6 @@ def class_spread(counts: Mapping[str, int]) -> ClassSpread | None:
     largest = max(names, key=lambda name: counts[name])
     smallest = min(names, key=lambda name: counts[name])
     return ClassSpread(largest, counts[largest], smallest, counts[smallest])
-
-
-def choose_metric(
-    task: str,
-    train_counts: Mapping[str, int] | None,
-    requested: str | None = None,
-    requested_by: str = "`metric:` in the study spec",
-) -> MetricChoice:
-    """The metric judging runs of `task` trained on a sample with `train_counts` per class;
-    `requested` (asked for by `requested_by`) wins over the task's own choice."""
-    if requested is not None:
-        return MetricChoice(requested, f"asked for by {requested_by}")
-    return get_task(task).choose_metric(train_counts)
 
 
 def require_metric(metric: str, computed: Iterable[str], data: str, task: str) -> None:

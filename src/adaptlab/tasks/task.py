@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from adaptlab.tasks.classes import ClassCounts
     from adaptlab.tasks.judging import MetricChoice
     from adaptlab.tasks.prediction import Prediction
-    from adaptlab.train.run_objective import RunObjective
-    from adaptlab.train.spec import RunSpec
 
 LabelValue = int | tuple[int, ...] | float
 """A label as an example holds it: a class id, label ids, tag ids, or a number."""
@@ -174,9 +172,11 @@ class Task:
 
     # --- runs -------------------------------------------------------------------------------
 
-    def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:
-        """Read `spec`'s data, load and adapt its model on `device`: the run's objective."""
+    def prepare_run(self, spec: Any, device: torch.device) -> Any:
+        """Read `spec`'s data (a `RunSpec`), load and adapt its model on `device`: the run's
+        objective (a `RunObjective`; the engine's types stay out of this module, which the data
+        layer reads)."""
         raise ConfigError(f"task {self.name} cannot be trained by a run")
 
-    def check_run(self, spec: RunSpec, analysed: bool) -> None:
+    def check_run(self, spec: Any, analysed: bool) -> None:
         """Refuse, before any work, what a run of this task cannot do."""

@@ -10,20 +10,19 @@ from pathlib import Path
 from torch import nn
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods import (
-    AdaptHandle,
-    Fuse,
-    Stack,
+from adaptlab.methods.adapt import (
+    DEFAULT_ADAPTER,
+    DEFAULT_FUSION,
     adapt,
     add_adapter,
     add_fusion,
-    load_adapter,
-    read_manifest,
     set_active,
     train_adapter,
 )
-from adaptlab.methods.adapt import DEFAULT_ADAPTER, DEFAULT_FUSION
+from adaptlab.methods.blocks import Fuse, Stack
+from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.manifest import RUN_ADAPTER_FOLDER, adapter_folder
+from adaptlab.methods.persistence import load_adapter, read_manifest
 from adaptlab.train.spec import RunSpec
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from adaptlab import checks
-from adaptlab.data import TextEncoder
+import adaptlab.checks as checks
+from adaptlab.data.encoding import TextEncoder
 
 
 def batches(

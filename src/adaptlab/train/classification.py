@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from adaptlab.data import TextEncoder
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.tasks.evaluation import evaluate
 from adaptlab.tasks.registry import get_task
 from adaptlab.train.batches import collated

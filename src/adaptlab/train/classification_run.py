@@ -10,8 +10,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from adaptlab.data import Dataset, TextEncoder, load_dataset, low_resource
-from adaptlab.methods import AdaptHandle
+from adaptlab.data.encoding import TextEncoder
+from adaptlab.data.loading import load_dataset
+from adaptlab.data.subsample import low_resource
+from adaptlab.data.types import Dataset
+from adaptlab.methods.handle import AdaptHandle
 from adaptlab.models.loading import load_model
 from adaptlab.tasks.evaluation import evaluate
 from adaptlab.tasks.registry import get_task

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from adaptlab import checks
+import adaptlab.checks as checks
 from adaptlab.errors import ConfigError
 
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import get_module
+from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.site import OUTPUT
 from adaptlab.methods.state import get_state

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from adaptlab.backbone import ROLES
-from adaptlab.data import TextEncoder
-from adaptlab.methods import AdaptHandle
+from adaptlab.backbone.roles import ROLES
+from adaptlab.data.encoding import TextEncoder
+from adaptlab.methods.handle import AdaptHandle
 from adaptlab.train.batches import batches
 from adaptlab.train.result import SiteWeights
 

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from adaptlab.errors import AdaptlabError
-from adaptlab.methods import regularization_loss
+from adaptlab.methods.adapt import regularization_loss
 from adaptlab.progress import Progress
 from adaptlab.train.checkpointing import offloaded_activations
 from adaptlab.train.config import TrainConfig

@@ -13,7 +13,7 @@ from torch import nn
 
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
-from adaptlab.methods import AdaptHandle
+from adaptlab.methods.handle import AdaptHandle
 from adaptlab.models.loading import load_model
 from adaptlab.train.adapters import attach_adapters
 from adaptlab.train.mlm import MaskedLm, evaluate_mlm

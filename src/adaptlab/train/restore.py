@@ -9,12 +9,11 @@ from typing import Any
 
 from torch import nn
 
-from adaptlab.data import Dataset
 from adaptlab.data.label_match import align_labels
-from adaptlab.data.types import SPLIT_NAMES
+from adaptlab.data.types import SPLIT_NAMES, Dataset
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
-from adaptlab.methods import load_adapter, read_manifest
 from adaptlab.methods.manifest import adapter_folder
+from adaptlab.methods.persistence import load_adapter, read_manifest
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model

@@ -22,7 +22,7 @@ import torch
 
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
-from adaptlab.tasks.judging import choose_metric
+from adaptlab.tasks.choice import choose_metric
 from adaptlab.tasks.registry import get_task
 from adaptlab.train.classification_run import prepare_classification
 from adaptlab.train.inputs import run_inputs

@@ -15,7 +15,7 @@ from types import TracebackType
 from torch import nn
 
 from adaptlab.fileio import publish_folder, staging_folder
-from adaptlab.methods import save_adapter
+from adaptlab.methods.persistence import save_adapter
 from adaptlab.paths import Inputs
 from adaptlab.train.outputs import (
     ADAPTER_FOLDER,

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from torch import nn
 
-from adaptlab.methods import AdaptHandle
+from adaptlab.methods.handle import AdaptHandle
 from adaptlab.tasks.classes import ClassCounts
 from adaptlab.train.objective import Objective
 from adaptlab.train.result import DataInfo, SiteWeights

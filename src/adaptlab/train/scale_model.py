@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 import torch
 from torch import nn
 
-from adaptlab.backbone import find_backbone
+from adaptlab.backbone.discovery import find_backbone
 from adaptlab.models.device import describe_device
 from adaptlab.models.fingerprint import record_fingerprint
 from adaptlab.train.checkpointing import enable_checkpointing

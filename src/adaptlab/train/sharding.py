@@ -16,7 +16,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from adaptlab.backbone import find_backbone, get_module
+from adaptlab.backbone.discovery import find_backbone
+from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.train.ranks import process_count

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from torch import nn
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods import Stack, active, delete_adapter, list_adapters, set_active
+from adaptlab.methods.adapt import active, delete_adapter, list_adapters, set_active
+from adaptlab.methods.blocks import Stack
 from adaptlab.train.adapters import load_frozen
 from adaptlab.train.transfer import Swap
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from torch import nn
 
-from adaptlab.data import Dataset, TextEncoder
+from adaptlab.data.encoding import TextEncoder
+from adaptlab.data.types import Dataset
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from adaptlab.data import Dataset, TextEncoder, load_dataset
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.label_match import align_labels
+from adaptlab.data.loading import load_dataset
+from adaptlab.data.types import Dataset
 from adaptlab.errors import DataError
-from adaptlab.methods import active
+from adaptlab.methods.adapt import active
 from adaptlab.methods.manifest import adapter_folder
 from adaptlab.tasks.evaluation import evaluate
 from adaptlab.train.stack_swap import stack_swapped

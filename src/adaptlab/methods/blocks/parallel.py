@@ -14,7 +14,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.utils.hooks import RemovableHandle
 
-from adaptlab.backbone import get_module
+from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 from adaptlab.methods.blocks.base import BLOCKS, Adapters, Block
 from adaptlab.methods.blocks.stack import Stack

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adaptlab.backbone import ROLES
+from adaptlab.backbone.roles import ROLES
 from adaptlab.methods.config import ADDED, MethodConfig, check_positive_int, require
 from adaptlab.methods.registry import Method, register
 

@@ -16,7 +16,7 @@ from adaptlab.train.continual.sequence_objective import SequenceObjective, Seque
 if TYPE_CHECKING:
     import torch
 
-    from adaptlab.data import Dataset
+    from adaptlab.data.types import Dataset
     from adaptlab.train.continual.labelled_stages import LabelledStages
 
 
@@ -38,7 +38,7 @@ class Classification(SequenceObjective):
     def read_stage(
         self, source: str, options: Mapping[str, str], spec: SequenceSettings
     ) -> Dataset:
-        from adaptlab.data import load_dataset
+        from adaptlab.data.loading import load_dataset
         from adaptlab.train.continual.labelled_stages import sampled
 
         dataset = load_dataset(source, **options)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from adaptlab.backbone import find_backbone
+from adaptlab.backbone.discovery import find_backbone
 from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from adaptlab.data import TextEncoder
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.tasks.evaluation import evaluate
 from adaptlab.tasks.single_label import SINGLE_LABEL
 from adaptlab.train.continual.heads import StageHeads

@@ -13,8 +13,10 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from adaptlab.data import Dataset, TextEncoder, low_resource
+from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.splits import strata_order, systematic_pick
+from adaptlab.data.subsample import low_resource
+from adaptlab.data.types import Dataset
 from adaptlab.models.loading import load_model
 from adaptlab.tasks.evaluation import evaluate
 from adaptlab.tasks.registry import get_task

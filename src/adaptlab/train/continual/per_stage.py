@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from adaptlab.methods import set_active
+from adaptlab.methods.adapt import set_active
 from adaptlab.train.continual.registry import StrategyEntry, register_strategy
 from adaptlab.train.continual.strategy import Strategy, StrategyConfig
 

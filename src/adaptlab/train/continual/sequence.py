@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adaptlab.methods import save_adapter
+from adaptlab.methods.persistence import save_adapter
 from adaptlab.train.continual.checkpoint import SequenceCheckpoint
 from adaptlab.train.continual.result import (
     SequenceResult,

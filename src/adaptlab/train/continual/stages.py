@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from adaptlab.methods import add_adapter, list_adapters, train_adapter
+from adaptlab.methods.adapt import add_adapter, list_adapters, train_adapter
 
 if TYPE_CHECKING:
     import torch
