@@ -47,14 +47,14 @@ from methods_step import CORES, step_summary
 from step_harness import configure_threads
 
 import adaptlab
+from adaptlab.continual import SequenceSpec
+from adaptlab.continual.corpus_run import Document, TextStage, TextStageRun
+from adaptlab.continual.distillation import TextLogitDistillation
+from adaptlab.continual.registry import make_strategy, strategies_for
+from adaptlab.continual.stage_loop import train_stage
+from adaptlab.continual.stages import use_stage_adapter
 from adaptlab.models.loading import load_model
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import SequenceSpec
-from adaptlab.train.continual.corpus_run import Document, TextStage, TextStageRun
-from adaptlab.train.continual.distillation import TextLogitDistillation
-from adaptlab.train.continual.registry import make_strategy, strategies_for
-from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import use_stage_adapter
+from adaptlab.records.config import TrainConfig
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "continual_lm_step.json"

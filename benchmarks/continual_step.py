@@ -80,16 +80,16 @@ from step_worker import set_priority
 from torch import nn
 
 import adaptlab
+from adaptlab.continual import SequenceSpec, StageHeads, list_strategies, make_strategy
+from adaptlab.continual.labelled_run import StageData, StageRun
+from adaptlab.continual.stage_loop import train_stage
+from adaptlab.continual.stages import use_stage_adapter
+from adaptlab.continual.strategy import Strategy
 from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.models.loading import load_model
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import SequenceSpec, StageHeads, list_strategies, make_strategy
-from adaptlab.train.continual.labelled_run import StageData, StageRun
-from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import use_stage_adapter
-from adaptlab.train.continual.strategy import Strategy
+from adaptlab.records.config import TrainConfig
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "continual_step.json"

@@ -118,15 +118,15 @@ def worker(method: str, threads: int, steps: int, warmup: int, args: argparse.Na
     import torch
 
     from adaptlab import adapt
+    from adaptlab.engine.data_parallel import gradient_bytes
+    from adaptlab.engine.events import observing
+    from adaptlab.engine.loop import train_epochs
+    from adaptlab.engine.objective import DevScore
+    from adaptlab.engine.process_group import process_group
     from adaptlab.models.loading import load_model
-    from adaptlab.train.config import TrainConfig
-    from adaptlab.train.data_parallel import gradient_bytes
-    from adaptlab.train.events import observing
-    from adaptlab.train.loop import train_epochs
-    from adaptlab.train.objective import DevScore
-    from adaptlab.train.process_group import process_group
-    from adaptlab.train.ranks import is_main_process
-    from adaptlab.train.ranks import process_count as probe_count
+    from adaptlab.parallel.ranks import is_main_process
+    from adaptlab.parallel.ranks import process_count as probe_count
+    from adaptlab.records.config import TrainConfig
 
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(1)

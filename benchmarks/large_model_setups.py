@@ -157,11 +157,11 @@ def _adaptlab(model: LlamaForCausalLM, quantize: bool) -> Step:
     """adaptlab's own preparation of a run (`prepare_base`: bf16 base, NF4 when `quantize`,
     checkpointing, forward under bf16 autocast), LoRA (fp32, as the loop keeps what trains),
     and the chunked loss under the loop's autocast."""
+    from adaptlab.engine.lm_loss import causal_lm_loss
+    from adaptlab.engine.precision import keep_trained_in_float32
+    from adaptlab.engine.scale_model import prepare_base
     from adaptlab.methods import adapt
-    from adaptlab.train.lm_loss import causal_lm_loss
-    from adaptlab.train.precision import keep_trained_in_float32
-    from adaptlab.train.scale import Scale
-    from adaptlab.train.scale_model import prepare_base
+    from adaptlab.records.scale import Scale
 
     scale = Scale("bf16", "bf16", gradient_checkpointing=True, quantize="nf4" if quantize else None)
     prepare_base(model, scale, next(model.parameters()).device)
@@ -191,7 +191,7 @@ def adaptlab_offload(model: LlamaForCausalLM, counter: LiveBytes) -> Step:
     """(f) (e) inside `offloaded_activations` for a GPU (see `large_model_memory`): what its
     pack hook makes is counted as host memory, and each unpack gives the backward pass a new
     accelerator-side copy, as `.to("cuda")` of a host tensor does."""
-    from adaptlab.train.checkpointing import offloaded_activations
+    from adaptlab.engine.checkpointing import offloaded_activations
 
     inner = _adaptlab(model, quantize=True)
 
@@ -243,9 +243,9 @@ class Setup:
 PEFT = ("peft", "bitsandbytes", "transformers.integrations", "transformers.quantizers")
 ADAPTLAB = (
     "adaptlab.methods.adapt",
-    "adaptlab.train.checkpointing",
-    "adaptlab.train.lm_loss",
-    "adaptlab.train.precision",
+    "adaptlab.engine.checkpointing",
+    "adaptlab.engine.lm_loss",
+    "adaptlab.engine.precision",
 )
 NF4 = (*ADAPTLAB, "adaptlab.models.quantize", "bitsandbytes")
 SETUPS = [

@@ -254,10 +254,10 @@ def peft_comparison(registry: Path, texts: list[str], batches: int) -> dict[str,
 
     from adaptlab import load_adapter, set_active
     from adaptlab.data import TextEncoder
+    from adaptlab.engine.batches import batches as make_batches
+    from adaptlab.engine.restore import adapter_folder
     from adaptlab.models.loading import load_model
     from adaptlab.tasks.registry import get_task
-    from adaptlab.train.batches import batches as make_batches
-    from adaptlab.train.restore import adapter_folder
 
     labels = ["fresh", "rotten"]
     loaded = load_model(MODEL, "single_label", label_names=labels)

@@ -264,8 +264,8 @@ def run_epochs(model: nn.Module, args: argparse.Namespace, options: dict[str, An
 
     import adaptlab
     from adaptlab.data import TextEncoder
-    from adaptlab.train.classification import train
-    from adaptlab.train.config import TrainConfig
+    from adaptlab.records.config import TrainConfig
+    from adaptlab.tasks.labelled_objective import train
 
     handle = adaptlab.adapt(model, args.method, **options.get("method_options", {}))
     generator = torch.Generator().manual_seed(args.seed)

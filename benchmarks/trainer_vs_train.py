@@ -40,10 +40,10 @@ import numpy as np
 import torch
 from transformers import EvalPrediction, Trainer, TrainingArguments
 
+from adaptlab.engine.run import RunSpec, execute
 from adaptlab.integrations.hf import AdapterCheckpointCallback
-from adaptlab.train.classification_run import prepare_classification
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
+from adaptlab.tasks.labelled_run import prepare_classification
 
 OUT = Path(__file__).resolve().parent / "results" / "trainer_vs_train.json"
 MODEL, DATA = "minilm-l6", "rotten-tomatoes"

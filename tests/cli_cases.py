@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from adaptlab.cli.app import main
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
 
 WORDS = {"fresh": ["great", "lovely", "superb", "fun"], "rotten": ["dull", "awful", "bad"]}
 

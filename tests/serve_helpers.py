@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import adaptlab
+from adaptlab.engine.run import RunSpec, execute
 from adaptlab.models.loading import load_model, load_tokenizer
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
 
 MOODS = {
     "fresh": ["great", "lovely", "fun", "superb"],

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 import yaml
 
-from adaptlab.train.result import RunResult
-from adaptlab.train.spec import RunSpec
+from adaptlab.records.result import RunResult
+from adaptlab.records.spec import RunSpec
 
 OLD_RECORD = Path(__file__).parent / "fixtures" / "record-0.1.0.json"
 """A result in the JSON form adaptlab 0.1.0 wrote (a houlsby study run; the numbers come from a

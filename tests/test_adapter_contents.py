@@ -16,8 +16,8 @@ import torch
 from cli_cases import copy_tree, refused, run_cli, train_run, unchanged, write_reviews
 from tiny_models import save_tiny_bert
 
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
 
 Tensors = dict[str, torch.Tensor]
 TensorEdit = Callable[[Tensors], Tensors]

@@ -11,8 +11,8 @@ import pytest
 from tiny_models import save_tiny_bert
 
 from adaptlab.cli.app import main
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
 
 TOPICS = {
     "sport": ["goal", "match", "team"],

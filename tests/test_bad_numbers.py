@@ -17,12 +17,12 @@ from tiny_models import save_tiny_bert
 from adaptlab.analysis.landscape import alphas
 from adaptlab.analysis.tokens import sample_tokens
 from adaptlab.checks import MAX_SEED
+from adaptlab.engine.batches import batches
 from adaptlab.errors import ConfigError
 from adaptlab.models.loading import head_config
+from adaptlab.records.config import TrainConfig
 from adaptlab.select import FeatureOptions
 from adaptlab.study.spec import load_spec
-from adaptlab.train.batches import batches
-from adaptlab.train.config import TrainConfig
 
 HUGE = "99999999999999999999"
 TRAIN = ["train", "--model", "nowhere/model", "--data", "nowhere.csv", "--out", "run"]

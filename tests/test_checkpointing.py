@@ -12,8 +12,8 @@ from torch import nn
 
 import adaptlab
 from adaptlab import Fuse, Parallel, Stack
+from adaptlab.engine.checkpointing import enable_checkpointing, offloaded_activations
 from adaptlab.errors import ConfigError
-from adaptlab.train.checkpointing import enable_checkpointing, offloaded_activations
 
 FAMILIES = {
     "lora": "lora",

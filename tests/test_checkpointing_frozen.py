@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from tiny_models import save_tiny_bert, tiny_inputs, tiny_model
 
 import adaptlab
-from adaptlab.train.checkpointing import enable_checkpointing
+from adaptlab.engine.checkpointing import enable_checkpointing
 
 METHODS = {
     "head": ["--method", "head"],

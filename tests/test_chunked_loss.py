@@ -1,4 +1,4 @@
-"""The chunked LM losses (`adaptlab.train.lm_loss`): loss and gradients equal to the plain
+"""The chunked LM losses (`adaptlab.engine.lm_loss`): loss and gradients equal to the plain
 computation on the full logits, over several chunks, with ignored positions, in float32, bf16
 and under autocast; causal, masked and kd-logit through tiny models; no tensor of
 (positions x vocabulary) elements ever made; models that change their logits refused."""
@@ -15,23 +15,23 @@ from tiny_models import tiny_config, tiny_model
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from adaptlab.data.encoding import IGNORE_INDEX
-from adaptlab.errors import ConfigError
-from adaptlab.train.continual.corpus_run import TextStage, TextStageRun, collate
-from adaptlab.train.continual.distillation import (
+from adaptlab.continual.corpus_run import TextStage, TextStageRun, collate
+from adaptlab.continual.distillation import (
     LogitDistillationConfig,
     TextLogitDistillation,
     merged_kl,
 )
-from adaptlab.train.lm_head_capture import lm_head_input
-from adaptlab.train.lm_loss import (
+from adaptlab.data.encoding import IGNORE_INDEX
+from adaptlab.engine.lm_head_capture import lm_head_input
+from adaptlab.engine.lm_loss import (
     causal_lm_loss,
     chunk_rows,
     linear_cross_entropy,
     linear_log_probs_at,
     linear_top_k,
 )
-from adaptlab.train.mlm import masked_lm_loss
+from adaptlab.errors import ConfigError
+from adaptlab.tasks.mlm_objective import masked_lm_loss
 
 N, H, V, CHUNK = 64, 16, 50, 16
 """Positions, hidden size, vocabulary; CHUNK positions a chunk (4 chunks, so N*V > V*H)."""
@@ -190,7 +190,7 @@ def padded_batch() -> dict[str, torch.Tensor]:
 
 
 def test_causal_lm_loss_and_gradients_equal_the_model_logits(monkeypatch) -> None:
-    monkeypatch.setattr("adaptlab.train.lm_loss.LOGITS_PER_CHUNK", 32 * 100)  # 32 positions
+    monkeypatch.setattr("adaptlab.engine.lm_loss.LOGITS_PER_CHUNK", 32 * 100)  # 32 positions
     model = tiny_model("llama", causal=True)
     batch = padded_batch()
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}

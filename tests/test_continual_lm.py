@@ -15,15 +15,10 @@ from study_helpers import one_thread
 from test_continual_resume import Stop
 from tiny_models import save_tiny_llama, tiny_model
 
-from adaptlab.errors import ConfigError
-from adaptlab.methods import add_adapter, train_adapter
-from adaptlab.methods.compose import resolve
-from adaptlab.report.plots import score_matrix
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import SequenceSpec, run_sequence, summarize
-from adaptlab.train.continual.checkpoint import SequenceCheckpoint
-from adaptlab.train.continual.corpus_run import TextStage, TextStageRun, collate, perplexity
-from adaptlab.train.continual.distillation import (
+from adaptlab.continual import SequenceSpec, run_sequence, summarize
+from adaptlab.continual.checkpoint import SequenceCheckpoint
+from adaptlab.continual.corpus_run import TextStage, TextStageRun, collate, perplexity
+from adaptlab.continual.distillation import (
     TEACHER_TOP_K,
     LogitDistillationConfig,
     TeacherTokens,
@@ -31,9 +26,14 @@ from adaptlab.train.continual.distillation import (
     merged_kl,
     teacher_tokens,
 )
-from adaptlab.train.continual.replay import Replay, ReplayConfig
-from adaptlab.train.continual.result import SequenceResult, StageOutcome
-from adaptlab.train.lm_head_capture import lm_head_input
+from adaptlab.continual.replay import Replay, ReplayConfig
+from adaptlab.continual.result import SequenceResult, StageOutcome
+from adaptlab.engine.lm_head_capture import lm_head_input
+from adaptlab.errors import ConfigError
+from adaptlab.methods import add_adapter, train_adapter
+from adaptlab.methods.compose import resolve
+from adaptlab.records.config import TrainConfig
+from adaptlab.report.plots import score_matrix
 
 WORDS = {
     "finance": [
@@ -185,8 +185,8 @@ def test_training_on_a_corpus_lowers_its_perplexity(setup: tuple[str, tuple[str,
     spec = lm_sequence(model, stages[:1], "sequential")
     with one_thread():
         result = run_sequence(spec, progress=False)
+        from adaptlab.continual.corpus_stages import stage_corpus, tokenised
         from adaptlab.models.loading import load_model
-        from adaptlab.train.continual.corpus_stages import stage_corpus, tokenised
 
         loaded = load_model(model, "causal_lm")
         stage = tokenised(stage_corpus(stages[0], spec, {}), loaded.tokenizer, 16)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adaptlab.errors import ConfigError
-from adaptlab.train.continual import (
+from adaptlab.continual import (
     average_score,
     backward_transfer,
     forgetting,
@@ -13,6 +12,7 @@ from adaptlab.train.continual import (
     gem_forward_transfer,
     summarize,
 )
+from adaptlab.errors import ConfigError
 
 # R[i][j]: score on stage j after training stage i.
 R = [

@@ -10,10 +10,10 @@ from study_helpers import one_thread
 from test_continual_sequence import sequence, write_stage
 from tiny_models import save_tiny_bert
 
+from adaptlab.continual import run_sequence
+from adaptlab.continual.checkpoint import STATE_FILE, SequenceCheckpoint
+from adaptlab.continual.result import SequenceResult, StageOutcome
 from adaptlab.errors import ConfigError
-from adaptlab.train.continual import run_sequence
-from adaptlab.train.continual.checkpoint import STATE_FILE, SequenceCheckpoint
-from adaptlab.train.continual.result import SequenceResult, StageOutcome
 
 
 class Stop(Exception):

@@ -14,21 +14,21 @@ import torch
 from tiny_models import tiny_model
 
 from adaptlab.cli.app import main
-from adaptlab.errors import ConfigError
-from adaptlab.methods import add_adapter, train_adapter
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import (
+from adaptlab.continual import (
     SEQUENCE_FILE,
     SequenceSpec,
     StageHeads,
     make_strategy,
     run_sequence,
 )
-from adaptlab.train.continual.classification import CLASSIFICATION
-from adaptlab.train.continual.labelled_run import HeadOutputs, StageRun
-from adaptlab.train.continual.labelled_stages import encode_stage
-from adaptlab.train.continual.registry import strategy_config
-from adaptlab.train.continual.stage_loop import train_stage
+from adaptlab.continual.classification import CLASSIFICATION
+from adaptlab.continual.labelled_run import HeadOutputs, StageRun
+from adaptlab.continual.labelled_stages import encode_stage
+from adaptlab.continual.registry import strategy_config
+from adaptlab.continual.stage_loop import train_stage
+from adaptlab.errors import ConfigError
+from adaptlab.methods import add_adapter, train_adapter
+from adaptlab.records.config import TrainConfig
 
 TOPICS = {
     "sentiment": {"fresh": ["great", "lovely", "superb"], "rotten": ["dull", "awful", "bad"]},

@@ -12,16 +12,16 @@ import pytest
 import torch
 from test_continual_sequence import _stage_run, run_cli, run_config, sequence
 
+from adaptlab.continual import SEQUENCE_FILE, make_strategy, run_sequence
+from adaptlab.continual.ewc import Anchor, ElasticWeightConsolidation, diagonal_fisher
+from adaptlab.continual.labelled_run import HeadOutputs, HiddenStates, StageRun
+from adaptlab.continual.registry import strategy_config
+from adaptlab.continual.representation_distillation import info_nce
+from adaptlab.continual.representations import mean_over_tokens
+from adaptlab.continual.stage_loop import train_stage
+from adaptlab.continual.stages import Row
+from adaptlab.continual.strategy import Strategy
 from adaptlab.errors import ConfigError
-from adaptlab.train.continual import SEQUENCE_FILE, make_strategy, run_sequence
-from adaptlab.train.continual.ewc import Anchor, ElasticWeightConsolidation, diagonal_fisher
-from adaptlab.train.continual.labelled_run import HeadOutputs, HiddenStates, StageRun
-from adaptlab.train.continual.registry import strategy_config
-from adaptlab.train.continual.representation_distillation import info_nce
-from adaptlab.train.continual.representations import mean_over_tokens
-from adaptlab.train.continual.stage_loop import train_stage
-from adaptlab.train.continual.stages import Row
-from adaptlab.train.continual.strategy import Strategy
 
 
 @pytest.mark.parametrize(

@@ -14,16 +14,16 @@ from tiny_models import save_tiny_bert
 from adaptlab.analysis.api import similarity_analysis
 from adaptlab.cli.app import main
 from adaptlab.data import load_dataset
+from adaptlab.engine.restore import load_trained
+from adaptlab.engine.run import RunSpec, execute
 from adaptlab.knowledge.attribution import token_attribution
 from adaptlab.knowledge.editing import erase, value_slot_edit
 from adaptlab.knowledge.hooks import scaled_neurons
 from adaptlab.knowledge.prompts import token_queries
 from adaptlab.knowledge.scoring import score_answer
 from adaptlab.models import load_model
+from adaptlab.records.config import TrainConfig
 from adaptlab.select import extract, sample_examples
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.restore import load_trained
-from adaptlab.train.run import RunSpec, execute
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 PROMPT = ("The capital of [X] is [Y].", "France", "Paris")

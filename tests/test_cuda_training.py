@@ -13,11 +13,11 @@ from study_helpers import write_reviews, write_spec
 from tiny_models import save_tiny_bert, save_tiny_llama
 
 from adaptlab.cli.app import main
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import SequenceSpec, run_sequence
-from adaptlab.train.restore import load_trained
-from adaptlab.train.run import RunSpec, execute
-from adaptlab.train.scale import Scale
+from adaptlab.continual import SequenceSpec, run_sequence
+from adaptlab.engine.restore import load_trained
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.scale import Scale
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 TRAIN = TrainConfig(epochs=2, batch_size=8, learning_rate=2e-3, seed=0)

@@ -21,8 +21,8 @@ from cli_cases import refused, run_cli, write_reviews
 from safetensors.torch import load_file
 from tiny_models import save_tiny_bert
 
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
 
 
 def without_dropout(folder: Path) -> Path:

@@ -14,7 +14,7 @@ import adaptlab
 from adaptlab.errors import ConfigError
 from adaptlab.methods.configs.fusion import FusionConfig
 from adaptlab.methods.registry import METHODS, get_method, make_config
-from adaptlab.train.spec import RunSpec
+from adaptlab.records.spec import RunSpec
 
 
 @pytest.mark.parametrize(

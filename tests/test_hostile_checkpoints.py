@@ -18,17 +18,17 @@ from study_helpers import one_thread
 from test_continual_sequence import sequence, write_stage
 from tiny_models import save_tiny_bert
 
-import adaptlab.train.loop as loop
+import adaptlab.engine.loop as loop
 from adaptlab.cli.app import main
-from adaptlab.errors import AdaptlabError, ConfigError
-from adaptlab.train.continual import SequenceSpec, run_sequence
-from adaptlab.train.continual.checkpoint import (
+from adaptlab.continual import SequenceSpec, run_sequence
+from adaptlab.continual.checkpoint import (
     PROGRESS_FILE,
     SINGLE_FILE,
     STATE_FILE,
     STRATEGY_FILE,
 )
-from adaptlab.train.training_checkpoint import STATE, TrainingCheckpoint, checkpoint_folder
+from adaptlab.engine.training_checkpoint import STATE, TrainingCheckpoint, checkpoint_folder
+from adaptlab.errors import AdaptlabError, ConfigError
 
 STOP = 11  # steps: the checkpoint of step 10 stays (epoch 2 of 3, 8 batches an epoch)
 

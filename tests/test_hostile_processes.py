@@ -18,10 +18,10 @@ import pytest
 import torch
 from cli_cases import refused, run_cli, train_run, unchanged, write_reviews
 
-import adaptlab.train.process_group as process_group
+import adaptlab.engine.process_group as process_group
+from adaptlab.engine.launched import ERRORS_VARIABLE, read_errors, recorded_errors
+from adaptlab.engine.process_group import check_process_count, usable_cores
 from adaptlab.errors import ConfigError
-from adaptlab.train.launched import ERRORS_VARIABLE, read_errors, recorded_errors
-from adaptlab.train.process_group import check_process_count, usable_cores
 
 
 @pytest.fixture

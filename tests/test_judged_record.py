@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_cases import run_cli
 
-from adaptlab.train.result import RunResult, read_result
+from adaptlab.records.result import RunResult, read_result
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

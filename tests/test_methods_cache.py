@@ -13,12 +13,12 @@ import transformers as T
 from tiny_models import VOCAB, tiny_model
 
 import adaptlab
+import adaptlab.tasks.labelled_objective as loop
 from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError
+from adaptlab.records.config import TrainConfig
 from adaptlab.tasks.evaluation import Evaluation, evaluate
-from adaptlab.train import classification as loop
-from adaptlab.train.classification import train
-from adaptlab.train.config import TrainConfig
+from adaptlab.tasks.labelled_objective import train
 
 
 @pytest.fixture(scope="module")

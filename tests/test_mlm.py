@@ -18,15 +18,15 @@ from adaptlab.cli.app import main
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts, sample_texts
+from adaptlab.engine.restore import load_trained
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.engine.stack_swap import parse_swaps, stack_swapped
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods import list_adapters
 from adaptlab.methods.compose import MethodSpec
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.mlm import hidden_states_at, masked_lm_loss, masked_lm_scores
-from adaptlab.train.restore import load_trained
-from adaptlab.train.result import read_result
-from adaptlab.train.run import RunSpec, execute
-from adaptlab.train.stack_swap import parse_swaps, stack_swapped
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.result import read_result
+from adaptlab.tasks.mlm_objective import hidden_states_at, masked_lm_loss, masked_lm_scores
 
 ENGLISH = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "big", "red", "blue"]
 OTHER = ["en", "film", "je", "bil", "zelo", "lep", "dolg", "pes", "mačka"]

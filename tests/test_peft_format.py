@@ -200,8 +200,8 @@ def test_a_run_exported_by_the_cli_loads_in_peft_with_its_label_names(
     import transformers as T
     from cli_cases import run_cli, write_reviews
 
-    from adaptlab.train.config import TrainConfig
-    from adaptlab.train.run import RunSpec, execute
+    from adaptlab.engine.run import RunSpec, execute
+    from adaptlab.records.config import TrainConfig
 
     train = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-3, seed=0)
     spec = RunSpec.build(

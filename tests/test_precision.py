@@ -12,12 +12,12 @@ import torch
 from cli_cases import run_cli, write_reviews
 from torch import nn
 
+from adaptlab.engine.precision import Precision, keep_trained_in_float32
 from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
+from adaptlab.records.scale import Scale
+from adaptlab.records.spec import RunSpec
 from adaptlab.study.planner import run_id
-from adaptlab.train.precision import Precision, keep_trained_in_float32
-from adaptlab.train.scale import Scale
-from adaptlab.train.spec import RunSpec
 
 
 def test_fp16_loss_scaling_skips_a_step_whose_gradients_overflow() -> None:

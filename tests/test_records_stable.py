@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
+from adaptlab.continual import SequenceSpec
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.scale import Scale
+from adaptlab.records.spec import RunSpec
+from adaptlab.records.transfer import ZeroShotTarget
 from adaptlab.study.planner import run_id
 from adaptlab.study.sequence_plan import sequence_id
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import SequenceSpec
-from adaptlab.train.scale import Scale
-from adaptlab.train.spec import RunSpec
-from adaptlab.train.transfer import ZeroShotTarget
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SPEC_IDS = FIXTURES / "spec_ids.json"
@@ -98,7 +98,7 @@ def _run_specs() -> dict[str, RunSpec]:
 
 def _sequence_specs() -> dict[str, SequenceSpec]:
     """Every strategy on each objective it runs on, and the sequence options."""
-    from adaptlab.train.continual.registry import list_strategies
+    from adaptlab.continual.registry import list_strategies
 
     specs = {}
     own = [e for e in list_strategies() if e.config_class.__module__.startswith("adaptlab.")]
@@ -167,7 +167,7 @@ def tiny_run_metrics(folder: Path) -> dict[str, Any]:
     from cli_cases import write_reviews
     from tiny_models import save_tiny_bert
 
-    from adaptlab.train.run import METRICS_FILE, execute
+    from adaptlab.engine.run import METRICS_FILE, execute
 
     model = save_tiny_bert(str(folder / "model"))
     data = write_reviews(folder / "reviews.csv", rows=160)

@@ -14,10 +14,10 @@ from cli_cases import run_cli, unchanged
 from test_report_records import make_row, stored
 from test_report_sequences import sequence
 
+from adaptlab.continual.metrics import stored_scores
 from adaptlab.study import ResultStore
 from adaptlab.study.planner import plan_study
 from adaptlab.study.spec import load_spec
-from adaptlab.train.continual.metrics import stored_scores
 
 NAN, INF = math.nan, math.inf
 

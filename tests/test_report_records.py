@@ -19,10 +19,10 @@ import pytest
 
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.methods.registry import list_methods
+from adaptlab.records.result import RunResult
 from adaptlab.report.judging import judge
 from adaptlab.report.records import read_runs
 from adaptlab.study.store import StoredRun
-from adaptlab.train.result import RunResult
 
 TOTAL = 4_386_178  # a small BERT with a 2-way head
 TRAINABLE = {

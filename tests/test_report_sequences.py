@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from adaptlab.cli.app import main
+from adaptlab.continual import SequenceResult, SequenceSpec, StageRecord, summarize
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.result import EpochRecord, Versions
 from adaptlab.report.continual import arms
 from adaptlab.study.sequence_plan import PlannedSequence, sequence_id
 from adaptlab.study.store import ResultStore, load_sequences
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual import SequenceResult, SequenceSpec, StageRecord, summarize
-from adaptlab.train.result import EpochRecord, Versions
 
 STAGES = ("news", "reviews")
 

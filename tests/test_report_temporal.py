@@ -17,6 +17,7 @@ from test_report_records import make_row, make_study, stored
 from tiny_models import save_tiny_bert
 
 from adaptlab.errors import ConfigError
+from adaptlab.records.result import RunResult
 from adaptlab.report import render_report
 from adaptlab.report.records import read_runs
 from adaptlab.report.temporal import comparisons
@@ -25,7 +26,6 @@ from adaptlab.study.planner import plan_study
 from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.store import StoredRun, load_records
-from adaptlab.train.result import RunResult
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "temporal-drift.yaml"
 CUTS = {

@@ -16,8 +16,8 @@ from cli_cases import refused, run_cli, write_reviews
 from safetensors.torch import load_file
 from tiny_models import save_tiny_bert
 
+from adaptlab.engine.training_checkpoint import STATE, checkpoint_folder, training_checkpoint
 from adaptlab.errors import ConfigError
-from adaptlab.train.training_checkpoint import STATE, checkpoint_folder, training_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ import transformers as T
 from tiny_models import tiny_config
 
 from adaptlab.data import Example, TextEncoder
+from adaptlab.parallel.shared_evaluation import shared_evaluation
 from adaptlab.tasks.evaluation import evaluate
-from adaptlab.train.shared_evaluation import shared_evaluation
 
 TEXTS = ["a lovely film", "dull , dull , dull", "superb", "an awful mess", "great fun", "boring"]
 

@@ -15,10 +15,10 @@ import pytest
 from cli_cases import run_cli, train_run, write_reviews
 
 from adaptlab.data.types import SPLIT_NAMES
+from adaptlab.engine.run import RunSpec, execute
 from adaptlab.errors import ConfigError
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.run import RunSpec, execute
-from adaptlab.train.split_record import SplitRecord, read_split_record
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.split_record import SplitRecord, read_split_record
 
 ROWS = 100
 

@@ -20,9 +20,9 @@ from adaptlab.methods.registry import BUILTIN_METHODS
 HEAVY = ("torch", "transformers")
 
 RECORDS = (
-    "adaptlab.train.spec",
-    "adaptlab.train.result",
-    "adaptlab.train.continual.result",
+    "adaptlab.records.spec",
+    "adaptlab.records.result",
+    "adaptlab.continual.result",
     "adaptlab.select.validate",
     "adaptlab.report.records",
     "adaptlab.study.store",
@@ -40,7 +40,7 @@ FACES = (
     "adaptlab.select",
     "adaptlab.serve",
     "adaptlab.study",
-    "adaptlab.train.continual",
+    "adaptlab.continual",
 )
 
 
@@ -119,9 +119,9 @@ def test_a_submodule_never_hides_the_public_name_it_shares() -> None:
 
 def test_methods_and_strategies_list_in_their_order_whatever_loads_first() -> None:
     found = fresh(
-        "import adaptlab.methods.fusion, adaptlab.train.continual.replay\n"
+        "import adaptlab.methods.fusion, adaptlab.continual.replay\n"
         "from adaptlab.methods.registry import list_methods\n"
-        "from adaptlab.train.continual.registry import list_strategies\n"
+        "from adaptlab.continual.registry import list_strategies\n"
         "found['methods'] = [m.name for m in list_methods()]\n"
         "found['strategies'] = [s.name for s in list_strategies()]"
     )
@@ -148,7 +148,7 @@ def test_reading_a_store_and_old_records_loads_no_torch(tmp_path: Path) -> None:
     found = fresh(
         "import json\n"
         "from adaptlab.study.store import load_records\n"
-        "from adaptlab.train.result import RunResult\n"
+        "from adaptlab.records.result import RunResult\n"
         f"records = load_records({str(store)!r})\n"
         "found['stored'] = [[c.name for c in r.result.spec.methods] for r in records]\n"
         "found['read'] = []\n"

@@ -14,8 +14,7 @@ import pytest
 import torch
 from test_continual_sequence import run_cli, sequence
 
-from adaptlab.errors import ConfigError
-from adaptlab.train.continual import (
+from adaptlab.continual import (
     Strategy,
     StrategyConfig,
     StrategyEntry,
@@ -24,10 +23,11 @@ from adaptlab.train.continual import (
     run_sequence,
     strategy_config,
 )
-from adaptlab.train.continual.labelled_run import HeadOutputs, StageRun
-from adaptlab.train.continual.registry import make_strategy, strategies_for
-from adaptlab.train.continual.spec import SequenceSpec
-from adaptlab.train.continual.stages import Row
+from adaptlab.continual.labelled_run import HeadOutputs, StageRun
+from adaptlab.continual.registry import make_strategy, strategies_for
+from adaptlab.continual.spec import SequenceSpec
+from adaptlab.continual.stages import Row
+from adaptlab.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from tiny_models import save_tiny_bert
 
 from adaptlab.data import load_dataset
 from adaptlab.errors import ConfigError
+from adaptlab.records.transfer import ZeroShotTarget
 from adaptlab.report import write_report
 from adaptlab.study.planner import RUN_REFERENCE, plan_study
 from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.store import load_records
-from adaptlab.train.transfer import ZeroShotTarget
 
 MOODS = {"fresh": ["great", "lovely", "superb"], "rotten": ["dull", "awful", "boring"]}
 

@@ -19,6 +19,7 @@ from tiny_models import save_tiny_bert
 import adaptlab.cli.app as cli_app
 from adaptlab.cli import study_cmd
 from adaptlab.errors import ConfigError
+from adaptlab.records.result import RunResult
 from adaptlab.study import executors
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.lock import StoreLock
@@ -27,7 +28,6 @@ from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import study_status
 from adaptlab.study.store import ResultStore, StoredRun, load_records
-from adaptlab.train.result import RunResult
 
 QUIET = LocalExecutor(progress=False)
 

@@ -13,6 +13,10 @@ from sequence_study_helpers import write_sequence_spec, write_stages
 from study_helpers import integrity, one_thread
 from tiny_models import save_tiny_bert
 
+from adaptlab.continual import SequenceSpec, run_sequence
+from adaptlab.continual import run as continual_run
+from adaptlab.continual.checkpoint import SequenceCheckpoint
+from adaptlab.continual.result import StageOutcome
 from adaptlab.errors import ConfigError
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.runner import run_study
@@ -21,10 +25,6 @@ from adaptlab.study.sequence_runner import sequence_folders
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import study_status
 from adaptlab.study.store import ResultStore, load_records, load_sequences
-from adaptlab.train.continual import SequenceSpec, run_sequence
-from adaptlab.train.continual import run as continual_run
-from adaptlab.train.continual.checkpoint import SequenceCheckpoint
-from adaptlab.train.continual.result import StageOutcome
 
 HEAD = "name: s\nmodels: [minilm-l6]\nmethods: [houlsby]\n"
 

@@ -19,11 +19,11 @@ from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers.choice import folder_tracking, report_to
 from adaptlab.integrations.trackers.records import flat_params, stage_prefix
 from adaptlab.integrations.trackers.reporter import Reporter, Sink, Status
+from adaptlab.records.result import EpochRecord, read_result
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.planner import plan_study
 from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
-from adaptlab.train.result import EpochRecord, read_result
 
 EXPERIMENT = "tracked"
 
@@ -364,8 +364,8 @@ def test_a_ray_task_opens_the_trackers_its_run_describes(
 def test_a_run_that_fails_is_closed_as_failed(tmp_path: Path, mlflow_store: str) -> None:
     import mlflow
 
+    from adaptlab.engine.events import tell_step
     from adaptlab.integrations.trackers import track
-    from adaptlab.train.events import tell_step
 
     tracking = folder_tracking("mlflow,tensorboard", tmp_path / "runs" / "broken")
     with pytest.raises(ConfigError, match="diverged"), track(tracking, {"model": "m"}):
@@ -386,8 +386,8 @@ def test_a_resumed_run_goes_on_where_its_stopped_try_left(
 ) -> None:
     import mlflow
 
+    from adaptlab.engine.events import tell_step
     from adaptlab.integrations.trackers import track
-    from adaptlab.train.events import tell_step
 
     tracking = folder_tracking("mlflow,tensorboard", tmp_path / "runs" / "long")
     with pytest.raises(KeyboardInterrupt), track(tracking, {"model": "m"}):

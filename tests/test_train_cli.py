@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from adaptlab.cli.app import main
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.result import read_result
-from adaptlab.train.run import RunSpec, execute
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.result import read_result
 
 WORDS = {
     "fresh": ["great", "lovely", "superb", "fun"],
@@ -197,7 +197,7 @@ def test_existing_output_needs_overwrite(
 
 
 def test_nan_loss_stops_with_a_clear_message(tiny_model_dir: str, tmp_path: Path) -> None:
-    from adaptlab.train.loop import TrainingError
+    from adaptlab.engine.loop import TrainingError
 
     path = tmp_path / "scores.csv"
     path.write_text(

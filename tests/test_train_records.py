@@ -14,15 +14,15 @@ from study_helpers import OLD_RECORD, old_record, write_spec
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.registry import make_config
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.result import RunResult, read_result
+from adaptlab.records.spec import RunSpec
 from adaptlab.report import render_report
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.planner import plan_study, run_id
 from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.store import ResultStore, load_records
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.result import RunResult, read_result
-from adaptlab.train.spec import RunSpec
 
 # Ids computed with adaptlab 0.1.0's RunSpec (method given as names or {name: options}).
 IDS_OF_0_1_0 = [

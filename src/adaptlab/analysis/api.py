@@ -20,6 +20,7 @@ from adaptlab.analysis.plots import fusion_figure, landscape_figure, layer_figur
 from adaptlab.analysis.similarity import MEASURES, check_tokens, compare_to_base, get_measure
 from adaptlab.analysis.target import load_target
 from adaptlab.analysis.tokens import DEFAULT_TOKENS, sample_tokens
+from adaptlab.engine.outputs import ADAPTER_FOLDER, ANALYSIS_FOLDER
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json
@@ -32,8 +33,7 @@ from adaptlab.paths import (
     has_prefix,
     json_with_key,
 )
-from adaptlab.train.fusion_weights import mean_fusion_weights
-from adaptlab.train.outputs import ADAPTER_FOLDER, ANALYSIS_FOLDER
+from adaptlab.tasks.fusion_weights import mean_fusion_weights
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

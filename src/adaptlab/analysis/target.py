@@ -20,12 +20,12 @@ from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.loading import load_dataset
 from adaptlab.data.subsample import low_resource
 from adaptlab.data.types import Dataset
+from adaptlab.engine.outputs import METRICS_FILE
+from adaptlab.engine.restore import check_data_fits, check_split, load_trained
 from adaptlab.methods.manifest import RUN_ADAPTER_FOLDER, adapter_folder
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.outputs import METRICS_FILE
-from adaptlab.train.restore import check_data_fits, check_split, load_trained
-from adaptlab.train.result import read_result
-from adaptlab.train.spec import RunSpec
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.result import read_result
+from adaptlab.records.spec import RunSpec
 
 
 @dataclass
@@ -54,7 +54,7 @@ def load_target(
 
     When `path` is a run folder trained on `data` with a train size, the split is the run's own
     low-resource split (same size and seed), so "dev" is the dev set the run was tuned on.
-    `model` is the base model to load (see `adaptlab.train.restore.load_trained`).
+    `model` is the base model to load (see `adaptlab.engine.restore.load_trained`).
     """
     check_split(split)
     loaded, manifest = load_trained(path, device, model=model)

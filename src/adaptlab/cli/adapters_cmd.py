@@ -13,6 +13,7 @@ from rich.table import Table
 
 from adaptlab.cli.console import console
 from adaptlab.cli.options import BaseModel, Device
+from adaptlab.engine.restore import load_trained
 from adaptlab.errors import AdapterFileError, ConfigError
 from adaptlab.methods.manifest import MEMBERS, TENSORS, Manifest, adapter_folder, parse_manifest
 from adaptlab.methods.peft_config import PeftConfig, check_base
@@ -23,7 +24,6 @@ from adaptlab.models.resolve import resolve_model
 from adaptlab.paths import check_new_folder, existing
 from adaptlab.tasks.registry import labelled_task, task_names
 from adaptlab.tasks.task import Task
-from adaptlab.train.restore import load_trained
 
 CAUSAL_LM: ModelKind = "causal_lm"
 """The model kind a causal-LM PEFT adapter loads on (`adaptlab.models.loading`)."""

@@ -14,8 +14,8 @@ from rich.text import Text
 from adaptlab.cli.console import console
 from adaptlab.cli.lazy_group import Target, lazy_group
 from adaptlab.cli.relaunch import remember_command_line
+from adaptlab.engine.launched import follow_launcher
 from adaptlab.errors import AdaptlabError
-from adaptlab.train.launched import follow_launcher
 
 COMMANDS: dict[str, Target] = {
     "train": ("train_cmd", "train"),

@@ -20,15 +20,15 @@ from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.loading import load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts
+from adaptlab.engine.restore import check_data_fits, check_split, load_trained
+from adaptlab.engine.stack_swap import parse_swaps, stack_swapped
 from adaptlab.models.loading import LoadedModel
 from adaptlab.tasks.choice import choose_metric
 from adaptlab.tasks.evaluation import Evaluation
 from adaptlab.tasks.evaluation import evaluate as run_evaluation
 from adaptlab.tasks.judging import MetricChoice
+from adaptlab.tasks.mlm_objective import MlmEvaluation, evaluate_mlm
 from adaptlab.tasks.registry import get_task
-from adaptlab.train.mlm import MlmEvaluation, evaluate_mlm
-from adaptlab.train.restore import check_data_fits, check_split, load_trained
-from adaptlab.train.stack_swap import parse_swaps, stack_swapped
 
 
 @with_data_file_options()

@@ -12,10 +12,10 @@ import typer
 from adaptlab.cli.options import BaseModel, Device, MaxLength, positive
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.readers import decode_utf8, read_bytes
+from adaptlab.engine.restore import load_trained
 from adaptlab.errors import DataError
 from adaptlab.paths import input_file
 from adaptlab.tasks.predict import predict as run_prediction
-from adaptlab.train.restore import load_trained
 
 
 def predict(

@@ -1,10 +1,10 @@
 """`--nproc N`: the command runs again, as it was typed less `--nproc`, on N processes of this
-machine through PyTorch's launcher (`adaptlab.train.process_group`).
+machine through PyTorch's launcher (`adaptlab.engine.process_group`).
 
 Before any process starts, the launcher checks the count against the machine and makes every
 check of the command line and the output, so that a mistake is one line; a process of the
 launch ends with its launcher and leaves its errors for the launcher to tell once
-(`adaptlab.train.launched`)."""
+(`adaptlab.engine.launched`)."""
 
 from __future__ import annotations
 
@@ -40,12 +40,12 @@ def relaunched(
     processes on `device`, make `check` (what the processes would check of the command line
     and the output), run this command line (less `--nproc`) on that many processes, wait for
     them, and say True (the caller has nothing left to do); else say False."""
-    from adaptlab.models.device import torch_device
-    from adaptlab.train.process_group import (
+    from adaptlab.engine.process_group import (
         check_process_count,
         in_launched_group,
         launch_processes,
     )
+    from adaptlab.models.device import torch_device
 
     if processes == 1 or in_launched_group():
         return False
@@ -57,11 +57,11 @@ def relaunched(
 
 def errors_to_launcher(command: Command) -> Command:
     """`command`, which in a process of a launch leaves an error for the launcher to tell
-    (`adaptlab.train.launched.recorded_errors`) instead of printing it."""
+    (`adaptlab.engine.launched.recorded_errors`) instead of printing it."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
-        from adaptlab.train.launched import recorded_errors
+        from adaptlab.engine.launched import recorded_errors
 
         with recorded_errors():
             command(*args, **kwargs)

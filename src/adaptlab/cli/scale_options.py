@@ -1,4 +1,4 @@
-"""The options that set a run's scale (`adaptlab.train.scale.Scale`), declared once for the
+"""The options that set a run's scale (`adaptlab.records.scale.Scale`), declared once for the
 commands that train: --precision, --base-dtype, --quantize, --gradient-checkpointing and
 --offload-activations. A command takes them as one parameter,
 `scale: Scale = AUTO_SCALE`, under `@with_scale_options()`."""
@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from adaptlab.cli.option_group import Command, with_option_group
-from adaptlab.train.scale import Scale
+from adaptlab.records.scale import Scale
 
 Precision = Annotated[
     str,

@@ -22,23 +22,23 @@ from adaptlab.cli.options import (
 )
 from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
-from adaptlab.folders import check_result_folder
-from adaptlab.integrations.trackers.choice import folder_tracking
-from adaptlab.integrations.trackers.session import track
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
-from adaptlab.train.continual.registry import StrategyEntry, list_strategies
-from adaptlab.train.continual.result import SequenceResult
-from adaptlab.train.continual.run import (
+from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
+from adaptlab.continual.registry import StrategyEntry, list_strategies
+from adaptlab.continual.result import SequenceResult
+from adaptlab.continual.run import (
     SEQUENCE_FILE,
     SEQUENCE_FOLDER,
     run_sequence,
     sequence_inputs,
 )
-from adaptlab.train.continual.spec import SequenceSpec
-from adaptlab.train.outputs import ADAPTER_FOLDER
-from adaptlab.train.ranks import is_main_process
-from adaptlab.train.scale import Scale
+from adaptlab.continual.spec import SequenceSpec
+from adaptlab.engine.outputs import ADAPTER_FOLDER
+from adaptlab.folders import check_result_folder
+from adaptlab.integrations.trackers.choice import folder_tracking
+from adaptlab.integrations.trackers.session import track
+from adaptlab.parallel.ranks import is_main_process
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.scale import Scale
 
 
 @errors_to_launcher

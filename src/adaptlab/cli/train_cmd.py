@@ -27,19 +27,19 @@ from adaptlab.cli.options import (
 )
 from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
 from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
+from adaptlab.engine.run import RunSpec, execute
+from adaptlab.engine.run_checks import check_run
+from adaptlab.engine.training_checkpoint import parse_every
 from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers.choice import folder_tracking
 from adaptlab.integrations.trackers.session import track
 from adaptlab.methods.configs.fusion import FUSION
+from adaptlab.methods.frozen_cache import MODES
 from adaptlab.methods.registry import METHODS
+from adaptlab.parallel.ranks import is_main_process
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.scale import Scale
 from adaptlab.tasks.choice import choose_metric
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.frozen_cache import MODES
-from adaptlab.train.ranks import is_main_process
-from adaptlab.train.run import RunSpec, execute
-from adaptlab.train.run_checks import check_run
-from adaptlab.train.scale import Scale
-from adaptlab.train.training_checkpoint import parse_every
 
 
 def method_help() -> str:

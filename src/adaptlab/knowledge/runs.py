@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import adaptlab.checks as checks
+from adaptlab.engine.restore import names_local_model
 from adaptlab.errors import DataError
 from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json
@@ -45,7 +46,6 @@ from adaptlab.knowledge.scoring import known_facts
 from adaptlab.knowledge.window import check_window
 from adaptlab.models.device import torch_device
 from adaptlab.paths import existing
-from adaptlab.train.restore import names_local_model
 
 LAYERS_PLOT = "layers.png"
 OUTPUT_FILES = (

@@ -4,7 +4,7 @@ An adapter folder may come from anyone. Nothing it names is trusted: the tensor 
 the folder's own `adapter.safetensors`, member adapters live in its own `adapters/<name>/`
 subfolders (names checked), method options are validated by the methods' configs (types and
 ranges) before any module is built, and the base model id is only a name (whether to load
-it is the caller's decision, see `adaptlab.train.restore`). Fields the format does not define
+it is the caller's decision, see `adaptlab.engine.restore`). Fields the format does not define
 are refused, not skipped, and the JSON's nesting is bounded (`adaptlab.jsonfile`). Any problem
 is one line naming the field.
 """

@@ -3,7 +3,7 @@ matrix R (mean over seeds) as a heat map, and a table of its scores with their s
 
 R[i][j] is the accuracy on stage j's test set after training stage i (the held-out perplexity
 of corpus j, for a causal-LM sequence). The scores are those of
-`adaptlab.train.continual.metrics` (docs/continual.md): average (GEM's ACC), backward
+`adaptlab.continual.metrics` (docs/continual.md): average (GEM's ACC), backward
 transfer (GEM's BWT), forward transfer against each stage trained alone (when the study asked
 for `single_stage: true`) and the average forgetting (Chaudhry et al. 2018), each a mean over
 seeds ± the standard deviation over seeds. A seed whose matrix or single-stage scores hold a NaN
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import adaptlab.report.formatting as fmt
 import adaptlab.report.plots as plots
+from adaptlab.continual.objectives import get_objective
+from adaptlab.continual.result import SequenceResult
 from adaptlab.report.markup import Html, figure, join, note, section, table, tag
 from adaptlab.report.spread import DIVERGED, finite, mean, spread_text
 from adaptlab.study.store_rows import StoredSequence
-from adaptlab.train.continual.objectives import get_objective
-from adaptlab.train.continual.result import SequenceResult
 
 LEAD = (
     "Each strategy's score matrix, mean over seeds: row i is the model after training stage i, "

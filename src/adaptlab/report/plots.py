@@ -21,9 +21,9 @@ from matplotlib.typing import RcKeyType
 
 import adaptlab.report.formatting as fmt
 from adaptlab.analysis.plots import fusion_figure
+from adaptlab.continual.metrics import LOWER_IS_BETTER
 from adaptlab.report.aggregate import Cell, MeanCurve, scored
 from adaptlab.report.spread import DIVERGED, finite
-from adaptlab.train.continual.metrics import LOWER_IS_BETTER
 
 _STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "path",

@@ -1,7 +1,7 @@
 """The report's view of stored runs: small typed `Run`s, and the saved validations.
 
 The report never trains: everything it shows comes from the runs' typed results
-(`adaptlab.train.result.RunResult`), which the store has already checked field by field.
+(`adaptlab.records.result.RunResult`), which the store has already checked field by field.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any, Literal
 from adaptlab.data.builtin import CHRONOLOGICAL
 from adaptlab.data.types import TimeSplit
 from adaptlab.errors import ConfigError
+from adaptlab.records.result import EpochRecord, SiteWeights
+from adaptlab.records.spec import RunSpec
+from adaptlab.records.transfer import ZeroShotScore
 from adaptlab.select.validate import Validation
 from adaptlab.study.store_rows import StoredRun
 from adaptlab.tasks.classes import ClassCounts
 from adaptlab.tasks.registry import get_task
-from adaptlab.train.result import EpochRecord, SiteWeights
-from adaptlab.train.spec import RunSpec
-from adaptlab.train.transfer import ZeroShotScore
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adaptlab.errors import DataError
-from adaptlab.train.result import RunResult
+from adaptlab.records.result import RunResult
 
 
 class StoredRun(Protocol):

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from adaptlab.checks import shown
+from adaptlab.continual.decoder import is_encoder
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
 from adaptlab.serve.errors import RequestError, check_unicode
-from adaptlab.train.continual.decoder import is_encoder
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from adaptlab.analysis.landscape import loss_landscape
 from adaptlab.analysis.similarity import compare_to_base
 from adaptlab.analysis.tokens import DEFAULT_TOKENS, eligible_tokens, sample_tokens
-from adaptlab.train.trained_run import OnTrained, TrainedRun
+from adaptlab.engine.trained_run import OnTrained, TrainedRun
 
 AnalysisName = Literal["rsa", "cka", "landscape"]
 SIMILARITIES = ("rsa", "cka")

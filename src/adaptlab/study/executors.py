@@ -14,14 +14,14 @@ from typing import Protocol
 
 import torch
 
+from adaptlab.engine.run import execute
 from adaptlab.errors import AdaptlabError
 from adaptlab.integrations.trackers.choice import Tracking
 from adaptlab.integrations.trackers.session import track
+from adaptlab.records.result import RunResult
+from adaptlab.records.spec import RunSpec
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.planner import PlannedRun
-from adaptlab.train.result import RunResult
-from adaptlab.train.run import execute
-from adaptlab.train.spec import RunSpec
 
 Started = Callable[[PlannedRun], None]
 """Called as a run is handed to a worker, before it starts training."""

@@ -18,16 +18,16 @@ from pathlib import Path
 
 from adaptlab.data.builtin import builtin_datasets
 from adaptlab.data.identity import content_digest
+from adaptlab.engine.adapters import as_adapter_name
 from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers.choice import Tracking
 from adaptlab.models.builtin import BUILTIN_MODELS
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.spec import RunSpec
+from adaptlab.records.transfer import ZeroShotTarget
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.spec import StudySpec
 from adaptlab.study.spec_methods import MethodEntry
-from adaptlab.train.adapters import as_adapter_name
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.spec import RunSpec
-from adaptlab.train.transfer import ZeroShotTarget
 
 RUN_REFERENCE = "run:"
 """How a spec names the folder of another run of the study: run:<run id>/<adapter name>."""

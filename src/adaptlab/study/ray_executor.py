@@ -21,13 +21,13 @@ from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers.choice import Tracking
+from adaptlab.records.result import RunResult
+from adaptlab.records.spec import RunSpec
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.executors import Outcome, Started, one_line, run_one
 from adaptlab.study.planner import PlannedRun
 from adaptlab.study.ray_nodes import WATCH_SECONDS, NodeWatch, lost_line
 from adaptlab.study.spec import Resources
-from adaptlab.train.result import RunResult
-from adaptlab.train.spec import RunSpec
 
 RAY_HINT = "the Ray executor needs `pip install ray==2.60.0`"
 

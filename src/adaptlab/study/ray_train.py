@@ -1,7 +1,7 @@
 """A study run that asks for several processes (`resources: {nproc: N}`) trains on N workers of
 Ray Train's `TorchTrainer`, which places them on the cluster (each with the spec's `cpus` and
 `gpus`) and makes their process group (gloo, or NCCL with GPUs); adaptlab's run pipeline joins
-that group as it joins torchrun's (`adaptlab.train.process_group`), so each worker trains its
+that group as it joins torchrun's (`adaptlab.engine.process_group`), so each worker trains its
 share of every batch and the first alone writes anything.
 
 The first worker hands its outcome to a small mailbox actor the launching task made, so the
@@ -13,10 +13,10 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
+from adaptlab.records.result import RunResult
+from adaptlab.records.spec import RunSpec
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.spec import Resources
-from adaptlab.train.result import RunResult
-from adaptlab.train.spec import RunSpec
 
 Outcome = tuple[RunResult | None, str | None, float]
 
@@ -81,8 +81,8 @@ def _worker(config: dict[str, Any]) -> None:
     """One Ray Train worker: the run pipeline in the group Ray Train made."""
     import ray
 
+    from adaptlab.parallel.ranks import is_main_process
     from adaptlab.study.executors import run_one
-    from adaptlab.train.ranks import is_main_process
 
     outcome = run_one(
         config["spec"],

@@ -14,7 +14,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from adaptlab.engine.inputs import run_inputs
+from adaptlab.engine.run import METRICS_FILE
 from adaptlab.errors import ConfigError
+from adaptlab.records.result import RunResult
 from adaptlab.study.executors import Executor, LocalExecutor, Outcome
 from adaptlab.study.lock import StoreLock
 from adaptlab.study.planner import PlannedRun, plan_study
@@ -26,9 +29,6 @@ from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import StudySummary, timed
 from adaptlab.study.tracking import cell_tracking, check_study_tracking
 from adaptlab.tasks.judging import require_metric
-from adaptlab.train.inputs import run_inputs
-from adaptlab.train.result import RunResult
-from adaptlab.train.run import METRICS_FILE
 
 
 def adapter_folders(store: Path) -> Path:

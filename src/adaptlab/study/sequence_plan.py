@@ -13,15 +13,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from adaptlab.continual.decoder import check_causal_lm
+from adaptlab.continual.objectives import get_objective
+from adaptlab.continual.spec import SequenceSpec
 from adaptlab.data.builtin import builtin_datasets
 from adaptlab.data.identity import content_digest
 from adaptlab.models.builtin import BUILTIN_MODELS
+from adaptlab.records.config import TrainConfig
 from adaptlab.study.planner import _local
 from adaptlab.study.spec import StudySpec
-from adaptlab.train.config import TrainConfig
-from adaptlab.train.continual.decoder import check_causal_lm
-from adaptlab.train.continual.objectives import get_objective
-from adaptlab.train.continual.spec import SequenceSpec
 
 
 @dataclass(frozen=True)

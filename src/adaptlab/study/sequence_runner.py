@@ -18,6 +18,9 @@ import torch
 from rich.console import Console
 from rich.markup import escape
 
+from adaptlab.continual.checkpoint import SequenceCheckpoint
+from adaptlab.continual.result import StageOutcome
+from adaptlab.continual.run import alone_key, alone_spec, run_sequence, sequence_inputs
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.integrations.trackers.choice import Tracking
 from adaptlab.integrations.trackers.session import track
@@ -30,9 +33,6 @@ from adaptlab.study.store import ResultStore
 from adaptlab.study.store_paths import check_store_path
 from adaptlab.study.summary import SequenceOutcome, StudySummary, timed
 from adaptlab.study.tracking import check_study_tracking, sequence_tracking
-from adaptlab.train.continual.checkpoint import SequenceCheckpoint
-from adaptlab.train.continual.result import StageOutcome
-from adaptlab.train.continual.run import alone_key, alone_spec, run_sequence, sequence_inputs
 
 
 def sequence_folders(store: Path) -> Path:

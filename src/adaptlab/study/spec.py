@@ -44,7 +44,9 @@ from pydantic import (
 )
 
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, is_default_objective
 from adaptlab.errors import ConfigError
+from adaptlab.records.scale import Scale
 from adaptlab.study.analysis import AnalysisName
 from adaptlab.study.spec_data import DataEntry, DataOptions
 from adaptlab.study.spec_errors import describe_error
@@ -67,8 +69,6 @@ from adaptlab.study.spec_sequences import (
 from adaptlab.study.spec_transfer import SourceEntry, ZeroShotEntry
 from adaptlab.study.yamlfile import read_yaml
 from adaptlab.tasks.registry import known_metrics
-from adaptlab.train.continual.objectives import DEFAULT_OBJECTIVE, is_default_objective
-from adaptlab.train.scale import Scale
 
 RAY_RESOLUTION = 10_000
 """Ray counts resources in units of 1/10,000 (0.0001 of a CPU or GPU)."""

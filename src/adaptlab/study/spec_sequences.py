@@ -9,13 +9,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, PlainValidator, model_validator
 
+from adaptlab.continual.objectives import check_objective_name, get_objective
+from adaptlab.continual.registry import check_objective, strategy_config
+from adaptlab.continual.strategy import StrategyConfig
 from adaptlab.data.builtin import BUILTINS
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.study.spec_data import DataEntry
 from adaptlab.study.spec_fields import StrictModel, options_label
-from adaptlab.train.continual.objectives import check_objective_name, get_objective
-from adaptlab.train.continual.registry import check_objective, strategy_config
-from adaptlab.train.continual.strategy import StrategyConfig
 
 
 def _strategy_parts(value: object) -> tuple[str, dict[str, Any]]:

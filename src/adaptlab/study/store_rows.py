@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from adaptlab.train.continual.result import SequenceResult
-from adaptlab.train.result import RunResult
+from adaptlab.continual.result import SequenceResult
+from adaptlab.records.result import RunResult
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ import json
 from datetime import datetime
 from typing import Any
 
+from adaptlab.continual.result import SequenceResult
 from adaptlab.errors import ConfigError
+from adaptlab.records.result import RunResult
 from adaptlab.study.store_file import StoreFile
 from adaptlab.study.store_rows import PlanRow, StoredRun, StoredSequence
-from adaptlab.train.continual.result import SequenceResult
-from adaptlab.train.result import RunResult
 
 
 class RunReads(StoreFile):

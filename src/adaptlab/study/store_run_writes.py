@@ -9,9 +9,9 @@ import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from adaptlab.continual.result import SequenceResult
+from adaptlab.records.result import RunResult
 from adaptlab.study.store_file import StoreFile, json_text, utc_now
-from adaptlab.train.continual.result import SequenceResult
-from adaptlab.train.result import RunResult
 
 if TYPE_CHECKING:  # reading a store (the report) needs no planning code
     from adaptlab.study.planner import PlannedRun

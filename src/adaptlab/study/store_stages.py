@@ -7,8 +7,8 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
+from adaptlab.continual.result import StageOutcome
 from adaptlab.study.store_file import StoreFile, json_text, utc_now
-from adaptlab.train.continual.result import StageOutcome
 
 
 class StageRows(StoreFile):

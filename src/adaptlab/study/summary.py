@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adaptlab.continual.result import SequenceResult
 from adaptlab.study.executors import Outcome
 from adaptlab.study.sequence_plan import PlannedSequence
-from adaptlab.train.continual.result import SequenceResult
 
 
 @dataclass(frozen=True)

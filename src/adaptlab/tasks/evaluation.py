@@ -13,9 +13,9 @@ from torch import nn
 
 import adaptlab.checks as checks
 from adaptlab.data.encoding import TextEncoder
+from adaptlab.engine.batches import collated
+from adaptlab.parallel.shared_evaluation import gathered, my_turn
 from adaptlab.tasks.registry import get_task
-from adaptlab.train.batches import collated
-from adaptlab.train.shared_evaluation import gathered, my_turn
 
 
 @dataclass
@@ -38,7 +38,7 @@ def evaluate(
     batch_size: int = 64,
 ) -> Evaluation:
     """Run `model` over `features` in eval mode and score it (its batches split over the
-    processes of a multi-process run, `adaptlab.train.shared_evaluation`)."""
+    processes of a multi-process run, `adaptlab.parallel.shared_evaluation`)."""
     checks.positive(batch_size, "batch size")
     device = next(model.parameters()).device
     was_training = model.training

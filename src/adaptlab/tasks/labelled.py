@@ -1,5 +1,5 @@
 """What the labelled tasks share: examples read by `load_dataset` with one label each, the
-model's own loss and head, and a run prepared by `adaptlab.train.classification_run`."""
+model's own loss and head, and a run prepared by `adaptlab.tasks.labelled_run`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     import torch
 
     from adaptlab.data.readers import RawRow
-    from adaptlab.train.run_objective import RunObjective
-    from adaptlab.train.spec import RunSpec
+    from adaptlab.engine.run_objective import RunObjective
+    from adaptlab.records.spec import RunSpec
 
 
 class LabelledTask(Task):
@@ -22,7 +22,7 @@ class LabelledTask(Task):
     labelled: ClassVar[bool] = True
 
     def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:
-        from adaptlab.train.classification_run import prepare_classification
+        from adaptlab.tasks.labelled_run import prepare_classification
 
         return prepare_classification(spec, device)
 

@@ -1,7 +1,7 @@
 """Masked-language modelling on unlabelled text: how a language adapter is made (MAD-X,
 Pfeiffer et al. 2020). Its data are documents (`adaptlab.data.texts`), its model carries a
 masked-LM head, and it is scored by the share of masked tokens predicted exactly and the
-perplexity on them; a run of it is prepared by `adaptlab.train.mlm_run`."""
+perplexity on them; a run of it is prepared by `adaptlab.tasks.mlm_run`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from adaptlab.tasks.task import Task
 if TYPE_CHECKING:
     import torch
 
-    from adaptlab.train.run_objective import RunObjective
-    from adaptlab.train.spec import RunSpec
+    from adaptlab.engine.run_objective import RunObjective
+    from adaptlab.records.spec import RunSpec
 
 
 class MaskedLanguageModelling(Task):
@@ -41,7 +41,7 @@ class MaskedLanguageModelling(Task):
             )
 
     def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:
-        from adaptlab.train.mlm_run import prepare_masked_lm
+        from adaptlab.tasks.mlm_run import prepare_masked_lm
 
         return prepare_masked_lm(spec, device)
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from adaptlab.engine.batches import batches
 from adaptlab.tasks.prediction import Prediction
 from adaptlab.tasks.registry import get_task
-from adaptlab.train.batches import batches
 
 if TYPE_CHECKING:
     from adaptlab.data.encoding import TextEncoder

@@ -47,6 +47,14 @@ def task_names(where: Callable[[Task], bool] = lambda task: True) -> list[str]:
     return TASKS.names(where)
 
 
+def run_task(name: str | None) -> Task:
+    """The task that prepares a run whose data options name `name`; None: the data's labels
+    decide, and every labelled task prepares a run alike, so the first one listed does."""
+    if name is not None:
+        return get_task(name)
+    return get_task(task_names(lambda task: task.labelled)[0])
+
+
 def labelled_task(name: str) -> Task:
     """The labelled task `name` (what `load_dataset` reads); one line naming those there are
     for an unknown name or an unlabelled task."""

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # records only; nothing here loads a model
-    from adaptlab.train.continual.result import SequenceResult
-    from adaptlab.train.result import EpochRecord, RunResult
+    from adaptlab.continual.result import SequenceResult
+    from adaptlab.records.result import EpochRecord, RunResult
 
 
 def stage_prefix(title: str) -> str:

@@ -1,4 +1,4 @@
-"""The observer a tracked run sets around its training (`adaptlab.train.events`): it names the
+"""The observer a tracked run sets around its training (`adaptlab.engine.events`): it names the
 loop's steps and epochs as scalars (`records`) on one rising step and hands them to the
 run's sinks (TensorBoard, MLflow).
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from adaptlab.integrations.trackers.records import epoch_scalars, stage_prefix, step_scalars
 
 if TYPE_CHECKING:
-    from adaptlab.train.result import EpochRecord
+    from adaptlab.records.result import EpochRecord
 
 Status = Literal["FINISHED", "FAILED", "KILLED"]
 """How a tracked run ended (MLflow's names): done, failed, or stopped (Ctrl-C)."""

@@ -26,8 +26,8 @@ from adaptlab.integrations.trackers.reporter import Reporter, Sink, Status
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from adaptlab.train.continual.result import SequenceResult
-    from adaptlab.train.result import RunResult
+    from adaptlab.continual.result import SequenceResult
+    from adaptlab.records.result import RunResult
 
 
 log = logging.getLogger("adaptlab.trackers")
@@ -45,7 +45,7 @@ class TrackedRun:
 
     def __enter__(self) -> TrackedRun:
         if self.tracking is not None:
-            from adaptlab.train.events import observing
+            from adaptlab.engine.events import observing
 
             require_installed(self.tracking.trackers)
             check_destinations([(self.tracking, self._spec)])
@@ -71,7 +71,7 @@ class TrackedRun:
 
     def finished_run(self, result: RunResult, out: str | os.PathLike[str] | None) -> None:
         """Record a run's test scores; its adapter folder (if `out` was written) goes to MLflow."""
-        from adaptlab.train.outputs import ADAPTER_FOLDER
+        from adaptlab.engine.outputs import ADAPTER_FOLDER
 
         self._reporter.final(run_scalars(result))
         if out is not None:

@@ -1,0 +1,171 @@
+"""What defines a sequence: one model, ordered stages (data entries), a method, a strategy,
+and what the stages train for (classification, or causal language modelling of their text)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from adaptlab.continual.objectives import (
+    DEFAULT_OBJECTIVE,
+    check_objective_name,
+    get_objective,
+    is_default_objective,
+)
+from adaptlab.continual.registry import check_objective, strategy_config
+from adaptlab.continual.strategy import StrategyConfig
+from adaptlab.errors import ConfigError
+from adaptlab.methods.compose import MethodSpec, check_combination, resolve
+from adaptlab.methods.config import MethodConfig
+from adaptlab.methods.registry import check_base_stays_frozen, make_config
+from adaptlab.records.config import TrainConfig
+from adaptlab.records.jsonfields import JsonObject
+from adaptlab.records.scale import Scale, resolve_auto
+from adaptlab.records.spec import _train_config
+
+
+@dataclass(frozen=True)
+class SequenceSpec:
+    """A model trained through `stages` in order with `methods` and `strategy`.
+
+    `train_size` samples that many training examples per stage (and as many dev examples, as
+    `adaptlab train` does); `test_size` caps each stage's test set (a stratified, seeded
+    sample), since every stage is tested after every stage. With `single_stage`, each stage
+    after the first is also trained alone, for forward transfer. `stage_options`, when given,
+    holds each stage's reading options (`load_dataset` keywords: `label_column`, ...).
+
+    `objective`: what the stages train for, an objective's name (`objectives`).
+    "classification" (the default): task-incremental, one head per labelled stage, scored by
+    accuracy. "causal-lm": lifelong pretraining, each stage a corpus of documents (`load_texts`
+    sources: a built-in's texts, a .txt file, a text column), the model a causal LM trained on
+    next-token prediction, scored by each corpus's held-out perplexity; `train_size` and
+    `test_size` then count documents.
+
+    `device` "auto" and the `scale`'s precision "auto" are resolved on creation, as in
+    `RunSpec`; the scale is written only when it is not the float32 default.
+    """
+
+    model: str
+    stages: tuple[str, ...]
+    methods: tuple[MethodConfig, ...]
+    strategy: StrategyConfig
+    train_size: int | None = None
+    test_size: int | None = None
+    train: TrainConfig = field(default_factory=TrainConfig)
+    device: str = "auto"
+    single_stage: bool = False
+    stage_options: tuple[Mapping[str, str], ...] = ()
+    objective: str = DEFAULT_OBJECTIVE
+    scale: Scale = Scale()
+
+    def __post_init__(self) -> None:
+        device, scale = resolve_auto(self.device, self.scale)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "scale", scale)
+        check_objective_name(self.objective)
+        check_objective(self.strategy.name, self.objective)
+        if not self.stages or not all(isinstance(s, str) and s for s in self.stages):
+            raise ConfigError("a sequence needs at least one stage (a data set name or file)")
+        if self.stage_options and len(self.stage_options) != len(self.stages):
+            raise ConfigError(
+                f"stage options: expected one mapping per stage ({len(self.stages)}), "
+                f"got {len(self.stage_options)}"
+            )
+        check_combination(self.methods)
+        if self.methods[0].name == "fusion":
+            raise ConfigError("a sequence trains adapters; fusion is not one of its methods")
+        for name in ("train_size", "test_size"):
+            size = getattr(self, name)
+            if size is not None and (
+                isinstance(size, bool) or not isinstance(size, int) or size < 1
+            ):
+                raise ConfigError(
+                    f"{name.replace('_', '-')} must be a positive integer, got {size!r}"
+                )
+        if self.scale.frozen_base is not None:
+            check_base_stays_frozen(self.methods, self.scale.frozen_base)
+
+    @classmethod
+    def build(
+        cls,
+        model: str,
+        stages: Sequence[str],
+        method: MethodSpec | Sequence[MethodSpec] = "houlsby",
+        strategy: str = "sequential",
+        strategy_options: Mapping[str, Any] | None = None,
+        **settings: Any,
+    ) -> SequenceSpec:
+        """A spec from names as users write them (`"lora"`, `"replay"`, {"rate": 0.05})."""
+        config = strategy_config(strategy, strategy_options)
+        return cls(model, tuple(stages), resolve(method, {}), config, **settings)
+
+    @property
+    def metric(self) -> str:
+        """What the matrix holds, as the objective says (accuracy, perplexity)."""
+        return get_objective(self.objective).metric
+
+    def options_of(self, stage: int) -> dict[str, str]:
+        """Stage `stage`'s reading options (none given: {})."""
+        return dict(self.stage_options[stage]) if self.stage_options else {}
+
+    def learning_rate(self) -> float:
+        """The given learning rate, or the lowest default of the methods (as `RunSpec`)."""
+        if self.train.learning_rate is not None:
+            return self.train.learning_rate
+        return min(c.default_learning_rate for c in self.methods)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, the learning rate resolved."""
+        return {
+            "model": self.model,
+            "stages": list(self.stages),
+            "methods": [{"name": c.name, "config": c.to_dict()} for c in self.methods],
+            "strategy": {"name": self.strategy.name, "config": self.strategy.to_dict()},
+            "train_size": self.train_size,
+            "test_size": self.test_size,
+            "train": {**self.train.to_dict(), "learning_rate": self.learning_rate()},
+            "device": self.device,
+            "single_stage": self.single_stage,
+            **(
+                {"stage_options": [dict(o) for o in self.stage_options]}
+                if self.stage_options
+                else {}
+            ),
+            **({} if is_default_objective(self.objective) else {"objective": self.objective}),
+            **({} if self.scale.is_default else {"scale": self.scale.to_dict()}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "sequence spec") -> SequenceSpec:
+        """The spec `to_dict` wrote, validated again; ConfigError naming a bad field."""
+        return cls.from_json(JsonObject(data, where))
+
+    @classmethod
+    def from_json(cls, spec: JsonObject) -> SequenceSpec:
+        """`from_dict` of an object being read as part of a larger record."""
+        spec.refuse_unknown([f.name for f in fields(cls)])
+        parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
+        strategy = spec.object("strategy")
+        try:
+            methods = tuple(make_config(name, options) for name, options in parts)
+            config = strategy_config(strategy.text("name"), strategy.mapping("config"))
+        except ConfigError as error:
+            raise ConfigError(f"{spec.where}: {spec.prefix}{error}") from None
+        return cls(
+            model=spec.text("model"),
+            stages=spec.texts("stages"),
+            methods=methods,
+            strategy=config,
+            train_size=spec.optional_integer("train_size"),
+            test_size=spec.optional_integer("test_size"),
+            train=_train_config(spec.object("train")),
+            device=spec.text("device", default="cpu"),
+            single_stage=spec.boolean("single_stage", False),
+            stage_options=tuple(
+                {str(key): str(value) for key, value in item.data.items()}
+                for item in spec.objects("stage_options", default=[])
+            ),
+            objective=spec.text("objective", default=DEFAULT_OBJECTIVE),
+            scale=Scale.from_json(spec.object("scale")) if "scale" in spec else Scale(),
+        )

@@ -1,0 +1,55 @@
+"""What a task brings to the epoch loop (`adaptlab.engine.loop`): how the examples the loop
+picks become a batch, what a batch's loss is, and how an epoch is scored on dev. Everything
+else about a step (backward, clipping, the optimiser, progress, the best epoch) is the loop's,
+so classification, masked and causal LM and continual stages train the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import torch
+
+BatchT = TypeVar("BatchT")
+
+
+@dataclass(frozen=True)
+class DevScore:
+    """One epoch's dev evaluation: mean loss, metrics, and the score the best epoch is chosen
+    by (higher is better)."""
+
+    loss: float
+    metrics: dict[str, float]
+    score: float
+
+
+class Objective(Protocol[BatchT]):
+    """A training objective over `examples` training examples, numbered from 0."""
+
+    @property
+    def title(self) -> str:
+        """What the progress bar says before "epoch": "" for a run, the stage for a stage."""
+        ...
+
+    @property
+    def metric(self) -> str:
+        """The dev metric the run records as picking its best epoch."""
+        ...
+
+    @property
+    def examples(self) -> int:
+        """How many training examples an epoch goes through."""
+        ...
+
+    def batch(self, indices: list[int], generator: torch.Generator) -> BatchT:
+        """The training batch of examples `indices`; random draws (masks, replay) from
+        `generator`, the loop's seeded one."""
+        ...
+
+    def loss(self, batch: BatchT) -> torch.Tensor:
+        """The batch's training loss (a forward pass in training mode)."""
+        ...
+
+    def dev(self) -> DevScore:
+        """Score the model as it is now on the dev examples."""
+        ...

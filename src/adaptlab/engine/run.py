@@ -1,0 +1,185 @@
+"""One training run end to end: data, model, method, training, test, and its files.
+
+`execute` is what `adaptlab train` and every study run call, whatever the task: the task's
+objective (`adaptlab.engine.run_objective`) reads the data and prepares the model, the one
+epoch loop (`adaptlab.engine.loop`) trains it, the objective scores the test. It validates
+everything it can before any long work, and writes its folder atomically
+(`adaptlab.engine.run_folder`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from adaptlab.engine.inputs import run_inputs
+from adaptlab.engine.loop import train_epochs
+from adaptlab.engine.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.engine.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
+from adaptlab.engine.precision import keep_trained_in_float32
+from adaptlab.engine.process_group import process_group
+from adaptlab.engine.run_checks import check_run
+from adaptlab.engine.run_folder import RunFolder
+from adaptlab.engine.run_objective import RunObjective
+from adaptlab.engine.scale_model import announce_scale
+from adaptlab.engine.sharding import gather_adapter, shard_model
+from adaptlab.engine.trained_run import OnTrained
+from adaptlab.engine.training_checkpoint import TrainingCheckpoint, TrainingPlan
+from adaptlab.models.device import torch_device
+from adaptlab.models.resolve import resolve_model
+from adaptlab.parallel.ranks import is_main_process
+from adaptlab.parallel.shared_evaluation import shared_evaluation
+from adaptlab.records.result import RunResult, Versions
+from adaptlab.records.spec import RunSpec
+from adaptlab.tasks.registry import get_task, run_task
+
+log = logging.getLogger("adaptlab.train")
+
+__all__ = [
+    "ADAPTER_FOLDER",
+    "LOG_FILE",
+    "METRICS_FILE",
+    "OnTrained",
+    "RunSpec",
+    "execute",
+]
+
+
+def execute(
+    spec: RunSpec,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    progress: bool = True,
+    overwrite: bool = False,
+    on_trained: OnTrained | None = None,
+    frozen_cache: str = "auto",
+    checkpoint_every: int | Literal["epoch"] | None = None,
+    resume: bool = False,
+    shard: bool = False,
+) -> RunResult:
+    """Train, pick the best epoch on dev, test it; write `out` if given; return the result.
+
+    `on_trained`, if given, sees the trained model and data; its result joins the result.
+    `frozen_cache`: see `Classification.frozen_replay` (an execution detail, not in the spec).
+    `checkpoint_every` ("epoch" or a number of steps) keeps a checkpoint beside `out`;
+    `resume` goes on from it. Under a launcher's process group (`--nproc`, torchrun) every
+    process trains its share and only the first writes anything; `shard` shards the model
+    over the processes (FSDP2, `adaptlab.engine.sharding`).
+    """
+    run_folder = Path(out) if out is not None else None
+    checkpoint = check_run(
+        spec,
+        run_folder,
+        overwrite=overwrite,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        shard=shard,
+        analysed=on_trained is not None,
+    )
+    with process_group(torch_device(spec.device)) as device:
+        if not is_main_process():
+            run_folder, progress, on_trained = None, False, None
+        return _execute(
+            spec,
+            run_folder,
+            device,
+            progress=progress,
+            overwrite=overwrite,
+            on_trained=on_trained,
+            frozen_cache=frozen_cache,
+            checkpoint=checkpoint,
+            shard=shard,
+        )
+
+
+def _execute(
+    spec: RunSpec,
+    out: Path | None,
+    device: torch.device,
+    *,
+    progress: bool,
+    overwrite: bool,
+    on_trained: OnTrained | None,
+    frozen_cache: str,
+    checkpoint: TrainingCheckpoint | None,
+    shard: bool,
+) -> RunResult:
+    """`execute` in this process, on `device`."""
+    started = time.perf_counter()
+    folder = RunFolder(out, overwrite, run_inputs(spec))
+    resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
+    objective: RunObjective = run_task(spec.task).prepare_run(spec, device)
+    model, handle = objective.model, objective.handle
+    if checkpoint is not None:  # a checkpoint that does not fit is refused before the device line
+        plan = TrainingPlan.of(objective.examples, spec.train, objective.metric)
+        checkpoint.check_run(model, plan, spec.train, spec.learning_rate())
+    if shard:  # refused in one line (too few processes, mixed dtypes) before anything is said
+        keep_trained_in_float32(model)
+        shard_model(model)
+    announce_scale(model)
+    if not spec.scale.is_default:  # the manifest says how the adapter was trained
+        scale = spec.scale
+        handle.record_training_scale(
+            precision=scale.precision, base_dtype=scale.base_dtype, quantize=scale.quantize
+        )
+    with folder:
+        log.info("run %s", json.dumps(spec.to_dict()))
+        log.info("data %s", objective.description)
+        log.info("%s", handle.summary())
+        reset_peak_memory(device)
+        with objective.frozen_replay(frozen_cache, folder.staging):
+            history = train_epochs(
+                model,
+                objective,
+                spec.train,
+                spec.learning_rate(),
+                progress=progress,
+                checkpoint=checkpoint,
+            )
+        with shared_evaluation(model):
+            tested = objective.test()
+        if shard:
+            gather_adapter(handle)
+        log.info("test %s", json.dumps(tested.metrics))
+        for score in tested.zero_shot or ():
+            log.info("zero-shot %s %s", score.data, json.dumps(score.metrics))
+        counts = handle.parameter_counts()
+        data = objective.data
+        result = RunResult(
+            spec=spec,
+            data=data,
+            metric=history.metric,
+            judged_by=get_task(data.task).choose_metric(data.train_counts),
+            epochs=tuple(history.epochs),
+            best_epoch=history.best_epoch,
+            dev=history.best.dev_metrics,
+            test=tested.metrics,
+            test_classes=tested.classes,
+            test_loss=tested.loss,
+            trainable_parameters=counts["trainable"],
+            total_parameters=counts["total"],
+            parameter_groups={k: v for k, v in counts.items() if k not in ("trainable", "total")},
+            adapter_tensor_bytes=handle.tensor_bytes(),
+            peak_memory_bytes=peak_memory_bytes(device),
+            versions=Versions.current(),
+            host=socket.gethostname(),
+            fusion_weights=tested.fusion_weights,
+            zero_shot=tested.zero_shot,
+        )
+        trained = objective.trained
+        if on_trained is not None and trained is not None:
+            began = time.perf_counter()
+            result = replace(result, analysis=dict(on_trained(trained)))
+            started += time.perf_counter() - began  # wall_seconds stays the run's own time
+        published = folder.publish(model, result, started, objective.splits)
+        if checkpoint is not None and is_main_process():
+            checkpoint.remove()
+        return published
