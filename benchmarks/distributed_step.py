@@ -123,6 +123,7 @@ def worker(method: str, threads: int, steps: int, warmup: int, args: argparse.Na
     from adaptlab.engine.loop import train_epochs
     from adaptlab.engine.objective import DevScore
     from adaptlab.engine.process_group import process_group
+    from adaptlab.engine.scale_model import FLOAT32
     from adaptlab.models.loading import load_model
     from adaptlab.parallel.ranks import is_main_process
     from adaptlab.parallel.ranks import process_count as probe_count
@@ -165,7 +166,7 @@ def worker(method: str, threads: int, steps: int, warmup: int, args: argparse.Na
         started = time.perf_counter()
         config = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-4)
         with observing(Clock()):
-            train_epochs(model, RandomBatches(), config, 1e-4, progress=False)
+            train_epochs(model, RandomBatches(), config, 1e-4, scale=FLOAT32, progress=False)
         gaps = [b - a for a, b in zip([started, *times], times, strict=False)][warmup:]
         if is_main_process():
             answer = {

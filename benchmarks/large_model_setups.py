@@ -155,10 +155,10 @@ def peft_qlora(model: LlamaForCausalLM, counter: LiveBytes) -> Step:
 
 def _adaptlab(model: LlamaForCausalLM, quantize: bool) -> Step:
     """adaptlab's own preparation of a run (`prepare_base`: bf16 base, NF4 when `quantize`,
-    checkpointing, forward under bf16 autocast), LoRA (fp32, as the loop keeps what trains),
-    and the chunked loss under the loop's autocast."""
+    checkpointing), LoRA (fp32, as the loop keeps what trains), and the forward and chunked
+    loss under the loop's bf16 autocast (`autocast_at`)."""
     from adaptlab.engine.lm_loss import causal_lm_loss
-    from adaptlab.engine.precision import keep_trained_in_float32
+    from adaptlab.engine.precision import autocast_at, keep_trained_in_float32
     from adaptlab.engine.scale_model import prepare_base
     from adaptlab.methods import adapt
     from adaptlab.records.scale import Scale
@@ -170,7 +170,7 @@ def _adaptlab(model: LlamaForCausalLM, quantize: bool) -> Step:
     keep_trained_in_float32(model)
 
     def step(ids: torch.Tensor) -> None:
-        with torch.autocast(ids.device.type, dtype=torch.bfloat16):
+        with autocast_at(scale.precision, ids.device):
             loss = causal_lm_loss(model, ids, None)
         loss.backward()
 

@@ -14,8 +14,9 @@ from tiny_models import save_tiny_bert
 from adaptlab.errors import ConfigError
 from adaptlab.report import render_report
 from adaptlab.study.executors import LocalExecutor
+from adaptlab.study.kind_runs import adapter_folders
 from adaptlab.study.planner import plan_study
-from adaptlab.study.runner import adapter_folders, run_study
+from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.store import load_records
 

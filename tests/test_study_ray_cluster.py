@@ -82,8 +82,9 @@ def test_cuda_runs_on_ray_must_ask_for_gpus(tmp_path: Path) -> None:
     ]:
         spec = write_spec(tmp_path, model, data, device=device, precision="fp32")
         runs = plan_study(load_spec(spec), tmp_path)
+        executor = RayExecutor(Resources(gpus=gpus))
         with pytest.raises(ConfigError, match=error):
-            next(RayExecutor(Resources(gpus=gpus)).run(runs, lambda run: None))
+            next(executor.run(runs, lambda run: None, lambda run, index, stage: None))
 
 
 def test_gpu_shares_set_how_many_runs_are_in_flight() -> None:

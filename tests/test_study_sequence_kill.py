@@ -18,8 +18,8 @@ from test_study_kill import start
 from tiny_models import save_tiny_bert
 
 from adaptlab.study.executors import LocalExecutor
+from adaptlab.study.kind_sequences import sequence_folders
 from adaptlab.study.runner import run_study
-from adaptlab.study.sequence_runner import sequence_folders
 from adaptlab.study.store import ResultStore, load_sequences
 
 

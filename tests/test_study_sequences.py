@@ -19,9 +19,9 @@ from adaptlab.continual.checkpoint import SequenceCheckpoint
 from adaptlab.continual.result import StageOutcome
 from adaptlab.errors import ConfigError
 from adaptlab.study.executors import LocalExecutor
+from adaptlab.study.kind_sequences import sequence_folders
 from adaptlab.study.runner import run_study
 from adaptlab.study.sequence_plan import plan_sequences
-from adaptlab.study.sequence_runner import sequence_folders
 from adaptlab.study.spec import load_spec
 from adaptlab.study.status import study_status
 from adaptlab.study.store import ResultStore, load_records, load_sequences
@@ -243,6 +243,27 @@ def test_a_sequence_that_fails_is_stored_failed_and_the_study_goes_on(
     assert failed.error and "empty.csv" in failed.error
     (status,) = study_status(tmp_path / "cl.db")
     assert status.failed == 1 and status.errors[0].startswith("houlsby(hidden_size=8) · replay")
+
+
+def test_a_sequence_whose_folder_holds_no_state_fails_and_the_study_goes_on(
+    model_dir: str, tmp_path: Path
+) -> None:
+    stages = write_stages(tmp_path)
+    spec = write_sequence_spec(tmp_path, model_dir, stages)
+    store = tmp_path / "cl.db"
+    sequential, replay = plan_sequences(load_spec(spec), tmp_path)
+    folder = sequence_folders(store) / sequential.run_id
+    folder.parent.mkdir()
+    folder.write_text("no state")
+    with one_thread():
+        summary = run_study(spec, executor=LocalExecutor(progress=False))
+    (failed,) = summary.failed
+    assert failed.run.run_id == sequential.run_id
+    assert failed.error == f"the checkpoint folder {folder} is a file or a link; give a folder"
+    assert [s.run_id for s in load_sequences(store)] == [replay.run_id]
+    (status,) = study_status(store)
+    assert (status.done, status.failed) == (1, 1)
+    assert folder.read_text() == "no state"  # left for the user to look at
 
 
 def test_the_example_study_plans_twelve_sequences() -> None:

@@ -23,3 +23,9 @@ class ModelNotFoundError(AdaptlabError):
 
 class DataError(AdaptlabError):
     """A data file or built-in corpus cannot be read as asked."""
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message, or its type name when it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,5 +1,5 @@
 """JSON from files a user gives (manifests, PEFT configs, a model folder's config), parsed with a
-bound on nesting.
+bound on nesting, every failure to read one line naming the file.
 
 Python's parser recurses once per nested list or object, so a file of 100,000 `[` ends in a
 RecursionError, and anything that walks a result nested just under the limit may hit it later.
@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import re
 from itertools import accumulate
+from pathlib import Path
 from typing import Any
+
+from adaptlab.errors import AdaptlabError
 
 MAX_NESTING = 100
 """Lists and objects inside each other, at most: manifests and configs nest under ten levels,
@@ -35,3 +38,14 @@ def parse_json(text: str) -> Any:
     if depth > MAX_NESTING:
         raise ValueError(f"nested {depth:,} levels deep, more than the {MAX_NESTING} allowed")
     return json.loads(text)
+
+
+def read_json_file(path: Path, error: type[AdaptlabError]) -> Any:
+    """The JSON in the file at `path` (UTF-8, nesting bounded as in `parse_json`); `error`, one
+    line naming the file, when it cannot be read or is not JSON."""
+    try:
+        return parse_json(path.read_text(encoding="utf-8"))
+    except OSError as failure:
+        raise error(f"{path}: cannot be read ({failure.strerror})") from None
+    except ValueError as failure:  # not JSON, not UTF-8, or nested too deep
+        raise error(f"{path}: not valid JSON ({failure})") from None

@@ -2,8 +2,9 @@
 and `adaptlab --help` load no torch until a name that needs it is used.
 
 A package lists its public names as imports under `if TYPE_CHECKING:` (which type checkers
-and readers follow; a submodule as `import package.sub as sub`) and calls
-`lazy_face(__name__)`: each name then imports its module the first time it is read.
+and readers follow; a submodule as `import package.sub as sub`; every public name of another
+face as `from package.face import *`) and calls `lazy_face(__name__)`: each name then imports
+its module the first time it is read.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def _shadows(sources: dict[str, Source], name: str, value: object) -> bool:
 
 
 def _type_checking_imports(text: str) -> dict[str, Source]:
-    """Every name imported under the module's top-level `if TYPE_CHECKING:` (`from m import a`
-    and `import m as a`, absolute), with where it comes from."""
+    """Every name imported under the module's top-level `if TYPE_CHECKING:` (`from m import a`,
+    `from m import *` and `import m as a`, absolute), with where it comes from."""
     found: dict[str, Source] = {}
     for node in ast.parse(text).body:
         if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"):
@@ -68,9 +69,16 @@ def _type_checking_imports(text: str) -> dict[str, Source]:
         for statement in node.body:
             if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
                 for alias in statement.names:
-                    found[alias.asname or alias.name] = (statement.module, alias.name)
+                    names = _public_names(statement.module) if alias.name == "*" else [alias.name]
+                    found.update((alias.asname or name, (statement.module, name)) for name in names)
             elif isinstance(statement, ast.Import):
                 for alias in statement.names:
                     if alias.asname:
                         found[alias.asname] = (alias.name, None)
     return found
+
+
+def _public_names(face: str) -> list[str]:
+    """The public names of the package face `face` (its `__all__`), imported: a face loads none
+    of its names' modules until they are read."""
+    return list(importlib.import_module(face).__all__)

@@ -34,7 +34,13 @@ def rsa(x: torch.Tensor, y: torch.Tensor, *, chunk: int = DEFAULT_CHUNK) -> floa
     n = x.shape[0]
     if n < 3:
         raise ConfigError(f"RSA needs at least 3 tokens (2 similarity pairs), got {n}")
-    a, b = F.normalize(x.float(), dim=1), F.normalize(y.float(), dim=1)
+    with torch.autocast(x.device.type, enabled=False):  # float32 under any caller's autocast
+        return _correlation(F.normalize(x.float(), dim=1), F.normalize(y.float(), dim=1), chunk)
+
+
+def _correlation(a: torch.Tensor, b: torch.Tensor, chunk: int) -> float:
+    """RSA of the unit rows `a` and `b` (float32), `chunk` rows of similarities at a time."""
+    n = a.shape[0]
     shift = (_first_mean(a, chunk), _first_mean(b, chunk))  # shifted sums stay exact near 1
     sums = torch.zeros(5, dtype=torch.float64, device=a.device)  # a, b, a², b², ab
     for start in range(0, n - 1, chunk):

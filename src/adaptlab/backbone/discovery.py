@@ -9,6 +9,11 @@ architectures work without new code. Per block:
 - query / key / value are recognised by their short names (query, q, q_proj, q_lin, ...);
 - the attention output is the remaining hidden-to-hidden linear layer.
 
+An encoder-decoder (T5, BART) has two stacks of blocks: the encoder's, then the decoder's, read
+as one list in the order they run. A decoder block holds two attentions, its own and the
+cross-attention over the encoder's output, registered in that order; its roles are those of
+its own attention (the cross-attention's projections are left out).
+
 When a part cannot be found the error names the model class, the modules seen, and the
 override to pass (``adapt(..., backbone={"ffn_out": "mlp.down_proj"})``).
 """
@@ -44,15 +49,23 @@ def find_backbone(
     overrides = BackboneOverrides.parse(overrides)
     model_class = type(model).__name__
     base_name = _base_model_name(model)
-    blocks_name = overrides.blocks or _find_blocks(model, base_name, model_class)
-    block_list = get_module(model, blocks_name)
-    if not isinstance(block_list, nn.ModuleList) or len(block_list) == 0:
-        raise BackboneError(
-            f"{model_class}: {blocks_name!r} is not a non-empty ModuleList of transformer blocks"
-        )
+    stacks = _stacks(model, base_name)
+    if overrides.blocks:
+        lists = [overrides.blocks]
+    else:
+        lists = [_find_blocks(model, stack, model_class) for stack in stacks]
+    blocks_name = lists[0]
+    listed: list[tuple[str, nn.Module]] = []
+    for name in lists:
+        block_list = get_module(model, name)
+        if not isinstance(block_list, nn.ModuleList) or len(block_list) == 0:
+            raise BackboneError(
+                f"{model_class}: {name!r} is not a non-empty ModuleList of transformer blocks"
+            )
+        listed += [(f"{name}.{i}", block) for i, block in enumerate(block_list)]
     blocks = tuple(
-        _read_block(model_class, f"{blocks_name}.{i}", i, block, overrides)
-        for i, block in enumerate(block_list)
+        _read_block(model_class, name, i, block, overrides, two_attentions=len(stacks) > 1)
+        for i, (name, block) in enumerate(listed)
     )
     first = get_module(model, blocks[0].ffn_out)
     assert isinstance(first, nn.Linear)
@@ -79,8 +92,19 @@ def _base_model_name(model: nn.Module) -> str:
     return prefix if prefix and isinstance(getattr(model, prefix, None), nn.Module) else ""
 
 
+def _stacks(model: nn.Module, base_name: str) -> tuple[str, ...]:
+    """Where the blocks are searched: an encoder-decoder's encoder and decoder, else the base
+    model."""
+    if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return (base_name,)
+    names = {id(module): name for name, module in model.named_modules()}
+    getters = (getattr(model, "get_encoder", None), getattr(model, "get_decoder", None))
+    found = tuple(names.get(id(get()), "") for get in getters if callable(get))
+    return found if len(found) == 2 and all(found) else (base_name,)
+
+
 def _find_blocks(model: nn.Module, base_name: str, model_class: str) -> str:
-    """The ModuleList of identical blocks holding the most parameters."""
+    """The ModuleList of identical blocks holding the most parameters (under `base_name`)."""
     base = get_module(model, base_name)
     candidates = []
     for name, module in base.named_modules(prefix=base_name):
@@ -101,11 +125,18 @@ def _find_blocks(model: nn.Module, base_name: str, model_class: str) -> str:
 
 
 def _read_block(
-    model_class: str, name: str, index: int, block: nn.Module, overrides: BackboneOverrides
+    model_class: str,
+    name: str,
+    index: int,
+    block: nn.Module,
+    overrides: BackboneOverrides,
+    two_attentions: bool = False,
 ) -> BlockParts:
     linears = {
         n: m for n, m in block.named_modules() if isinstance(m, nn.Linear) and not is_inserted(n)
     }
+    if two_attentions:
+        linears = _own_attention(linears)
 
     def fail(part: str, override: str) -> BackboneError:
         seen = ", ".join(f"{n} ({m.in_features}->{m.out_features})" for n, m in linears.items())
@@ -177,6 +208,19 @@ def _read_block(
             absolute(n) for n, m in block.named_modules() if is_norm(m) and not is_inserted(n)
         ),
     )
+
+
+def _own_attention(linears: dict[str, nn.Linear]) -> dict[str, nn.Linear]:
+    """A block's linear layers without its cross-attention's: when query projections sit in
+    two modules, the second registered (a decoder block's attention over the encoder) is left
+    out."""
+    scopes = [
+        n.rpartition(".")[0] for n in linears if n.rsplit(".", 1)[-1] in _SHORT_NAMES["query"]
+    ]
+    if len(scopes) != 2 or not all(scopes) or scopes[0] == scopes[1]:
+        return linears
+    cross = f"{scopes[1]}."
+    return {n: m for n, m in linears.items() if not n.startswith(cross)}
 
 
 def _find_embeddings(model: nn.Module, base_name: str, model_class: str) -> str:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -17,21 +16,14 @@ from adaptlab.analysis.landscape import (
     MIN_SPAN,
 )
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.cli.analysis_options import AnalysisTarget, with_analysis_options
 from adaptlab.cli.console import console
 from adaptlab.cli.data_file_options import (
     DEFAULT_DATA_FILE,
     DataFileOptions,
     with_data_file_options,
 )
-from adaptlab.cli.options import (
-    BaseModel,
-    DataOption,
-    Device,
-    at_least_two,
-    positive,
-    positive_finite,
-    seed,
-)
+from adaptlab.cli.options import at_least_two, positive, positive_finite, seed
 
 app = typer.Typer(
     help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes, "
@@ -39,32 +31,19 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-AdapterOption = Annotated[
-    Path, typer.Option(help="Run folder (or adapter folder) of a trained model.")
-]
-Split = Annotated[str, typer.Option(help="train, dev or test; a run folder's own split.")]
-Out = Annotated[
-    Path | None,
-    typer.Option(help="Folder for the JSON and PNG; default: <adapter>/analysis."),
-]
 Tokens = Annotated[int, typer.Option(help="Tokens sampled (paper: 5000).", callback=at_least_two)]
 Seed = Annotated[int, typer.Option(help="Seed of the token sample.", callback=seed)]
-Progress = Annotated[bool, typer.Option(help="Show progress bars.")]
+BatchSize = Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)]
 
 
 @app.command("rsa")
+@with_analysis_options()
 @with_data_file_options()
 def rsa(
-    adapter: AdapterOption,
-    data: DataOption,
+    target: AnalysisTarget,
     tokens: Tokens = DEFAULT_TOKENS,
     seed: Seed = 0,
-    split: Split = "dev",
-    out: Out = None,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "auto",
-    model: BaseModel = None,
-    progress: Progress = True,
 ) -> None:
     """Per-layer RSA of the trained model against its base (adaptation switched off).
 
@@ -72,26 +51,20 @@ def rsa(
 
         adaptlab analyze rsa --adapter runs/rt-houlsby --data rotten-tomatoes
     """
-    options = data_file.load_options()
-    _similarity("rsa", adapter, data, tokens, seed, split, out, options, device, model, progress)
+    _similarity("rsa", target, tokens, seed, data_file)
 
 
 @app.command("cka")
+@with_analysis_options()
 @with_data_file_options()
 def cka(
-    adapter: AdapterOption,
-    data: DataOption,
+    target: AnalysisTarget,
     tokens: Tokens = DEFAULT_TOKENS,
     seed: Seed = 0,
     debiased: Annotated[
         bool, typer.Option(help="Use the unbiased HSIC estimator (Song et al. 2012).")
     ] = False,
-    split: Split = "dev",
-    out: Out = None,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "auto",
-    model: BaseModel = None,
-    progress: Progress = True,
 ) -> None:
     """Per-layer linear CKA of the trained model against its base.
 
@@ -99,16 +72,14 @@ def cka(
 
         adaptlab analyze cka --adapter runs/rt-houlsby --data rotten-tomatoes --debiased
     """
-    options = data_file.load_options()
-    measure = "cka-debiased" if debiased else "cka"
-    _similarity(measure, adapter, data, tokens, seed, split, out, options, device, model, progress)
+    _similarity("cka-debiased" if debiased else "cka", target, tokens, seed, data_file)
 
 
 @app.command("landscape")
+@with_analysis_options()
 @with_data_file_options()
 def landscape(
-    adapter: AdapterOption,
-    data: DataOption,
+    target: AnalysisTarget,
     points: Annotated[
         int,
         typer.Option(
@@ -126,13 +97,8 @@ def landscape(
             callback=positive_finite,
         ),
     ] = DEFAULT_SPAN,
-    split: Split = "dev",
-    out: Out = None,
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
+    batch_size: BatchSize = 64,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "auto",
-    model: BaseModel = None,
-    progress: Progress = True,
 ) -> None:
     """Loss along theta0 + alpha (theta1 - theta0) over the trained parameters.
 
@@ -140,21 +106,14 @@ def landscape(
 
         adaptlab analyze landscape --adapter runs/rt-houlsby --data rotten-tomatoes
     """
-    options = data_file.load_options()
     written = landscape_analysis(
-        adapter,
-        data,
         points=points,
         span=span,
-        split=split,
-        data_options=options,
-        out=out,
-        device=device,
-        model=model,
         batch_size=batch_size,
-        progress=progress,
+        progress=target.progress,
+        **target.keywords(data_file),
     )
-    table = Table(title=f"loss landscape of {adapter} on {written.result['data']}")
+    table = Table(title=f"loss landscape of {target.adapter} on {written.result['data']}")
     table.add_column("alpha", justify="right")
     table.add_column("loss", justify="right")
     for alpha, loss in zip(written.result["alphas"], written.result["losses"], strict=True):
@@ -164,16 +123,12 @@ def landscape(
 
 
 @app.command("fusion")
+@with_analysis_options(progress=False)
 @with_data_file_options()
 def fusion(
-    adapter: AdapterOption,
-    data: DataOption,
-    split: Split = "dev",
-    out: Out = None,
-    batch_size: Annotated[int, typer.Option(help="Evaluation batch size.", callback=positive)] = 64,
+    target: AnalysisTarget,
+    batch_size: BatchSize = 64,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
-    device: Device = "auto",
-    model: BaseModel = None,
 ) -> None:
     """A fusion run's mean attention weight per adapter at each fusion layer, over every token.
 
@@ -182,17 +137,11 @@ def fusion(
         adaptlab analyze fusion --adapter runs/rt-fusion --data rotten-tomatoes
     """
     written = fusion_analysis(
-        adapter,
-        data,
-        split=split,
-        data_options=data_file.load_options(),
-        out=out,
-        device=device,
-        model=model,
         batch_size=batch_size,
+        **target.keywords(data_file),
     )
     sites = written.result["sites"]
-    table = Table(title=f"fusion weights of {adapter} on {written.result['data']}")
+    table = Table(title=f"fusion weights of {target.adapter} on {written.result['data']}")
     table.add_column("layer", justify="right")
     table.add_column("site")
     adapters = list(sites[0]["weights"])
@@ -208,31 +157,15 @@ def fusion(
 
 
 def _similarity(
-    measure: str,
-    adapter: Path,
-    data: str,
-    tokens: int,
-    seed: int,
-    split: str,
-    out: Path | None,
-    options: dict[str, Any],
-    device: str,
-    model: str | None,
-    progress: bool,
+    measure: str, target: AnalysisTarget, tokens: int, seed: int, data_file: DataFileOptions
 ) -> None:
     """Run one per-layer similarity analysis and print its table."""
     written = similarity_analysis(
-        adapter,
-        data,
-        measure,
+        measure=measure,
         tokens=tokens,
         seed=seed,
-        split=split,
-        data_options=options,
-        out=out,
-        device=device,
-        model=model,
-        progress=progress,
+        progress=target.progress,
+        **target.keywords(data_file),
     )
     result = written.result
     table = Table(

@@ -123,43 +123,33 @@ def find(
     _files(console, report.files)
 
 
-def _scaling(
-    neurons: Path, factor: float, name: str, seed: int, device: str, model: str | None
-) -> None:
-    summary, files = run_scaling(neurons, factor, name, seed, device=device, model=model)
-    console = _console()
-    console.print(
-        f"{name} over {summary['facts']} facts: mean change of P(correct answer) "
-        f"{100 * summary['knowledge_change']:+.1f}% with knowledge neurons, "
-        f"{100 * summary['random_change']:+.1f}% with as many random neurons"
-    )
-    _files(console, files)
+def _scaling_command(name: str, factor: float, effect: str) -> None:
+    """Add the command `name`: scale each fact's knowledge neurons by `factor` (`effect` says
+    how, for its help) and, separately, as many random ones; print the mean change."""
 
+    def command(
+        neurons: NeuronsFile, seed: Seed = 0, device: Device = "auto", model: ModelOverride = None
+    ) -> None:
+        summary, files = run_scaling(neurons, factor, name, seed, device=device, model=model)
+        console = _console()
+        console.print(
+            f"{name} over {summary['facts']} facts: mean change of P(correct answer) "
+            f"{100 * summary['knowledge_change']:+.1f}% with knowledge neurons, "
+            f"{100 * summary['random_change']:+.1f}% with as many random neurons"
+        )
+        _files(console, files)
 
-@app.command("suppress")
-def suppress(
-    neurons: NeuronsFile, seed: Seed = 0, device: Device = "auto", model: ModelOverride = None
-) -> None:
-    """Set each fact's knowledge neurons to 0 (and, separately, as many random ones).
-
-    Example:
-
-        adaptlab neurons suppress --neurons runs/neurons/neurons.json
-    """
-    _scaling(neurons, SUPPRESS, "suppress", seed, device, model)
-
-
-@app.command("amplify")
-def amplify(
-    neurons: NeuronsFile, seed: Seed = 0, device: Device = "auto", model: ModelOverride = None
-) -> None:
-    """Double each fact's knowledge neurons (and, separately, as many random ones).
+    command.__doc__ = f"""{effect} (and, separately, as many random ones).
 
     Example:
 
-        adaptlab neurons amplify --neurons runs/neurons/neurons.json
+        adaptlab neurons {name} --neurons runs/neurons/neurons.json
     """
-    _scaling(neurons, AMPLIFY, "amplify", seed, device, model)
+    app.command(name)(command)
+
+
+_scaling_command("suppress", SUPPRESS, "Set each fact's knowledge neurons to 0")
+_scaling_command("amplify", AMPLIFY, "Double each fact's knowledge neurons")
 
 
 @app.command("edit")

@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 import adaptlab.checks as checks
 from adaptlab.errors import ConfigError
-
-if TYPE_CHECKING:  # the type only: commands load the methods when they run
-    from adaptlab.methods.compose import MethodSpec
 
 DataOption = Annotated[
     str,
@@ -39,22 +36,8 @@ Device = Annotated[
 ]
 
 
-def _report_to(value: str) -> str:
-    """Option callback: the trackers named, each one's package installed (else one line)."""
-    from adaptlab.integrations.trackers.choice import report_to, require_installed
-
-    require_installed(report_to(value))
-    return value
-
-
-ReportTo = Annotated[
-    str,
-    typer.Option(
-        help="Experiment trackers to report to: none, tensorboard, mlflow, or both "
-        "(tensorboard,mlflow); see docs/trackers.md.",
-        callback=_report_to,
-    ),
-]
+Overwrite = Annotated[bool, typer.Option(help="Replace an existing --out folder.")]
+Progress = Annotated[bool, typer.Option(help="Show a progress bar.")]
 BaseModel = Annotated[
     str | None,
     typer.Option(
@@ -119,24 +102,3 @@ def comma_separated(value: str | None) -> tuple[str, ...]:
     """A comma-separated option value as its parts, stripped, empty ones dropped (none for
     None): folders, data sets."""
     return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
-
-
-def method_spec(method: str, pairs: list[str] | None) -> MethodSpec:
-    """--method and its --option KEY=VALUE pairs: the method name, or {name: options} (values
-    parsed as JSON)."""
-    if not pairs:
-        return method
-    if "+" in method:
-        raise ConfigError(f"--option applies to one method, not the combination {method!r}")
-    return {method: key_values(pairs, "method option")}
-
-
-Processes = Annotated[
-    int,
-    typer.Option(
-        "--nproc",
-        help="Train on N processes of this machine (data parallel: gloo on the CPU, NCCL on "
-        "GPUs, one GPU each); --batch-size stays the global batch.",
-        callback=positive,
-    ),
-]

@@ -11,21 +11,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from adaptlab.cli.option_group import Command
 
 _TYPED: ContextVar[tuple[str, ...]] = ContextVar("adaptlab_command_line", default=())
-
-Oversubscribe = Annotated[
-    bool,
-    typer.Option(
-        help="Let --nproc start more processes than the CPU cores this command may run on "
-        "(they share the cores; slower, and memory grows with each)."
-    ),
-]
 
 
 def remember_command_line(arguments: Sequence[str]) -> None:

@@ -1,7 +1,8 @@
 """The options that set a run's scale (`adaptlab.records.scale.Scale`), declared once for the
 commands that train: --precision, --base-dtype, --quantize, --gradient-checkpointing and
 --offload-activations. A command takes them as one parameter,
-`scale: Scale = AUTO_SCALE`, under `@with_scale_options()`."""
+`scale: Scale = AUTO_SCALE`, under `@with_scale_options()` (which `adaptlab train` and
+`adaptlab sequence` get from `adaptlab.cli.run_core.training_command`)."""
 
 from __future__ import annotations
 

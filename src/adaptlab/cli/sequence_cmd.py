@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -11,17 +12,15 @@ from rich.table import Table
 from adaptlab.cli.console import console
 from adaptlab.cli.options import (
     Device,
-    MaxLength,
-    Processes,
-    ReportTo,
+    Overwrite,
+    Progress,
     comma_separated,
     key_values,
-    method_spec,
     positive,
-    seed,
 )
-from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
-from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
+from adaptlab.cli.run_core import ONE_PROCESS, Launch, run_training, training_command
+from adaptlab.cli.scale_options import AUTO_SCALE
+from adaptlab.cli.training_options import DEFAULT_TRAINING, with_training_options
 from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from adaptlab.continual.registry import StrategyEntry, list_strategies
 from adaptlab.continual.result import SequenceResult
@@ -34,15 +33,18 @@ from adaptlab.continual.run import (
 from adaptlab.continual.spec import SequenceSpec
 from adaptlab.engine.outputs import ADAPTER_FOLDER
 from adaptlab.folders import check_result_folder
-from adaptlab.integrations.trackers.choice import folder_tracking
-from adaptlab.integrations.trackers.session import track
-from adaptlab.parallel.ranks import is_main_process
+from adaptlab.integrations.trackers.session import TrackedRun
+from adaptlab.methods.compose import MethodSpec
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
 
 
-@errors_to_launcher
-@with_scale_options()
+@training_command
+@with_training_options(
+    method="Method or combination each stage trains, e.g. houlsby, lora.",
+    epochs="Epochs per stage.",
+    warmup=False,
+)
 def sequence(
     model: Annotated[str, typer.Option(help="minilm-l6, mpnet-base, a HF name or a folder.")],
     stages: Annotated[
@@ -73,13 +75,7 @@ def sequence(
             help="Strategy option KEY=VALUE (JSON value), repeatable, e.g. -s rate=0.05.",
         ),
     ] = None,
-    method: Annotated[
-        str, typer.Option(help="Method or combination each stage trains, e.g. houlsby, lora.")
-    ] = "houlsby",
-    option: Annotated[
-        list[str] | None,
-        typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
-    ] = None,
+    method: MethodSpec = "houlsby",
     train_size: Annotated[
         int | None,
         typer.Option(help="Sample n training examples (and n dev) per stage.", callback=positive),
@@ -92,22 +88,12 @@ def sequence(
         bool,
         typer.Option(help="Also train each later stage alone, for forward transfer."),
     ] = False,
-    epochs: Annotated[int, typer.Option(help="Epochs per stage.", callback=positive)] = 10,
-    batch_size: Annotated[int, typer.Option(help="Batch size.", callback=positive)] = 16,
-    learning_rate: Annotated[
-        float | None, typer.Option(help="Learning rate; default 2e-5 (full, freeze) or 1e-4.")
-    ] = None,
-    max_length: MaxLength = 128,
-    seed: Annotated[
-        int, typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed)
-    ] = 0,
+    training: TrainConfig = DEFAULT_TRAINING,
     device: Device = "auto",
     scale: Scale = AUTO_SCALE,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
-    report_to: ReportTo = "none",
-    nproc: Processes = 1,
-    oversubscribe: Oversubscribe = False,
+    overwrite: Overwrite = False,
+    progress: Progress = True,
+    launch: Launch = ONE_PROCESS,
 ) -> None:
     """Train one model through data sets in order and test every stage after each.
 
@@ -128,39 +114,33 @@ def sequence(
     spec = SequenceSpec.build(
         model,
         comma_separated(stages),
-        method_spec(method, option),
+        method,
         strategy,
         key_values(strategy_option, "strategy option"),
         train_size=train_size,
         test_size=test_size,
-        train=TrainConfig(
-            epochs=epochs,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            max_length=max_length,
-            seed=seed,
-        ),
+        train=training,
         device=device,
         scale=scale,
         single_stage=single_stage,
         objective=objective,
     )
-    tracking = folder_tracking(report_to, out)
 
     def check() -> None:
         check_result_folder(out, overwrite, SEQUENCE_FOLDER, sequence_inputs(spec))
 
-    if relaunched(nproc, device, oversubscribe=oversubscribe, check=check):
-        return
-    with track(tracking, spec.to_dict()) as report:
-        result = run_sequence(spec, out, progress=progress, overwrite=overwrite)
-        report.finished_sequence(result)
-    if not is_main_process():
-        return
-    show(result)
-    console().print(f"written to {out / SEQUENCE_FILE}", highlight=False, soft_wrap=True)
-    if (out / ADAPTER_FOLDER).is_dir():  # a causal-LM sequence's adapter, for `adaptlab serve`
-        console().print(f"adapter in {out / ADAPTER_FOLDER}", highlight=False, soft_wrap=True)
+    def run() -> SequenceResult:
+        return run_sequence(spec, out, progress=progress, overwrite=overwrite)
+
+    run_training(
+        spec,
+        out,
+        launch,
+        check=check,
+        run=run,
+        record=TrackedRun.finished_sequence,
+        show=partial(show, out=out),
+    )
 
 
 def strategies_help(entries: list[StrategyEntry]) -> str:
@@ -178,8 +158,9 @@ EPILOGS = {"sequence": strategies_help(list_strategies())}
 """The command's strategies, from the registry (shown after its options)."""
 
 
-def show(result: SequenceResult) -> None:
-    """The matrix (rows: after stage i; columns: tested on stage j) and the scores."""
+def show(result: SequenceResult, out: Path) -> None:
+    """The matrix (rows: after stage i; columns: tested on stage j), the scores, and where
+    they (and a causal-LM sequence's adapter) were written, `out`."""
     names = [stage.name for stage in result.stages]
     table = Table(title=f"{result.metric} after each stage ({result.spec.strategy.name})")
     table.add_column("after \\ on")
@@ -187,8 +168,8 @@ def show(result: SequenceResult) -> None:
         table.add_column(name, justify="right")
     for name, row in zip(names, result.matrix, strict=True):
         table.add_row(name, *(f"{value:.4f}" for value in row))
-    out = console()
-    out.print(table)
+    shown = console()
+    shown.print(table)
     scores = result.scores
     parts = [f"average {scores.average:.4f}"]
     for label, value in (
@@ -198,4 +179,7 @@ def show(result: SequenceResult) -> None:
     ):
         if value is not None:
             parts.append(f"{label} {value:+.4f}")
-    out.print(", ".join(parts), highlight=False)
+    shown.print(", ".join(parts), highlight=False)
+    shown.print(f"written to {out / SEQUENCE_FILE}", highlight=False, soft_wrap=True)
+    if (out / ADAPTER_FOLDER).is_dir():  # a causal-LM sequence's adapter, for `adaptlab serve`
+        shown.print(f"adapter in {out / ADAPTER_FOLDER}", highlight=False, soft_wrap=True)

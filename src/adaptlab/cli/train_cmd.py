@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -14,32 +15,49 @@ from adaptlab.cli.data_file_options import (
     DataFileOptions,
     with_data_file_options,
 )
+from adaptlab.cli.generation_options import (
+    DEFAULT_GENERATION,
+    GenerationOptions,
+    with_generation_options,
+)
 from adaptlab.cli.options import (
     DataOption,
     Device,
-    MaxLength,
-    Processes,
-    ReportTo,
+    Overwrite,
+    Progress,
     comma_separated,
-    method_spec,
     positive,
-    seed,
 )
-from adaptlab.cli.relaunch import Oversubscribe, errors_to_launcher, relaunched
-from adaptlab.cli.scale_options import AUTO_SCALE, with_scale_options
+from adaptlab.cli.run_core import ONE_PROCESS, Launch, run_training, training_command
+from adaptlab.cli.scale_options import AUTO_SCALE
+from adaptlab.cli.training_options import DEFAULT_TRAINING, with_training_options
 from adaptlab.engine.run import RunSpec, execute
 from adaptlab.engine.run_checks import check_run
 from adaptlab.engine.training_checkpoint import parse_every
 from adaptlab.errors import ConfigError
-from adaptlab.integrations.trackers.choice import folder_tracking
-from adaptlab.integrations.trackers.session import track
+from adaptlab.integrations.trackers.session import TrackedRun
+from adaptlab.methods.compose import MethodSpec
 from adaptlab.methods.configs.fusion import FUSION
 from adaptlab.methods.frozen_cache import MODES
 from adaptlab.methods.registry import METHODS
-from adaptlab.parallel.ranks import is_main_process
 from adaptlab.records.config import TrainConfig
+from adaptlab.records.result import RunResult
 from adaptlab.records.scale import Scale
 from adaptlab.tasks.choice import choose_metric
+
+FusedFolders = Annotated[
+    str | None,
+    typer.Option(
+        help=f"With --method {FUSION}: trained run or adapter folders to fuse, comma-separated."
+    ),
+]
+StackedFolders = Annotated[
+    str | None,
+    typer.Option(
+        help="Trained run or adapter folders the new adapter is stacked on (frozen; "
+        "comma-separated, bottom first), e.g. a language adapter."
+    ),
+]
 
 
 def method_help() -> str:
@@ -66,9 +84,10 @@ def checkpoint_cadence(value: str | None) -> str | None:
     return value
 
 
-@errors_to_launcher
+@training_command
 @with_data_file_options(split=True)
-@with_scale_options()
+@with_generation_options()
+@with_training_options(method=method_help(), epochs="Training epochs.", warmup=True)
 def train(
     model: Annotated[
         str,
@@ -82,44 +101,20 @@ def train(
         Path,
         typer.Option(help="Run folder to write (adapter/, metrics.json, splits.json, train.log)."),
     ],
-    method: Annotated[str, typer.Option(help=method_help())] = "houlsby",
-    option: Annotated[
-        list[str] | None,
-        typer.Option("--option", "-o", help="Method option KEY=VALUE (JSON value), repeatable."),
-    ] = None,
-    adapters: Annotated[
-        str | None,
-        typer.Option(
-            help=f"With --method {FUSION}: trained run or adapter folders to fuse, comma-separated."
-        ),
-    ] = None,
-    stack: Annotated[
-        str | None,
-        typer.Option(
-            help="Trained run or adapter folders the new adapter is stacked on (frozen; "
-            "comma-separated, bottom first), e.g. a language adapter."
-        ),
-    ] = None,
+    method: MethodSpec = "houlsby",
+    adapters: FusedFolders = None,
+    stack: StackedFolders = None,
     train_size: Annotated[
         int | None,
         typer.Option(help="Sample n training examples (and n dev).", callback=positive),
     ] = None,
-    epochs: Annotated[int, typer.Option(help="Training epochs.", callback=positive)] = 10,
-    batch_size: Annotated[int, typer.Option(help="Batch size.", callback=positive)] = 16,
-    learning_rate: Annotated[
-        float | None, typer.Option(help="Learning rate; default 2e-5 (full, freeze) or 1e-4.")
-    ] = None,
-    warmup_ratio: Annotated[float, typer.Option(help="Share of steps for linear warm-up.")] = 0.1,
-    max_length: MaxLength = 128,
-    seed: Annotated[
-        int,
-        typer.Option(help="Seed for sampling, initialisation and shuffling.", callback=seed),
-    ] = 0,
+    training: TrainConfig = DEFAULT_TRAINING,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
+    generation: GenerationOptions = DEFAULT_GENERATION,
     device: Device = "auto",
     scale: Scale = AUTO_SCALE,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    overwrite: Overwrite = False,
+    progress: Progress = True,
     frozen_cache: Annotated[
         str,
         typer.Option(
@@ -128,9 +123,7 @@ def train(
             callback=cache_mode,
         ),
     ] = "auto",
-    report_to: ReportTo = "none",
-    nproc: Processes = 1,
-    oversubscribe: Oversubscribe = False,
+    launch: Launch = ONE_PROCESS,
     checkpoint_every: Annotated[
         str | None,
         typer.Option(
@@ -167,29 +160,24 @@ def train(
         adaptlab train --model minilm-l6 --data reviews.csv --method houlsby \\
             --stack runs/lang-en --out runs/task
 
+        adaptlab train --model smollm2-135m --data countries-qa --task sft --method lora \\
+            --pack --out runs/qa-lora             # a decoder taught to answer questions
+
         adaptlab train --model ./llama-3-8b --data reviews.csv --method lora -o rank=16 \\
             --quantize nf4 --gradient-checkpointing --out runs/qlora     # QLoRA on one GPU
     """
     spec = RunSpec.build(
         model,
         data,
-        method_spec(method, option),
+        method,
         train_size=train_size,
-        train=TrainConfig(
-            epochs=epochs,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            warmup_ratio=warmup_ratio,
-            max_length=max_length,
-            seed=seed,
-        ),
-        data_options=data_file.load_options(),
+        train=training,
+        data_options={**data_file.load_options(), **generation.load_options()},
         device=device,
         scale=scale,
         fuse=comma_separated(adapters),
         stack=comma_separated(stack),
     )
-    tracking = folder_tracking(report_to, out)
     every = parse_every(checkpoint_every) if checkpoint_every else None
 
     def check() -> None:
@@ -197,10 +185,8 @@ def train(
             spec, out, overwrite=overwrite, checkpoint_every=every, resume=resume, shard=shard
         )
 
-    if relaunched(nproc, device, oversubscribe=oversubscribe, check=check):
-        return
-    with track(tracking, spec.to_dict()) as report:
-        result = execute(
+    def run() -> RunResult:
+        return execute(
             spec,
             out,
             progress=progress,
@@ -210,9 +196,18 @@ def train(
             resume=resume,
             shard=shard,
         )
+
+    def record(report: TrackedRun, result: RunResult) -> None:
         report.finished_run(result, out)
-    if not is_main_process():
-        return
+
+    run_training(
+        spec, out, launch, check=check, run=run, record=record, show=partial(show, out=out)
+    )
+
+
+def show(result: RunResult, out: Path) -> None:
+    """The best epoch's dev and test scores, the score the run is judged by, every test
+    score, the counts of parameters and bytes, the time and the folder written."""
     out_console = console()
     metric = result.metric
     out_console.print(

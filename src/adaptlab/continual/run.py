@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from adaptlab.continual.checkpoint import SequenceCheckpoint
-from adaptlab.continual.decoder import check_causal_lm
 from adaptlab.continual.metrics import summarize
 from adaptlab.continual.objectives import get_objective
 from adaptlab.continual.registry import make_strategy
@@ -29,6 +28,7 @@ from adaptlab.engine.process_group import process_group
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.finite import finite_json
 from adaptlab.folders import FolderKind, check_result_folder
+from adaptlab.models.decoder import check_causal_lm
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.parallel.ranks import is_main_process

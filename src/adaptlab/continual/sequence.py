@@ -1,7 +1,8 @@
 """The one stage pipeline of a sequence, whatever its objective (labelled data sets or
 corpora): the stages trained in order, each with the adapter the strategy names, readied and
 trained in the stage loop (`stage_loop.train_stage`) between the strategy's `begin` and `end`,
-every stage tested after each one with the strategy's routing (the matrix R), the state kept
+every stage tested after each one with the strategy's routing (the matrix R), every pass over
+the model at the sequence's precision (`engine.precision.autocast_at`), the state kept
 after every stage when a checkpoint is given (the strategy's tensors with it), and a resumed
 sequence going on after its last kept stage."""
 
@@ -23,6 +24,7 @@ from adaptlab.continual.spec import SequenceSpec
 from adaptlab.continual.stage_loop import train_stage
 from adaptlab.continual.stages import SequenceStages, use_stage_adapter
 from adaptlab.continual.strategy import Strategy
+from adaptlab.engine.precision import autocast_at
 from adaptlab.engine.scale_model import announce_scale
 from adaptlab.methods.persistence import save_adapter
 from adaptlab.parallel.shared_evaluation import shared_evaluation
@@ -43,8 +45,9 @@ def train_sequence(
     """Train `stages` with `strategy` in order from the first one `checkpoint` has not
     finished, testing every stage after each; the sequence's result. `keep`: a folder to save
     the last stage's adapter to, as it ends the sequence."""
-    model, seed = stages.model, spec.train.seed
-    announce_scale(model)
+    model, seed, scale = stages.model, spec.train.seed, spec.scale
+    announce_scale(model, scale)
+    device = next(model.parameters()).device
     outcomes = list(checkpoint.completed) if checkpoint is not None else []
     for index in range(len(outcomes)):
         use_stage_adapter(model, strategy.adapter_name(index), spec.methods, seed + index)
@@ -57,9 +60,13 @@ def train_sequence(
         trained = {n for n, p in model.named_parameters() if p.requires_grad}
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         run = stages.run(index)
-        strategy.begin(run)
-        history = train_stage(run, strategy, spec.train, spec.learning_rate(), progress=progress)
-        with shared_evaluation(model):  # split over a multi-process run's processes
+        with autocast_at(scale.precision, device):
+            strategy.begin(run)
+        history = train_stage(
+            run, strategy, spec.train, spec.learning_rate(), scale=scale, progress=progress
+        )
+        # every stage's test, split over a multi-process run's processes
+        with autocast_at(scale.precision, device), shared_evaluation(model):
             row = [_test(stages, strategy, tested, index) for tested in range(len(stages.stages))]
         stage = stages.stages[index]
         record = StageRecord(

@@ -18,11 +18,16 @@ from adaptlab.continual.strategy import StrategyConfig
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, resolve
 from adaptlab.methods.config import MethodConfig
-from adaptlab.methods.registry import check_base_stays_frozen, make_config
+from adaptlab.methods.registry import make_config
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.jsonfields import JsonObject
 from adaptlab.records.scale import Scale, resolve_auto
-from adaptlab.records.spec import _train_config
+from adaptlab.records.spec_fields import (
+    check_training_fields,
+    method_records,
+    read_method_records,
+    read_shared_fields,
+)
 
 
 @dataclass(frozen=True)
@@ -75,16 +80,9 @@ class SequenceSpec:
         check_combination(self.methods)
         if self.methods[0].name == "fusion":
             raise ConfigError("a sequence trains adapters; fusion is not one of its methods")
-        for name in ("train_size", "test_size"):
-            size = getattr(self, name)
-            if size is not None and (
-                isinstance(size, bool) or not isinstance(size, int) or size < 1
-            ):
-                raise ConfigError(
-                    f"{name.replace('_', '-')} must be a positive integer, got {size!r}"
-                )
-        if self.scale.frozen_base is not None:
-            check_base_stays_frozen(self.methods, self.scale.frozen_base)
+        check_training_fields(
+            self.methods, self.scale, train_size=self.train_size, test_size=self.test_size
+        )
 
     @classmethod
     def build(
@@ -111,16 +109,14 @@ class SequenceSpec:
 
     def learning_rate(self) -> float:
         """The given learning rate, or the lowest default of the methods (as `RunSpec`)."""
-        if self.train.learning_rate is not None:
-            return self.train.learning_rate
-        return min(c.default_learning_rate for c in self.methods)
+        return self.train.learning_rate_for(self.methods)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, the learning rate resolved."""
         return {
             "model": self.model,
             "stages": list(self.stages),
-            "methods": [{"name": c.name, "config": c.to_dict()} for c in self.methods],
+            "methods": method_records(self.methods),
             "strategy": {"name": self.strategy.name, "config": self.strategy.to_dict()},
             "train_size": self.train_size,
             "test_size": self.test_size,
@@ -145,27 +141,21 @@ class SequenceSpec:
     def from_json(cls, spec: JsonObject) -> SequenceSpec:
         """`from_dict` of an object being read as part of a larger record."""
         spec.refuse_unknown([f.name for f in fields(cls)])
-        parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
+        parts = read_method_records(spec)
         strategy = spec.object("strategy")
-        try:
+        with spec.naming():
             methods = tuple(make_config(name, options) for name, options in parts)
             config = strategy_config(strategy.text("name"), strategy.mapping("config"))
-        except ConfigError as error:
-            raise ConfigError(f"{spec.where}: {spec.prefix}{error}") from None
         return cls(
-            model=spec.text("model"),
+            **read_shared_fields(spec),
             stages=spec.texts("stages"),
             methods=methods,
             strategy=config,
-            train_size=spec.optional_integer("train_size"),
             test_size=spec.optional_integer("test_size"),
-            train=_train_config(spec.object("train")),
-            device=spec.text("device", default="cpu"),
             single_stage=spec.boolean("single_stage", False),
             stage_options=tuple(
                 {str(key): str(value) for key, value in item.data.items()}
                 for item in spec.objects("stage_options", default=[])
             ),
             objective=spec.text("objective", default=DEFAULT_OBJECTIVE),
-            scale=Scale.from_json(spec.object("scale")) if "scale" in spec else Scale(),
         )

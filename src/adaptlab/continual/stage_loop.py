@@ -2,7 +2,8 @@
 the stage's own examples in the loop's order, each batch joined by the strategy's replayed rows
 of earlier stages; the stage's loss (its `StageInTraining.forward`) with the strategy's penalty
 added; its dev score picking the best epoch; the loop seeded by the sequence's seed plus the
-stage's index; and the strategy's `end` called once the best epoch's weights are back."""
+stage's index; the sequence's scale for the loop's precision, and the strategy's `end` called
+at that precision once the best epoch's weights are back."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from adaptlab.continual.strategy import Strategy
 from adaptlab.engine.history import TrainHistory
 from adaptlab.engine.loop import train_epochs
 from adaptlab.engine.objective import DevScore
+from adaptlab.engine.precision import autocast_at
+from adaptlab.engine.scale_model import FLOAT32
 from adaptlab.records.config import TrainConfig
+from adaptlab.records.scale import Scale
 
 OutputsT = TypeVar("OutputsT")
 
@@ -54,14 +58,17 @@ def train_stage(
     config: TrainConfig,
     learning_rate: float,
     *,
+    scale: Scale = FLOAT32,
     progress: bool = True,
 ) -> TrainHistory:
-    """Train the model's trainable tensors on stage `run.index`, keep its best dev epoch, then
-    call the strategy's `end`."""
+    """Train the model's trainable tensors on stage `run.index` at `scale` (the sequence's, the
+    one its model was prepared for), keep its best dev epoch, then call the strategy's `end`
+    at the scale's precision."""
     objective = StageObjective(run, strategy)
     seed = config.seed + run.index
     history = train_epochs(
-        run.model, objective, config, learning_rate, progress=progress, seed=seed
+        run.model, objective, config, learning_rate, scale=scale, progress=progress, seed=seed
     )
-    strategy.end(run)
+    with autocast_at(scale.precision, next(run.model.parameters()).device):
+        strategy.end(run)
     return history

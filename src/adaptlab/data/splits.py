@@ -2,12 +2,17 @@
 
 import random
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
+from typing import TypeVar
 
 SPLIT_SEED = 0
 DEV_SHARE = Fraction(1, 10)
 TEST_SHARE = Fraction(1, 10)
+
+
+Item = TypeVar("Item")
+Where = TypeVar("Where")
 
 
 def strata_order(keys: Sequence[Hashable], seed: int) -> list[list[int]]:
@@ -60,3 +65,27 @@ def carve_dev(keys: Sequence[Hashable]) -> tuple[list[int], list[int]]:
     """The fixed stratified 10% dev set carved from a source's training split (seed 0)."""
     train, dev, _ = stratified_split(keys, SPLIT_SEED, DEV_SHARE, Fraction(0))
     return train, dev
+
+
+def sample_train_and_dev(
+    splits: Mapping[str, tuple[Item, ...]],
+    origins: Mapping[str, tuple[Where, ...]] | None,
+    train_size: int,
+    seed: int,
+) -> tuple[dict[str, tuple[Item, ...]], dict[str, tuple[Where, ...]] | None]:
+    """`train_size` training items sampled with `seed` and as many dev items (or all there
+    are), each kept in its split's order, the test split untouched; `origins` (item by item,
+    as `splits`) follow."""
+    sampled, followed = dict(splits), None if origins is None else dict(origins)
+    for split in ("train", "dev"):
+        items = splits[split]
+        if not items:
+            continue
+        order = list(range(len(items)))
+        random.Random(seed).shuffle(order)
+        picked, _ = systematic_pick(order, Fraction(min(train_size, len(items)), len(items)))
+        kept = sorted(picked)
+        sampled[split] = tuple(items[i] for i in kept)
+        if followed is not None:
+            followed[split] = tuple(followed[split][i] for i in kept)
+    return sampled, followed

@@ -11,17 +11,15 @@ A single file is split 80/10/10 by the same fixed rule as labelled data (seed 0)
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from pathlib import Path
 
 from adaptlab.data.builtin import BUILTINS, load_builtin
 from adaptlab.data.files import read_file
 from adaptlab.data.hf import read_hf
 from adaptlab.data.readers import Columns, decode_utf8, no_rows, read_bytes
-from adaptlab.data.splits import carve_dev, systematic_pick, three_way_split
+from adaptlab.data.splits import carve_dev, sample_train_and_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import ConfigError, DataError
 
@@ -86,16 +84,7 @@ def sample_texts(corpus: TextCorpus, train_size: int, seed: int) -> TextCorpus:
             f"train_size {train_size} does not fit the {len(train)} training texts of "
             f"{corpus.name}; pick 1 to {len(train)}"
         )
-    splits = dict(corpus.splits)
-    origins = None if corpus.origins is None else dict(corpus.origins)
-    for split in ("train", "dev"):
-        texts = corpus.splits[split]
-        order = list(range(len(texts)))
-        random.Random(seed).shuffle(order)
-        picked, _ = systematic_pick(order, Fraction(min(train_size, len(texts)), len(texts)))
-        splits[split] = tuple(texts[i] for i in sorted(picked))
-        if origins is not None:
-            origins[split] = tuple(origins[split][i] for i in sorted(picked))
+    splits, origins = sample_train_and_dev(corpus.splits, corpus.origins, train_size, seed)
     note = f" Sampled with seed {seed}: {train_size} train, {len(splits['dev'])} dev documents."
     return replace(corpus, splits=splits, description=corpus.description + note, origins=origins)
 

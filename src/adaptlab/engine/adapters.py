@@ -26,19 +26,28 @@ from adaptlab.methods.persistence import load_adapter, read_manifest
 from adaptlab.records.spec import RunSpec
 
 
-def attach_adapters(model: nn.Module, spec: RunSpec) -> AdaptHandle:
-    """The adapter `spec` trains, added to `model` with the frozen ones it builds on."""
+def attach_adapters(model: nn.Module, spec: RunSpec, *, train_head: bool = True) -> AdaptHandle:
+    """The adapter `spec` trains, added to `model` with the frozen ones it builds on;
+    `train_head`: the model's head trains with it (a generative run's pretrained LM head does
+    not)."""
     seed = spec.train.seed
     if spec.fusion is not None:
         names = load_frozen(model, spec.fuse)
-        add_fusion(model, Fuse(*names), name=DEFAULT_FUSION, seed=seed, **spec.fusion.to_dict())
+        add_fusion(
+            model,
+            Fuse(*names),
+            name=DEFAULT_FUSION,
+            seed=seed,
+            train_head=train_head,
+            **spec.fusion.to_dict(),
+        )
         return train_adapter(model, DEFAULT_FUSION)
     if spec.stack:
         names = load_frozen(model, spec.stack)
-        add_adapter(model, DEFAULT_ADAPTER, spec.methods, seed=seed)
+        add_adapter(model, DEFAULT_ADAPTER, spec.methods, seed=seed, train_head=train_head)
         set_active(model, Stack(*names, DEFAULT_ADAPTER))
         return train_adapter(model, DEFAULT_ADAPTER)
-    return adapt(model, spec.methods, seed=seed)
+    return adapt(model, spec.methods, seed=seed, train_head=train_head)
 
 
 def load_frozen(model: nn.Module, folders: tuple[str, ...], taken: Sequence[str] = ()) -> list[str]:

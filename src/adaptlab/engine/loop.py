@@ -5,9 +5,10 @@ The protocol of paper-effectiveness §3 / App. A.2: AdamW with a linear schedule
 a fixed number of epochs over the examples in a seeded order, evaluation on dev after every
 epoch, and the best epoch's weights kept (restored into the model at the end). A step is
 forward and loss (the objective's, plus what the running adapters add), the finite-loss check,
-backward, gradient clipping, the optimiser and the schedule. The model's scale
-(`adaptlab.engine.scale_model`) sets the precision the forward passes (training and dev) run
-at, with float32 copies of what trains, and whether activations wait in host memory.
+backward, gradient clipping, the optimiser and the schedule. The run's scale (its
+`records.scale.Scale`, passed by whoever trains) sets the precision the forward passes
+(training and dev) run at, with float32 copies of what trains, and whether activations wait in
+host memory.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from adaptlab.engine.events import tell_epoch, tell_step
 from adaptlab.engine.history import BestEpoch, TrainHistory
 from adaptlab.engine.objective import Objective
 from adaptlab.engine.precision import Precision, keep_trained_in_float32
-from adaptlab.engine.scale_model import scale_of
 from adaptlab.engine.training_checkpoint import (
     LoopState,
     Position,
@@ -41,6 +41,7 @@ from adaptlab.parallel.shared_evaluation import shared_evaluation
 from adaptlab.progress import Progress
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import EpochRecord
+from adaptlab.records.scale import Scale
 
 log = logging.getLogger("adaptlab.train")
 
@@ -55,19 +56,21 @@ def train_epochs(
     config: TrainConfig,
     learning_rate: float,
     *,
+    scale: Scale,
     progress: bool = True,
     seed: int | None = None,
     checkpoint: TrainingCheckpoint | None = None,
 ) -> TrainHistory:
     """Train `model`'s trainable tensors on `objective`; on return it holds the best dev
-    epoch's. `seed` (default `config.seed`) seeds the example order, the objective's draws and
-    dropout. `checkpoint`, if given, saves the state as it asks and, when it holds one, the
-    training goes on from it. In a process group each process trains on its share of every
-    batch (`adaptlab.engine.data_parallel`)."""
+    epoch's. `scale` (the one `model` was prepared for, `engine.scale_model.prepare_base`) sets
+    the precision of the training and dev passes and whether activations are offloaded.
+    `seed` (default `config.seed`) seeds the example order, the objective's draws and dropout.
+    `checkpoint`, if given, saves the state as it asks and, when it holds one, the training
+    goes on from it. In a process group each process trains on its share of every batch
+    (`adaptlab.engine.data_parallel`)."""
     seed = config.seed if seed is None else seed
     trainable = keep_trained_in_float32(model)
     parameters = [p for _, p in trainable]
-    scale = scale_of(model)
     device = next(model.parameters()).device
     precision = Precision(scale.precision, device)
     offloaded = (

@@ -3,7 +3,11 @@ forward pass and the loss under autocast in bf16 or fp16, float32 master copies 
 trained tensor and of the optimizer's state, and for fp16 dynamic loss scaling — the loss is
 multiplied by a scale before the backward pass so small gradients do not flush to zero, the
 gradients are divided by it before clipping, a step whose gradients overflowed is skipped and
-the scale halved, and the scale doubles again after a run of good steps (§3.2)."""
+the scale halved, and the scale doubles again after a run of good steps (§3.2).
+
+`autocast_at` is the one context every forward pass of a run enters at its precision: the
+loop's training and dev passes, and whoever runs the model outside the loop (a run's test and
+analyses, a sequence's tests and its strategies' passes over the model)."""
 
 from __future__ import annotations
 
@@ -16,22 +20,28 @@ from torch import nn
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def autocast_at(precision: str, device: torch.device) -> AbstractContextManager[object]:
+    """The context a forward pass (and its loss) at `precision` on `device` runs in: autocast
+    to bf16 or fp16, nothing at fp32. No cast of a weight outlives the pass that made it, so
+    weights changed inside the context (an analysis moving them) are read afresh."""
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[precision], cache_enabled=False)
+
+
 class Precision:
     """How the loop computes at `precision` ("fp32", "bf16" or "fp16") on `device`."""
 
     def __init__(self, precision: str, device: torch.device) -> None:
         self.name = precision
-        self.dtype = DTYPES[precision]
         self.device = device
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         self.skipped = 0
         """Steps skipped because fp16 gradients overflowed."""
 
     def autocast(self) -> AbstractContextManager[object]:
-        """The context a forward pass (and its loss) runs in."""
-        if self.name == "fp32":
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.dtype)
+        """The context a forward pass (and its loss) runs in (`autocast_at`)."""
+        return autocast_at(self.name, self.device)
 
     def step(
         self,

@@ -2,7 +2,8 @@
 
 `execute` is what `adaptlab train` and every study run call, whatever the task: the task's
 objective (`adaptlab.engine.run_objective`) reads the data and prepares the model, the one
-epoch loop (`adaptlab.engine.loop`) trains it, the objective scores the test. It validates
+epoch loop (`adaptlab.engine.loop`) trains it at the spec's scale, the objective scores the
+test, and an analysis sees the trained model, both at the run's precision. It validates
 everything it can before any long work, and writes its folder atomically
 (`adaptlab.engine.run_folder`).
 """
@@ -24,7 +25,7 @@ from adaptlab.engine.inputs import run_inputs
 from adaptlab.engine.loop import train_epochs
 from adaptlab.engine.memory import peak_memory_bytes, reset_peak_memory
 from adaptlab.engine.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
-from adaptlab.engine.precision import keep_trained_in_float32
+from adaptlab.engine.precision import autocast_at, keep_trained_in_float32
 from adaptlab.engine.process_group import process_group
 from adaptlab.engine.run_checks import check_run
 from adaptlab.engine.run_folder import RunFolder
@@ -120,11 +121,11 @@ def _execute(
     model, handle = objective.model, objective.handle
     if checkpoint is not None:  # a checkpoint that does not fit is refused before the device line
         plan = TrainingPlan.of(objective.examples, spec.train, objective.metric)
-        checkpoint.check_run(model, plan, spec.train, spec.learning_rate())
+        checkpoint.check_run(model, plan, spec.train, spec.learning_rate(), spec.scale.precision)
     if shard:  # refused in one line (too few processes, mixed dtypes) before anything is said
         keep_trained_in_float32(model)
         shard_model(model)
-    announce_scale(model)
+    announce_scale(model, spec.scale)
     if not spec.scale.is_default:  # the manifest says how the adapter was trained
         scale = spec.scale
         handle.record_training_scale(
@@ -141,10 +142,12 @@ def _execute(
                 objective,
                 spec.train,
                 spec.learning_rate(),
+                scale=spec.scale,
                 progress=progress,
                 checkpoint=checkpoint,
             )
-        with shared_evaluation(model):
+        at_precision = autocast_at(spec.scale.precision, device)
+        with at_precision, shared_evaluation(model):
             tested = objective.test()
         if shard:
             gather_adapter(handle)
@@ -173,11 +176,13 @@ def _execute(
             host=socket.gethostname(),
             fusion_weights=tested.fusion_weights,
             zero_shot=tested.zero_shot,
+            generations=tested.generations,
         )
         trained = objective.trained
         if on_trained is not None and trained is not None:
             began = time.perf_counter()
-            result = replace(result, analysis=dict(on_trained(trained)))
+            with at_precision:
+                result = replace(result, analysis=dict(on_trained(trained)))
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
         published = folder.publish(model, result, started, objective.splits)
         if checkpoint is not None and is_main_process():

@@ -13,7 +13,7 @@ from adaptlab.engine.outputs import check_run_folder
 from adaptlab.engine.training_checkpoint import TrainingCheckpoint, training_checkpoint
 from adaptlab.errors import ConfigError
 from adaptlab.records.spec import RunSpec
-from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.registry import get_task, run_task
 
 
 def check_run(
@@ -31,6 +31,7 @@ def check_run(
     comes back (None for none)."""
     if out is not None:
         check_run_folder(out, overwrite, run_inputs(spec))
+    run_task(spec.task).check_data_options(spec.data_options)
     if spec.task is not None:
         get_task(spec.task).check_run(spec, analysed=analysed)
     if shard and (checkpoint_every is not None or resume or analysed):

@@ -10,7 +10,6 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 
 from torch import nn
 
@@ -46,12 +45,7 @@ class RunFolder:
             self._handler = _log_to(self.staging / LOG_FILE)
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._close_log()
         if self.staging is not None and self.staging.exists():
             shutil.rmtree(self.staging)

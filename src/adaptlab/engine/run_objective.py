@@ -15,6 +15,7 @@ from torch import nn
 from adaptlab.engine.objective import Objective
 from adaptlab.engine.trained_run import TrainedRun
 from adaptlab.methods.handle import AdaptHandle
+from adaptlab.records.generated import Generated
 from adaptlab.records.result import DataInfo, SiteWeights
 from adaptlab.records.split_record import SplitRecord
 from adaptlab.records.transfer import ZeroShotScore
@@ -24,13 +25,14 @@ from adaptlab.tasks.classes import ClassCounts
 @dataclass(frozen=True)
 class Tested:
     """A trained run's test: mean loss and metrics, with what the task adds to the result
-    (per-class counts, zero-shot scores, the fusion weights on dev)."""
+    (per-class counts, zero-shot scores, the fusion weights on dev, generated answers)."""
 
     loss: float
     metrics: dict[str, float]
     classes: tuple[ClassCounts, ...] | None = None
     zero_shot: tuple[ZeroShotScore, ...] | None = None
     fusion_weights: tuple[SiteWeights, ...] | None = None
+    generations: tuple[Generated, ...] | None = None
 
 
 class RunObjective(Objective[Any], Protocol):

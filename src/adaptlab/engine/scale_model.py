@@ -1,14 +1,14 @@
 """A loaded base model made ready for its run's scale, before any method is applied: its
 frozen weights cast to the base dtype or quantised, the model on its device, activation
-checkpointing on, and every forward pass of the model (training, dev, test, the analyses and
-strategies that run it) under autocast at the run's precision. The scale stays known for the
-model, so the one loop (`adaptlab.engine.loop`) computes its loss at that precision and
-offloads when asked, whichever path trains it."""
+checkpointing on. Nothing about the scale is kept with the model, and its `forward` is left
+alone: the run or sequence passes its scale to the one loop (`adaptlab.engine.loop`), which
+trains and scores dev at its precision and offloads when asked; around every other pass over
+the model (the test, analyses, a sequence's tests and strategies' passes) the run or sequence
+enters that precision itself (`engine.precision.autocast_at`)."""
 
 from __future__ import annotations
 
 import logging
-from weakref import WeakKeyDictionary
 
 import torch
 from torch import nn
@@ -24,12 +24,13 @@ from adaptlab.records.scale import Scale
 log = logging.getLogger("adaptlab.device")
 """Says, once per run or sequence, where and how it trains (the CLI shows it on stderr)."""
 
-_SCALES: WeakKeyDictionary[nn.Module, Scale] = WeakKeyDictionary()
+FLOAT32 = Scale()
+"""The scale of a model no run prepared: float32, nothing cast, quantised or checkpointed."""
 
 
 def prepare_base(model: nn.Module, scale: Scale, device: torch.device) -> None:
     """Cast or quantise `model`'s weights, move it to `device`, turn on checkpointing; the
-    model's fingerprint stays that of the weights as loaded."""
+    model's fingerprint stays that of the weights as loaded, and its `forward` its class's."""
     if scale.base_dtype != "fp32":  # before quantising: de-quantised weights take this dtype
         record_fingerprint(model, exclude=find_backbone(model).head)
         model.to(DTYPES[scale.base_dtype])
@@ -40,21 +41,12 @@ def prepare_base(model: nn.Module, scale: Scale, device: torch.device) -> None:
     model.to(device)
     if scale.gradient_checkpointing:
         enable_checkpointing(model)
-    if scale.precision != "fp32":
-        autocast = torch.autocast(device.type, dtype=DTYPES[scale.precision])
-        model.forward = autocast(model.forward)  # type: ignore[method-assign]
-    _SCALES[model] = scale
 
 
-def announce_scale(model: nn.Module) -> None:
-    """Say once, when its training starts, where and how `model` trains."""
+def announce_scale(model: nn.Module, scale: Scale) -> None:
+    """Say once, when its training starts, where `model` trains and at which `scale`."""
     if not is_main_process():
         return
     device = next(model.parameters()).device
     processes = f", {process_count()} processes" if process_count() > 1 else ""
-    log.info("device: %s, %s%s", describe_device(device), scale_of(model).describe(), processes)
-
-
-def scale_of(model: nn.Module) -> Scale:
-    """The scale `model` was prepared for (float32, nothing else, when it was not)."""
-    return _SCALES.get(model, Scale())
+    log.info("device: %s, %s%s", describe_device(device), scale.describe(), processes)

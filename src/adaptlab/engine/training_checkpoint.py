@@ -52,7 +52,6 @@ from adaptlab.engine.checkpoint_record import (
     tensor_file,
 )
 from adaptlab.engine.precision import Precision, keep_trained_in_float32
-from adaptlab.engine.scale_model import scale_of
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
 from adaptlab.paths import check_writable, listed
@@ -266,15 +265,21 @@ class TrainingCheckpoint:
                 older.unlink()
 
     def check_run(
-        self, model: nn.Module, plan: TrainingPlan, config: TrainConfig, learning_rate: float
+        self,
+        model: nn.Module,
+        plan: TrainingPlan,
+        config: TrainConfig,
+        learning_rate: float,
+        precision: str,
     ) -> None:
         """Check the checkpoint being resumed against the run training `model` over `plan`
-        with `config`, as the loop will (`load`), before the run says anything."""
+        with `config` at `precision`, as the loop will (`load`), before the run says
+        anything."""
         if self.record is None:
             return
         trainable = keep_trained_in_float32(model)
         device = trainable[0][1].device if trainable else torch.device("cpu")
-        scaler = Precision(scale_of(model).precision, device).scaler
+        scaler = Precision(precision, device).scaler
         parts = Resumable.build(trainable, config, learning_rate, plan, scaler, config.seed)
         self._checked = self._check(parts, plan)
 

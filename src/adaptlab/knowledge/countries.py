@@ -1,14 +1,16 @@
 """The built-in fact set: countries' capital, region, subregion, currency and language.
 
-Read from the countryinfo package's data/*.json (one file per country). Currencies and
-languages are ISO codes there; the names below cover the common ones, and facts whose code
-has no name here are left out. Every template ends with [Y], so causal LMs can use them.
+Read from the countryinfo package's data/*.json (one file per country) as `countries-qa` reads
+it (`adaptlab.data.countries_qa.country_relations`): currencies and languages are ISO codes
+there, named for the common ones, and facts whose code has no name are left out. Every
+template ends with [Y], so causal LMs can use them.
 """
 
 from __future__ import annotations
 
 import json
 
+from adaptlab.data.countries_qa import country_relations
 from adaptlab.errors import DataError
 from adaptlab.knowledge.facts import Fact, FactSet, make_fact_set
 from adaptlab.models.builtin import package_folder
@@ -44,34 +46,6 @@ TEMPLATES: dict[str, list[str]] = {
     ],
 }
 
-CURRENCIES = {
-    "EUR": "euro", "USD": "US dollar", "AUD": "Australian dollar", "XCD": "East Caribbean dollar",
-    "XOF": "CFA franc", "XAF": "CFA franc", "NZD": "New Zealand dollar", "GBP": "pound",
-    "XPF": "CFP franc", "DKK": "Danish krone", "ILS": "shekel", "NOK": "Norwegian krone",
-    "MAD": "dirham", "INR": "rupee", "LKR": "rupee", "NGN": "naira", "JPY": "yen",
-    "JMD": "Jamaican dollar", "PLN": "zloty", "EGP": "Egyptian pound", "IDR": "rupiah",
-    "ISK": "krona", "GEL": "lari", "CRC": "colón", "TWD": "New Taiwan dollar", "KWD": "dinar",
-    "GHS": "cedi", "IRR": "rial", "CNY": "yuan", "RUB": "ruble", "CHF": "Swiss franc",
-    "SEK": "Swedish krona", "BRL": "real", "MXN": "peso", "ARS": "peso", "CLP": "peso",
-    "COP": "peso", "PHP": "peso", "KRW": "won", "TRY": "lira", "ZAR": "rand", "THB": "baht",
-    "VND": "dong", "UAH": "hryvnia", "HUF": "forint", "CZK": "koruna", "CAD": "Canadian dollar",
-    "SAR": "riyal", "QAR": "riyal", "PKR": "rupee", "BDT": "taka", "KES": "shilling",
-}  # fmt: skip
-
-LANGUAGES = {
-    "en": "English", "fr": "French", "es": "Spanish", "ar": "Arabic", "pt": "Portuguese",
-    "de": "German", "nl": "Dutch", "it": "Italian", "zh": "Chinese", "no": "Norwegian",
-    "el": "Greek", "ro": "Romanian", "ko": "Korean", "hi": "Hindi", "ja": "Japanese",
-    "pl": "Polish", "he": "Hebrew", "id": "Indonesian", "is": "Icelandic", "ka": "Georgian",
-    "uz": "Uzbek", "bs": "Bosnian", "km": "Khmer", "fi": "Finnish", "mt": "Maltese",
-    "fa": "Persian", "uk": "Ukrainian", "sv": "Swedish", "sk": "Slovak", "ga": "Irish",
-    "mn": "Mongolian", "et": "Estonian", "mk": "Macedonian", "kk": "Kazakh", "da": "Danish",
-    "ru": "Russian", "tr": "Turkish", "hu": "Hungarian", "cs": "Czech", "sr": "Serbian",
-    "hr": "Croatian", "bg": "Bulgarian", "lt": "Lithuanian", "lv": "Latvian", "sl": "Slovenian",
-    "th": "Thai", "vi": "Vietnamese", "ms": "Malay", "sw": "Swahili", "am": "Amharic",
-    "bn": "Bengali", "ur": "Urdu", "hy": "Armenian", "az": "Azerbaijani", "sq": "Albanian",
-}  # fmt: skip
-
 BUILTIN_SETS = ("countries",)
 
 
@@ -94,17 +68,4 @@ def country_facts(info: dict[str, object]) -> list[Fact]:
     name = str(info.get("name") or "").strip()
     if not name:
         return []
-    currencies = info.get("currencies") or []
-    languages = info.get("languages") or []
-    values = {
-        "capital": str(info.get("capital") or "").strip(),
-        "region": str(info.get("region") or "").strip(),
-        "subregion": str(info.get("subregion") or "").strip(),
-        "currency": CURRENCIES.get(str(currencies[0]), "")
-        if isinstance(currencies, list) and currencies
-        else "",
-        "language": LANGUAGES.get(str(languages[0]), "")
-        if isinstance(languages, list) and languages
-        else "",
-    }
-    return [Fact(name, relation, value) for relation, value in values.items() if value]
+    return [Fact(name, relation, value) for relation, value in country_relations(info).items()]

@@ -16,9 +16,9 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 
 from adaptlab.backbone.discovery import find_backbone
 from adaptlab.backbone.parts import get_module
-from adaptlab.continual.decoder import check_causal_lm
 from adaptlab.errors import ConfigError, ModelNotFoundError
 from adaptlab.models.builtin import BUILTIN_MODELS
+from adaptlab.models.decoder import check_causal_lm
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import load_model
 from adaptlab.models.quiet import quiet_transformers

@@ -127,6 +127,8 @@ def _prefixed(original: str) -> Callable[..., Any]:
 
         key = torch.cat([heads_first(prefix_keys), key], dim=2)
         value = torch.cat([heads_first(prefix_values), value], dim=2)
+        if kwargs.get("position_bias") is not None:  # T5's relative bias: none for prefixes
+            kwargs["position_bias"] = nn.functional.pad(kwargs["position_bias"], (length, 0))
         causal = kwargs.pop("is_causal", None)
         causal = causal if causal is not None else getattr(module, "is_causal", True)
         implicit_causal = original == "sdpa" and bool(causal) and query.shape[2] > 1

@@ -47,6 +47,8 @@ def frozen_blocks(
     changed = set(changed_outputs)
     count = 0
     for block in backbone.blocks:
+        if not _under(block.name, backbone.blocks_name):
+            break  # a decoder's blocks also read the decoder's own inputs
         own = f"{block.name}.{INSERTED}."
         if any(_under(n, block.name) and not n.startswith(own) for n in trainable):
             break

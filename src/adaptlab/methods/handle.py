@@ -74,6 +74,9 @@ class AdaptHandle:
     training_scale: TrainingScale | None = None
     """How the adapter was trained (precision, base dtype, quantisation), when the run that
     trained it said so (`record_training_scale`); its manifest's `scale`."""
+    chat_template: str | None = None
+    """The chat template the adapter is trained with (`record_chat_template`); its manifest's
+    `chat_template`."""
 
     @property
     def model(self) -> nn.Module:
@@ -138,6 +141,11 @@ class AdaptHandle:
         fp32, bf16, fp16 ("auto" resolved first), `quantize` None, nf4 or int8. The run pipeline
         calls it before `save_adapter`; a one-line ConfigError names a bad value."""
         self.training_scale = TrainingScale(precision, base_dtype, quantize)
+
+    def record_chat_template(self, template: str) -> None:
+        """Keep the chat template this adapter is trained with, for its manifest (serving
+        renders chats with it). The run pipeline calls it before `save_adapter`."""
+        self.chat_template = template
 
     def remember_start(self) -> None:
         """Keep a copy of the inserted modules' starting values (see `initial`)."""

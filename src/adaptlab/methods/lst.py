@@ -171,6 +171,13 @@ def side_shape(model: nn.Module, backbone: Backbone, config: LSTConfig) -> tuple
 def apply(
     model: nn.Module, backbone: Backbone, config: LSTConfig, ctx: ApplyContext
 ) -> MethodResult:
+    stacks = {block.name.rpartition(".")[0] for block in backbone.blocks}
+    require(
+        len(stacks) == 1,
+        "lst",
+        f"{backbone.model_class} has an encoder and a decoder; "
+        "the side network follows a single stack of blocks",
+    )
     shape = side_shape(model, backbone, config)
     first_attention = get_module(model, attention_module(backbone.blocks[0].query))
     run = SideRun(causal=bool(getattr(first_attention, "is_causal", False)))

@@ -7,6 +7,10 @@ ranges) before any module is built, and the base model id is only a name (whethe
 it is the caller's decision, see `adaptlab.engine.restore`). Fields the format does not define
 are refused, not skipped, and the JSON's nesting is bounded (`adaptlab.jsonfile`). Any problem
 is one line naming the field.
+
+The optional `chat_template` is the Jinja chat template the adapter was trained with, kept as
+text (bounded, valid Unicode); it is only ever rendered by transformers' sandboxed Jinja
+environment (`adaptlab.serve.prompts`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.errors import AdapterFileError, AdaptlabError
-from adaptlab.jsonfile import parse_json
+from adaptlab.jsonfile import read_json_file
 from adaptlab.methods.blocks import Composition, composition_names, parse_composition
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.configs.fusion import FUSION, fusion_config
@@ -54,10 +58,14 @@ _FIELDS = {
         "format", "format_version", "library_version", "torch_version", "transformers_version",
         "name", "kind", "methods", "backbone_overrides", "train_head", "seed", "base_model",
         "task", "label_names", "metrics", "composition", "members", "tensors", "scale",
+        "chat_template",
     ),
 }  # fmt: skip
 """The fields of a manifest of each format version (a fusion's also has `fuses`; `scale` is
-optional, written since adaptlab learnt quantised bases)."""
+optional, written since adaptlab learnt quantised bases, and so is `chat_template`, written
+for an adapter trained on chats)."""
+MAX_CHAT_TEMPLATE_BYTES = 64 * 1024
+"""The most UTF-8 bytes a manifest's chat template may hold (real ones take a few KiB)."""
 _BASE_FIELDS = ("id", "class", "model_type", "fingerprint")
 _TENSOR_FIELDS = ("file", "count", "parameters", "bytes", "sha256")
 _VERSIONS = ("library_version", "torch_version", "transformers_version")
@@ -103,6 +111,7 @@ class Manifest:
     tensors: TensorInfo
     raw: dict[str, Any]
     scale: TrainingScale | None = None
+    chat_template: str | None = None
 
 
 def adapter_folder(path: str | os.PathLike[str]) -> Path:
@@ -120,12 +129,7 @@ def read_manifest_file(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
     if not path.is_file():
         raise AdapterFileError(f"{folder}: no {MANIFEST}; not an adaptlab adapter folder")
-    try:
-        data = parse_json(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise AdapterFileError(f"{path}: cannot be read ({error.strerror})") from None
-    except ValueError as error:  # not JSON, not UTF-8, or nested too deep
-        raise AdapterFileError(f"{path}: not valid JSON ({error})") from None
+    data = read_json_file(path, AdapterFileError)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise AdapterFileError(f"{path}: not an adaptlab adapter manifest")
     version = data.get("format_version")
@@ -187,7 +191,21 @@ def parse_manifest(folder: Path) -> Manifest:
         tensors=fields.tensors(),
         raw=data,
         scale=fields.scale(),
+        chat_template=fields.chat_template(),
     )
+
+
+def chat_template_problem(value: object) -> str | None:
+    """None if `value` can be a manifest's chat template, else what it must be."""
+    if not isinstance(value, str) or not value.strip():
+        return "a non-empty string (a Jinja chat template)"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "valid Unicode text (it holds an unpaired surrogate)"
+    if size > MAX_CHAT_TEMPLATE_BYTES:
+        return f"at most {MAX_CHAT_TEMPLATE_BYTES:,} bytes of UTF-8 (it has {size:,})"
+    return None
 
 
 class _Fields:
@@ -325,6 +343,15 @@ class _Fields:
             base_dtype=fields.choice("base_dtype", PRECISIONS),
             quantize=fields.choice("quantize", (*QUANTIZE_KINDS, None)),
         )
+
+    def chat_template(self) -> str | None:
+        value = self.get("chat_template", True)
+        if value is None:
+            return None
+        problem = chat_template_problem(value)
+        if problem:
+            raise self.fail("chat_template", problem)
+        return str(value)
 
     def tensors(self) -> TensorInfo:
         info = self.mapping("tensors")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.errors import AdapterFileError
-from adaptlab.jsonfile import parse_json
+from adaptlab.jsonfile import read_json_file
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.tensor_checks import MAX_MAGNITUDE
 
@@ -119,12 +119,7 @@ def read_peft_config(folder: Path) -> PeftConfig:
             f"{path}: {path.stat().st_size:,} bytes, more than a PEFT config ever holds "
             f"({MAX_CONFIG_BYTES:,}); not a PEFT adapter config"
         )
-    try:
-        config = parse_json(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise AdapterFileError(f"{path}: cannot be read ({error.strerror})") from None
-    except ValueError as error:  # not JSON, not UTF-8, or nested too deep
-        raise AdapterFileError(f"{path}: not valid JSON ({error})") from None
+    config = read_json_file(path, AdapterFileError)
     if not isinstance(config, dict) or config.get("peft_type") != "LORA":
         raise AdapterFileError(f"{path}: not a PEFT LoRA adapter (peft_type must be LORA)")
     _check_options(config, path)

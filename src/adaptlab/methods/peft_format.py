@@ -68,6 +68,7 @@ _TASK_TYPES = {
     "ForSequenceClassification": "SEQ_CLS",
     "ForTokenClassification": "TOKEN_CLS",
     "ForCausalLM": "CAUSAL_LM",
+    "ForConditionalGeneration": "SEQ_2_SEQ_LM",
 }
 
 

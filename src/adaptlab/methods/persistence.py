@@ -22,6 +22,9 @@ The manifest's optional `scale` says how the adapter was trained (precision, the
 dtype, its quantisation: `AdaptHandle.record_training_scale`). The base's fingerprint is that
 of its original weights even on a quantised base (`adaptlab.models.quantize`), so an adapter
 trained on a 4-bit base loads onto the full-precision one, and the reverse.
+
+The manifest's optional `chat_template` is the chat template the adapter was trained with
+(`save_adapter(..., chat_template=...)`), which `adaptlab serve` renders its chats with.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from torch import nn
 
 from adaptlab.backbone.discovery import find_backbone
 from adaptlab.backbone.parts import INSERTED
-from adaptlab.errors import AdapterFileError
+from adaptlab.errors import AdapterFileError, ConfigError
 from adaptlab.fileio import atomic_write
 from adaptlab.methods.adapt import add_adapter, add_fusion, delete_adapter, get_handle
 from adaptlab.methods.blocks import Block, Fuse, renamed
@@ -53,6 +56,7 @@ from adaptlab.methods.manifest import (
     TENSORS,
     Manifest,
     adapter_folder,
+    chat_template_problem,
     parse_manifest,
 )
 from adaptlab.methods.params import head_parameters
@@ -71,14 +75,22 @@ def save_adapter(
     task: str | None = None,
     label_names: Sequence[str] | None = None,
     metrics: Mapping[str, Any] | None = None,
+    chat_template: str | None = None,
 ) -> Path:
     """Write adapter `name` (default: the model's only or `default` one) to `folder`.
 
     A fusion's folder holds the adapters it fuses; an adapter at the top of the running
     Stack (a task adapter over a language adapter) holds the adapters below it, and the
-    folder records that Stack, so loading it brings back what ran. Returns the folder.
+    folder records that Stack, so loading it brings back what ran. `chat_template`: the
+    Jinja chat template the adapter was trained with, which chats served with it are
+    rendered by (default: the one its run recorded, `AdaptHandle.record_chat_template`).
+    Returns the folder.
     """
     handle = get_handle(model, name)
+    chat_template = chat_template if chat_template is not None else handle.chat_template
+    problem = chat_template_problem(chat_template) if chat_template is not None else None
+    if problem:
+        raise ConfigError(f"chat_template must be {problem}")
     state = get_state(model)
     assert state is not None  # the model has the adapter
     composition = _saved_composition(handle, state)
@@ -94,6 +106,7 @@ def save_adapter(
         "task": task,
         "label_names": list(label_names) if label_names else None,
         "metrics": dict(metrics) if metrics else None,
+        "chat_template": chat_template,
     }
     _save(handle, state, Path(folder), composition, about)
     return Path(folder)
@@ -175,6 +188,7 @@ def _write(handle: AdaptHandle, folder: Path, about: Mapping[str, Any]) -> str:
             "sha256": checksum,
         },
         **({"scale": handle.training_scale.to_dict()} if handle.training_scale else {}),
+        **({"chat_template": about["chat_template"]} if about.get("chat_template") else {}),
     }
     atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2).encode())
     return checksum

@@ -17,6 +17,7 @@ from transformers import (
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
+    AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -26,6 +27,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
 )
 
 from adaptlab.errors import ConfigError, ModelNotFoundError
@@ -34,7 +36,14 @@ from adaptlab.models.resolve import ModelSource, load_errors, resolve_model
 from adaptlab.models.tensor_checks import value_problem
 
 ModelKind = Literal[
-    "single_label", "multi_label", "token", "regression", "masked_lm", "causal_lm", "base"
+    "single_label",
+    "multi_label",
+    "token",
+    "regression",
+    "masked_lm",
+    "causal_lm",
+    "seq2seq_lm",
+    "base",
 ]
 MODEL_KINDS: tuple[str, ...] = get_args(ModelKind)
 
@@ -45,12 +54,21 @@ _AUTO_CLASSES: dict[str, Any] = {
     "token": AutoModelForTokenClassification,
     "masked_lm": AutoModelForMaskedLM,
     "causal_lm": AutoModelForCausalLM,
+    "seq2seq_lm": AutoModelForSeq2SeqLM,
     "base": AutoModel,
 }
+_OF_THAT_KIND = "pick a model of that kind"
 _LM_HEADS = {
-    "masked_lm": ("masked-LM", MODEL_FOR_MASKED_LM_MAPPING_NAMES),
-    "causal_lm": ("causal-LM", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+    "masked_lm": ("masked-LM", MODEL_FOR_MASKED_LM_MAPPING_NAMES, _OF_THAT_KIND),
+    "causal_lm": ("causal-LM", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, _OF_THAT_KIND),
+    "seq2seq_lm": (
+        "sequence-to-sequence LM",
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        "pick an encoder-decoder such as T5 or BART",
+    ),
 }
+"""The kinds whose head a model type must have in transformers: its name, the model types
+that have it, and what to do instead."""
 _PROBLEM_TYPES = {
     "single_label": "single_label_classification",
     "multi_label": "multi_label_classification",
@@ -87,9 +105,11 @@ def load_model(
             source.location, local_files_only=source.local_files_only, **head
         )
         if kind in _LM_HEADS and config.model_type not in _LM_HEADS[kind][1]:
+            lm_head, _, advice = _LM_HEADS[kind]
+            architecture = (config.architectures or [config.model_type])[0]
             raise ConfigError(
-                f"{name_or_path} ({config.model_type}) has no {_LM_HEADS[kind][0]} head in "
-                "transformers; pick a model of that kind"
+                f"{name_or_path} ({config.model_type}) has no {lm_head} head in transformers: it "
+                f"is a {architecture}; {advice}"
             )
         if getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = tokenizer.pad_token_id

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import adaptlab.checks as checks
 from adaptlab.errors import ConfigError
+from adaptlab.records.jsonfields import JsonObject
+
+if TYPE_CHECKING:
+    from adaptlab.methods.config import MethodConfig
 
 
 @dataclass(frozen=True)
@@ -42,5 +47,26 @@ class TrainConfig:
         if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
             raise ConfigError(f"max-grad-norm must be > 0, got {self.max_grad_norm!r}")
 
+    def learning_rate_for(self, configs: Iterable[MethodConfig]) -> float:
+        """The given learning rate, or the lowest default of the method `configs` a run trains
+        (App. A.2)."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return min(config.default_learning_rate for config in configs)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, train: JsonObject) -> TrainConfig:
+        """The config `to_dict` wrote, each field read as its annotated type."""
+        train.refuse_unknown([f.name for f in fields(cls)])
+        readers = {
+            "int": train.integer,
+            "float": train.number,
+            "float | None": train.optional_number,
+        }
+        settings: dict[str, Any] = {
+            f.name: readers[str(f.type)](f.name) for f in fields(cls) if f.name in train
+        }
+        return cls(**settings)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Final
 
 from adaptlab.errors import ConfigError
@@ -31,6 +32,15 @@ class JsonObject:
         unknown = sorted(set(self.data) - set(known))
         if unknown:
             raise ConfigError(f"{self._path(unknown[0])}: unknown field")
+
+    @contextmanager
+    def naming(self, key: str = "") -> Iterator[None]:
+        """Inside, a ConfigError of a check made on values read here (a method's options) is
+        raised again naming this object, and `key` where given, as a failed read is."""
+        try:
+            yield
+        except ConfigError as error:
+            raise ConfigError(self._path(f"{key}: {error}" if key else str(error))) from None
 
     def _get(self, key: str, default: Any) -> Any:
         if key in self.data:

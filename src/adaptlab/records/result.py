@@ -17,6 +17,7 @@ from typing import Any
 
 from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import ConfigError
+from adaptlab.records.generated import Generated
 from adaptlab.records.jsonfields import JsonObject
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.transfer import ZeroShotScore
@@ -72,6 +73,9 @@ class DataInfo:
     sizes: Mapping[str, int]
     train_counts: Mapping[str, int] | None = None
     time_split: TimeSplit | None = None
+    dropped: Mapping[str, int] | None = None
+    """Per split, the examples left out because their answer did not fit the maximum length
+    (generative tasks; None for the others)."""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -90,11 +94,15 @@ class DataInfo:
                     for p in self.time_split.periods
                 ],
             }
+        if self.dropped is not None:
+            data["dropped"] = dict(self.dropped)
         return data
 
     @classmethod
     def from_json(cls, data: JsonObject) -> DataInfo:
-        data.refuse_unknown(("name", "task", "labels", "sizes", "train_counts", "time_split"))
+        data.refuse_unknown(
+            ("name", "task", "labels", "sizes", "train_counts", "time_split", "dropped")
+        )
         task = data.text("task")
         if not known_task(task):
             raise ConfigError(
@@ -108,6 +116,7 @@ class DataInfo:
             sizes=data.integers("sizes"),
             train_counts=data.integers("train_counts") if "train_counts" in data else None,
             time_split=_time_split(data.object("time_split")) if "time_split" in data else None,
+            dropped=data.integers("dropped") if "dropped" in data else None,
         )
 
 
@@ -216,6 +225,8 @@ class RunResult:
     fusion_weights: tuple[SiteWeights, ...] | None = None
     """For a fusion run: each fusion layer's mean weight per adapter on the dev set."""
     zero_shot: tuple[ZeroShotScore, ...] | None = None
+    generations: tuple[Generated, ...] | None = None
+    """A sample of the test's generated answers (generative tasks)."""
     """Scores on the spec's zero-shot targets (test splits of other data sets)."""
     judged_by: MetricChoice | None = None
 
@@ -254,6 +265,8 @@ class RunResult:
             result["fusion_weights"] = [site.to_dict() for site in self.fusion_weights]
         if self.zero_shot is not None:
             result["zero_shot"] = [score.to_dict() for score in self.zero_shot]
+        if self.generations is not None:
+            result["generations"] = [generated.to_dict() for generated in self.generations]
         return result
 
     def _classes(self) -> list[dict[str, object]]:
@@ -303,6 +316,11 @@ class RunResult:
                 if "zero_shot" in result
                 else None
             ),
+            generations=(
+                tuple(Generated.from_json(row) for row in result.objects("generations"))
+                if "generations" in result
+                else None
+            ),
         )
 
 
@@ -329,6 +347,7 @@ _FIELDS = (
     "analysis",
     "fusion_weights",
     "zero_shot",
+    "generations",
 )
 
 

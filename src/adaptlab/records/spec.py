@@ -20,10 +20,16 @@ from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, fusion_in, resolve
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.configs.fusion import FusionConfig
-from adaptlab.methods.registry import check_base_stays_frozen, make_config
+from adaptlab.methods.registry import make_config
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.jsonfields import JsonObject
 from adaptlab.records.scale import Scale, resolve_auto
+from adaptlab.records.spec_fields import (
+    check_training_fields,
+    method_records,
+    read_method_records,
+    read_shared_fields,
+)
 from adaptlab.records.transfer import ZeroShotTarget
 from adaptlab.tasks.registry import get_task
 
@@ -96,11 +102,7 @@ class RunSpec:
             raise ConfigError(f"zero-shot targets score a labelled task; task {self.task} has none")
         if any(t.stack_swap for t in self.zero_shot) and not self.stack:
             raise ConfigError("a zero-shot stack swap needs a run stacked on adapters (stack)")
-        size = self.train_size
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise ConfigError(f"train-size must be a positive integer, got {size!r}")
-        if self.scale.frozen_base is not None:
-            check_base_stays_frozen(self.trained_configs, self.scale.frozen_base)
+        check_training_fields(self.trained_configs, self.scale, train_size=self.train_size)
 
     @classmethod
     def build(
@@ -132,16 +134,14 @@ class RunSpec:
 
     def learning_rate(self) -> float:
         """The given learning rate, or the lowest default of what the run trains (App. A.2)."""
-        if self.train.learning_rate is not None:
-            return self.train.learning_rate
-        return min(c.default_learning_rate for c in self.trained_configs)
+        return self.train.learning_rate_for(self.trained_configs)
 
     def to_dict(self) -> dict[str, Any]:
         """The fully resolved spec, JSON-ready (the learning rate resolved too)."""
         spec: dict[str, Any] = {
             "model": self.model,
             "data": self.data,
-            "methods": [{"name": c.name, "config": c.to_dict()} for c in self.trained_configs],
+            "methods": method_records(self.trained_configs),
             "train_size": self.train_size,
             "train": {**self.train.to_dict(), "learning_rate": self.learning_rate()},
             "data_options": dict(self.data_options),
@@ -165,41 +165,24 @@ class RunSpec:
     def from_json(cls, spec: JsonObject) -> RunSpec:
         """`from_dict` of an object being read as part of a larger record."""
         spec.refuse_unknown((*_CORE, "scale", "fuse", "stack", "zero_shot"))
-        parts = [(item.text("name"), item.mapping("config")) for item in spec.objects("methods")]
-        try:
+        parts = read_method_records(spec)
+        with spec.naming("methods"):
             fusion = fusion_in([{name: options} for name, options in parts])
             if fusion is not None:
                 parts = []  # a fusion run's one "method" is its fusion
             methods = tuple(make_config(name, options) for name, options in parts)
-        except ConfigError as error:
-            raise ConfigError(f"{spec.where}: {spec.prefix}methods: {error}") from None
         return cls(
-            model=spec.text("model"),
+            **read_shared_fields(spec),
             data=spec.text("data"),
             methods=methods,
             fusion=fusion,
-            train_size=spec.optional_integer("train_size"),
-            train=_train_config(spec.object("train")),
             data_options=dict(spec.mapping("data_options", default={})),
-            device=spec.text("device", default="cpu"),
-            scale=Scale.from_json(spec.object("scale")) if "scale" in spec else Scale(),
             fuse=spec.texts("fuse", default=()),
             stack=spec.texts("stack", default=()),
             zero_shot=tuple(
                 ZeroShotTarget.from_json(target) for target in spec.objects("zero_shot", default=[])
             ),
         )
-
-
-def _train_config(train: JsonObject) -> TrainConfig:
-    """TrainConfig from its stored form, each field read as its annotated type."""
-    names = [f.name for f in fields(TrainConfig)]
-    train.refuse_unknown(names)
-    readers = {"int": train.integer, "float": train.number, "float | None": train.optional_number}
-    settings: dict[str, Any] = {
-        f.name: readers[str(f.type)](f.name) for f in fields(TrainConfig) if f.name in train
-    }
-    return TrainConfig(**settings)
 
 
 def _default(spec_field: Field[Any]) -> Any:

@@ -4,6 +4,10 @@ Pure functions, no plotting, no I/O.
 
 A run whose test score in the judging metric is NaN or infinite (it diverged) or missing (it
 failed) is counted in its cell but left out of every number: means, choices, curves.
+
+Wherever one score is better than another (the learning rate chosen, the ranking, the best
+seed, robustness), a metric where lower is better (perplexity,
+`adaptlab.continual.metrics.LOWER_IS_BETTER`) counts the lower score as the better one.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from adaptlab.continual.metrics import LOWER_IS_BETTER, gain
 from adaptlab.report.judging import Judgement
 from adaptlab.report.records import Curve, Run, Setting
 from adaptlab.report.spread import DIVERGED, finite, mean_std
@@ -91,6 +96,10 @@ class Cell:
         return 100.0 * self.trainable / self.total if self.total else math.nan
 
 
+EpochCurve = tuple[tuple[int, ...], tuple[float, ...]]
+"""Epochs and the dev value of a metric at each."""
+
+
 @dataclass(frozen=True)
 class MeanCurve:
     """Dev loss and dev metric per training step, averaged over the seeds that reached it."""
@@ -99,6 +108,11 @@ class MeanCurve:
     loss: tuple[float, ...]
     metric: tuple[float, ...]
     metric_std: tuple[float, ...]
+
+
+def oriented(metric: str, value: float) -> float:
+    """`value` of `metric` turned so that higher is better (negated where lower is)."""
+    return gain(metric) * value
 
 
 def score_of(run: Run, metric: str) -> float | None:
@@ -182,16 +196,29 @@ def chosen(cells: Sequence[Cell]) -> list[Cell]:
 
 
 def _selection_score(cell: Cell) -> float:
-    """The mean dev score (test without one); below every score when the cell has none."""
+    """The mean dev score (test without one), higher better; below every score when the cell
+    has none."""
     dev = cell.dev_mean
     score = dev if dev is not None else cell.mean
-    return score if math.isfinite(score) else -math.inf
+    return oriented(cell.metric, score) if math.isfinite(score) else -math.inf
 
 
 def ranked(cells: Sequence[Cell]) -> list[Cell]:
-    """The cells with a score by mean test score, best first (stable: study order breaks
-    ties); cells whose every run diverged or failed are left out."""
-    return sorted(scored(cells), key=lambda c: -c.mean)
+    """The cells with a score by mean test score, best first (the lowest first where lower is
+    better; stable: study order breaks ties); cells whose every run diverged or failed are
+    left out."""
+    return sorted(scored(cells), key=lambda c: -oriented(c.metric, c.mean))
+
+
+def best_run(runs: Sequence[Run], metric: str) -> Run:
+    """The run (seed) with the best dev score in `metric` (test score where dev has no finite
+    one); `runs` have finite test scores (`runs_of`)."""
+    return max(runs, key=lambda r: oriented(metric, _dev_or_test(r, metric)))
+
+
+def _dev_or_test(run: Run, metric: str) -> float:
+    dev = run.dev.get(metric)
+    return dev if dev is not None and math.isfinite(dev) else run.test[metric]
 
 
 def scored(cells: Sequence[Cell]) -> list[Cell]:
@@ -200,7 +227,8 @@ def scored(cells: Sequence[Cell]) -> list[Cell]:
 
 
 def robustness(cells: Sequence[Cell]) -> float | None:
-    """Mean over learning rates of the mean score, divided by the best mean score.
+    """Mean over learning rates of the mean score, divided by the best mean score; where lower
+    is better, the best (lowest) mean score divided by the mean over learning rates.
 
     1.0 means every learning rate tried does as well as the best one. None with fewer than two
     learning rates that have a score, or when the best mean is not positive (the ratio then
@@ -208,9 +236,11 @@ def robustness(cells: Sequence[Cell]) -> float | None:
     """
     found = scored(cells)
     means = [c.mean for c in found]
-    if len({c.learning_rate for c in found}) < 2 or max(means) <= 0:
+    if len({c.learning_rate for c in found}) < 2:
         return None
-    return statistics.fmean(means) / max(means)
+    if found[0].metric in LOWER_IS_BETTER:
+        return min(means) / statistics.fmean(means) if min(means) > 0 else None
+    return statistics.fmean(means) / max(means) if max(means) > 0 else None
 
 
 def mean_curve(runs: Sequence[Run], metric: str) -> MeanCurve | None:
@@ -234,6 +264,31 @@ def mean_curve(runs: Sequence[Run], metric: str) -> MeanCurve | None:
         metric=tuple(s[1] for s in stats),
         metric_std=tuple(s[2] for s in stats),
     )
+
+
+def epoch_curve(run: Run, metric: str) -> EpochCurve | None:
+    """The run's dev `metric` at each epoch that recorded a finite value; None when none did."""
+    points = [
+        (epoch.epoch, epoch.dev_metrics[metric])
+        for epoch in run.curve
+        if math.isfinite(epoch.dev_metrics.get(metric, math.nan))
+    ]
+    if not points:
+        return None
+    return tuple(p[0] for p in points), tuple(p[1] for p in points)
+
+
+def mean_epoch_curve(runs: Sequence[Run], metric: str) -> EpochCurve | None:
+    """Mean over runs (seeds) of the dev `metric` at each epoch some run recorded it finite;
+    None when no run did."""
+    by_epoch: dict[int, list[float]] = {}
+    for run in runs:
+        for epoch, value in zip(*(epoch_curve(run, metric) or ((), ())), strict=True):
+            by_epoch.setdefault(epoch, []).append(value)
+    if not by_epoch:
+        return None
+    epochs = sorted(by_epoch)
+    return tuple(epochs), tuple(statistics.fmean(by_epoch[e]) for e in epochs)
 
 
 def runs_of(runs: Sequence[Run], cell: Cell) -> list[Run]:

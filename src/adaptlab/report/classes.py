@@ -5,11 +5,10 @@ seen in training). Pure functions over runs, no I/O.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from adaptlab.report.aggregate import Cell, runs_of, scored
+from adaptlab.report.aggregate import Cell, best_run, runs_of, scored
 from adaptlab.report.records import Run, Setting
 from adaptlab.tasks.classes import ClassCounts
 from adaptlab.tasks.judging import ClassSpread, class_spread
@@ -57,17 +56,6 @@ class Imbalance:
     rare: tuple[str, ...]
     unseen: tuple[str, ...] | None
     """Test classes with support that have no training example; None without test counts."""
-
-
-def best_run(runs: Sequence[Run], metric: str) -> Run:
-    """The run (seed) with the best dev score in `metric` (test score where dev has no finite
-    one); `runs` have finite test scores (`aggregate.runs_of`)."""
-    return max(runs, key=lambda r: _dev_or_test(r, metric))
-
-
-def _dev_or_test(run: Run, metric: str) -> float:
-    dev = run.dev.get(metric)
-    return dev if dev is not None and math.isfinite(dev) else run.test[metric]
 
 
 def class_table(cells: Sequence[Cell], runs: Sequence[Run]) -> ClassTable | None:

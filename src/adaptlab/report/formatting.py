@@ -18,6 +18,13 @@ METRIC_NAMES = {
     "mean_rprecision": "mean R-precision",
     "spearman": "Spearman ρ",
     "pearson": "Pearson r",
+    "exact_match": "exact match",
+    "token_f1": "token F1",
+    "rouge1": "ROUGE-1",
+    "rouge2": "ROUGE-2",
+    "rougeL": "ROUGE-L",
+    "bleu": "BLEU",
+    "chrf": "chrF",
 }
 
 

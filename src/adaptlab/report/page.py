@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import adaptlab.report.continual as continual
 import adaptlab.report.crosslingual as crosslingual
 import adaptlab.report.fusion as fusion
+import adaptlab.report.generative as generative
 import adaptlab.report.sections as sections
 import adaptlab.report.temporal as temporal
 from adaptlab.report.markup import Html, join, tag
@@ -40,6 +41,7 @@ def render(view: StudyView, title: str, sequences: Sequence[StoredSequence] = ()
             sections.training_size(view),
             sections.learning_rate(view),
             sections.overfitting(view),
+            generative.generative(view),
             sections.analysis(view),
             fusion.fusion(view),
             crosslingual.crosslingual(view),

@@ -22,7 +22,7 @@ from matplotlib.typing import RcKeyType
 import adaptlab.report.formatting as fmt
 from adaptlab.analysis.plots import fusion_figure
 from adaptlab.continual.metrics import LOWER_IS_BETTER
-from adaptlab.report.aggregate import Cell, MeanCurve, scored
+from adaptlab.report.aggregate import Cell, EpochCurve, MeanCurve, scored
 from adaptlab.report.spread import DIVERGED, finite
 
 _STYLE: dict[RcKeyType, Any] = {
@@ -67,7 +67,7 @@ def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -
             )
         ax.set_xscale("log")
         ax.set_xlabel("trainable parameters (log scale)")
-        ax.set_ylabel(f"test {plain(fmt.metric(cells[0].metric))}")
+        ax.set_ylabel(_test_label(cells[0].metric))
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)
@@ -102,7 +102,7 @@ def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str
         ax.set_xticks(sizes, [str(s) for s in sizes])
         ax.minorticks_off()
         ax.set_xlabel("training examples")
-        ax.set_ylabel(f"test {plain(fmt.metric(cells[0].metric))}")
+        ax.set_ylabel(_test_label(cells[0].metric))
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)
@@ -134,7 +134,7 @@ def learning_rates(cells: Sequence[Cell], colors: Mapping[str, Color], title: st
         ax.set_xticks(range(len(rates)), [fmt.rate(r) for r in rates])
         ax.set_xlim(-0.6, len(rates) - 0.4)
         ax.set_xlabel("learning rate")
-        ax.set_ylabel(f"test {plain(fmt.metric(cells[0].metric))}")
+        ax.set_ylabel(_test_label(cells[0].metric))
         ax.set_title(plain(title))
         handles = [Patch(facecolor=colors[m], alpha=0.6, label=plain(m)) for m in methods]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
@@ -276,6 +276,43 @@ def _against(
         ax.set_title(plain(title))
         _legend(ax)
         return encode(fig)
+
+
+def epoch_curves(
+    curves: Mapping[str, tuple[EpochCurve, Sequence[EpochCurve]]],
+    metric: str,
+    colors: Mapping[str, Color],
+    title: str,
+) -> str:
+    """Dev `metric` against epochs: per method the mean over its runs (seeds) and, faint, each
+    run's own curve; a log scale where lower is better (perplexity spans orders of
+    magnitude)."""
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=(8, 3.4), layout="constrained")
+        ax = fig.add_subplot()
+        values = []
+        for method, ((epochs, mean), runs) in curves.items():
+            color = colors[method]
+            ax.plot(epochs, mean, "-o", ms=4, color=color, label=plain(method))
+            if len(runs) > 1:
+                for run_epochs, run_values in runs:
+                    ax.plot(run_epochs, run_values, "-", lw=0.8, color=color, alpha=0.3)
+            values += [v for _, run_values in runs for v in run_values]
+        if metric in LOWER_IS_BETTER and values and min(values) > 0:
+            ax.set_yscale("log")
+        epochs_seen = sorted({e for (epochs, _), _ in curves.values() for e in epochs})
+        ax.set_xticks(epochs_seen, [str(e) for e in epochs_seen])
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(f"dev {plain(fmt.metric(metric))}")
+        ax.set_title(plain(title))
+        _legend(ax)
+        return encode(fig)
+
+
+def _test_label(metric: str) -> str:
+    """The y label of a plot of test scores: `test perplexity (lower is better)`."""
+    lower = " (lower is better)" if metric in LOWER_IS_BETTER else ""
+    return f"test {plain(fmt.metric(metric))}{lower}"
 
 
 def _legend(ax: Any) -> None:

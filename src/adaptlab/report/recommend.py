@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from scipy import stats
 
 import adaptlab.report.formatting as fmt
-from adaptlab.report.aggregate import Cell, ranked
+from adaptlab.continual.metrics import LOWER_IS_BETTER
+from adaptlab.report.aggregate import Cell, oriented, ranked
 from adaptlab.report.records import Setting
 
 ALPHA = 0.05
@@ -41,9 +42,11 @@ class Verdict:
 
     @property
     def gap(self) -> float | None:
+        """How much better the winner's mean is than the runner-up's (never negative: lower
+        where lower is better)."""
         if self.winner is None or self.runner_up is None:
             return None
-        return self.winner.mean - self.runner_up.mean
+        return oriented(self.winner.metric, self.winner.mean - self.runner_up.mean)
 
     @property
     def clear(self) -> bool | None:
@@ -103,9 +106,10 @@ def _comparison(v: Verdict, w: Cell) -> str:
     if r is None:
         alone = "has a score" if v.unscored else "was run"
         return f"only {w.method} {alone} ({_stats(w)}); nothing to compare it with."
+    side = "below" if w.metric in LOWER_IS_BETTER else "above"
     text = (
         f"{w.method} wins with {fmt.metric(w.metric)} {_stats(w)}, "
-        f"{fmt.score(w.mean - r.mean)} above the runner-up {r.method} ({_stats(r)}); "
+        f"{fmt.score(v.gap or 0.0)} {side} the runner-up {r.method} ({_stats(r)}); "
     )
     if v.p_value is None:
         return text + "with a single seed there is no spread over seeds to weigh the gap against."

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from adaptlab.data.builtin import CHRONOLOGICAL
 from adaptlab.data.types import TimeSplit
 from adaptlab.errors import ConfigError
+from adaptlab.records.generated import Generated
 from adaptlab.records.result import EpochRecord, SiteWeights
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.transfer import ZeroShotScore
@@ -83,6 +84,11 @@ class Run:
     split_free_spec: str = ""
     """The run's spec as JSON with its data's split left out: runs equal in it differ at most
     in how their data was split."""
+    generations: tuple[Generated, ...] = ()
+    """A sample of its test generations (generative tasks): prompt, generation, reference."""
+    dropped: Mapping[str, int] | None = None
+    """Per split, the examples left out because their answer did not fit the maximum length
+    (generative tasks; None for the others)."""
 
 
 def read_runs(records: Sequence[StoredRun]) -> list[Run]:
@@ -142,6 +148,8 @@ def _read(stored: StoredRun) -> Run:
         split=split,
         time_split=result.data.time_split,
         split_free_spec=split_free_spec,
+        generations=result.generations or (),
+        dropped=result.data.dropped,
         **_analysis(result.analysis or {}),
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import adaptlab.report.formatting as fmt
 import adaptlab.report.plots as plots
-from adaptlab.report.aggregate import Cell, scored
+from adaptlab.report.aggregate import Cell, oriented, scored
 from adaptlab.report.markup import Html, figure, join, note, section, table, tag
 from adaptlab.report.recommend import ALPHA, TEST_NAME, sentence
 from adaptlab.report.records import Setting
@@ -153,7 +153,8 @@ def learning_rate(view: StudyView) -> Html:
 
 ROBUSTNESS = (
     "Robustness = mean over learning rates of the mean test score, divided by the best mean "
-    "test score: 1.0 means every learning rate tried is as good as the best one. A failed run "
+    "test score (where lower is better, as perplexity, the best mean divided by the mean over "
+    "learning rates): 1.0 means every learning rate tried is as good as the best one. A failed run "
     "predicts one class for every test example (its accuracy is that class's share), or has "
     "a test score that is NaN or infinite (it diverged) or missing."
 )
@@ -167,8 +168,8 @@ def _robustness(view: StudyView, setting: Setting) -> Html:
             continue
         value = view.robustness(setting, method)
         found = scored(cells)
-        best = max(found, key=lambda c: c.mean, default=None)
-        worst = min(found, key=lambda c: c.mean, default=None)
+        best = max(found, key=lambda c: oriented(c.metric, c.mean), default=None)
+        worst = min(found, key=lambda c: oriented(c.metric, c.mean), default=None)
         rows.append(
             [
                 method,

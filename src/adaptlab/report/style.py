@@ -21,6 +21,8 @@ td { white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; white-space: normal; }
 th { background: #f3f5f7; font-weight: 600; }
 tr.best td { background: #eaf6ec; font-weight: 600; }
+.generations td { white-space: pre-wrap; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
 figure { margin: .6rem 0 1.2rem; }
 figure img { display: block; width: 100%; max-width: 900px; height: auto; }
 figcaption { color: #4b5661; font-size: .85rem; }

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import adaptlab.report.formatting as fmt
 import adaptlab.report.plots as plots
+from adaptlab.report.aggregate import oriented
 from adaptlab.report.markup import Html, figure, note, section, table, tag
 from adaptlab.report.records import Run, Setting
 from adaptlab.report.spread import mean_std, spread_text
@@ -27,7 +28,8 @@ from adaptlab.report.view import StudyView
 LEAD = (
     "Runs that differ only in how their data was split: at random (every period in training "
     "and test) or by time (the earliest 80% train, the next 10% dev, the latest 10% test). "
-    "Drift = random-split minus chronological-split test score, per seed; a positive drift "
+    "Drift = random-split minus chronological-split test score, per seed (the other way round "
+    "where lower is better, as perplexity); a positive drift "
     "means a random split overstates how the model does on later data. Mean ± std over the "
     "seeds run on both splits, in the metric that judges the randomly split data and the one "
     "shown beside it; in the plot, a point below the dotted diagonal scores lower on the "
@@ -47,11 +49,13 @@ class Comparison:
     pairs: tuple[tuple[Run, Run], ...]
 
     def scores(self, metric: str) -> tuple[list[float], list[float], list[float]]:
-        """Per seed: random-split and chronological-split test `metric`, and their difference
-        (NaN where a run lacks the metric)."""
+        """Per seed: random-split and chronological-split test `metric`, and the drift, their
+        difference taken so that a positive drift is the random split's overstatement
+        (chronological minus random where lower is better; NaN where a run lacks the
+        metric)."""
         random = [r.test.get(metric, float("nan")) for r, _ in self.pairs]
         later = [c.test.get(metric, float("nan")) for _, c in self.pairs]
-        return random, later, [a - b for a, b in zip(random, later, strict=True)]
+        return random, later, [oriented(metric, a - b) for a, b in zip(random, later, strict=True)]
 
 
 def comparisons(runs: Sequence[Run]) -> list[Comparison]:

@@ -80,6 +80,11 @@ class StudyView:
         """The class distribution of the setting's training sample."""
         return classes.imbalance(classes.runs_of_setting(self.runs, setting))
 
+    def chosen_runs(self, setting: Setting) -> dict[str, list[Run]]:
+        """Each method's runs (seeds) at its chosen learning rate, those with a finite test
+        score."""
+        return self._per_method(setting, lambda runs: list(runs) or None)
+
     def _per_method(
         self, setting: Setting, summarise: Callable[[Sequence[Run]], T | None]
     ) -> dict[str, T]:

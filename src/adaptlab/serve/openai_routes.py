@@ -45,8 +45,9 @@ def openai_router(service: AdapterService) -> APIRouter:
     @router.get("/models")
     def models() -> dict[str, Any]:
         """Every model a request may name: the base model (when it generates) and every
-        causal-LM adapter, with the base it runs on as `parent`."""
-        return model_list(service.models(), started)
+        causal-LM adapter, with the base it runs on as `parent` and whether it takes chats
+        (`chat`: it has a chat template, its own or the tokenizer's)."""
+        return model_list(service.models(), service.chat_models(), started)
 
     @router.post("/completions")
     async def completions(body: CompletionRequest) -> Response:
@@ -59,10 +60,11 @@ def openai_router(service: AdapterService) -> APIRouter:
 
     @router.post("/chat/completions")
     async def chat_completions(body: ChatRequest) -> Response:
-        """The assistant's next message, the chat formatted by the tokenizer's template."""
+        """The assistant's next message, the chat formatted by the adapter's chat template (the
+        one it was trained with), else by the tokenizer's."""
         check_stops(body)
         name = service.generating_model(body.model)
-        ids = service.prompts.chat([message.as_dict() for message in body.messages])
+        ids = service.chat_ids(name, [message.as_dict() for message in body.messages])
         tokens = service.prompts.new_tokens(ids, body.asked_tokens(), service.options.max_tokens)
         return await _answer(service, body, name, ids, tokens, Answer(body.model, chat=True))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -188,8 +189,11 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
-def model_list(models: list[tuple[str, str | None]], created: int) -> dict[str, Any]:
-    """GET /v1/models: every model name a request may give, adapters with their base."""
+def model_list(
+    models: list[tuple[str, str | None]], chats: Collection[str], created: int
+) -> dict[str, Any]:
+    """GET /v1/models: every model name a request may give, adapters with their base, and
+    `chat`: whether /v1/chat/completions takes it (it is among `chats`)."""
     rows = [
         {
             "id": name,
@@ -198,6 +202,7 @@ def model_list(models: list[tuple[str, str | None]], created: int) -> dict[str, 
             "owned_by": "adaptlab",
             "root": parent or name,
             "parent": parent,
+            "chat": name in chats,
         }
         for name, parent in models
     ]

@@ -2,10 +2,16 @@
 checked against the server's limits and the model's window before anything is queued.
 
 A completion's prompt is tokenized as `tokenizer(prompt)` (with the tokenizer's special
-tokens, e.g. a beginning-of-text token); a chat's messages go through the tokenizer's chat
-template with the assistant's turn opened (`add_generation_prompt`), and the rendered text,
-which holds its own special tokens, is tokenized without adding more. A tokenizer without a
-chat template cannot take chats; that is one line, not a guess at a format.
+tokens, e.g. a beginning-of-text token); a chat's messages go through a chat template with
+the assistant's turn opened (`add_generation_prompt`), and the rendered text, which holds its
+own special tokens, is tokenized without adding more. The template is the adapter's own when
+its manifest has one (the template it was trained with), else the tokenizer's; with neither,
+a chat is refused in one line, not formatted by a guess.
+
+An adapter's template comes from its folder and is untrusted: like the tokenizer's, it is
+rendered only by `apply_chat_template`, which compiles templates in Jinja's immutable sandbox
+(no attributes of Python's internals, no changing the messages, no files, no imports), and a
+template that fails on the messages, whatever it raises, is a 400 naming it in one line.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from adaptlab.checks import shown
-from adaptlab.continual.decoder import is_encoder
+from adaptlab.errors import one_line
+from adaptlab.models.decoder import is_encoder
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
 from adaptlab.serve.errors import RequestError, check_unicode
@@ -66,11 +73,15 @@ class Prompts:
             raise RequestError(422, "prompt is empty and this tokenizer adds no token to start")
         return ids
 
-    def chat(self, messages: list[dict[str, str]]) -> list[int]:
-        """The token ids of a chat, rendered by the tokenizer's chat template."""
-        from jinja2 import TemplateError
-
-        if not self.tokenizer.chat_template:
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        template: str | None = None,
+        source: str = "the chat template",
+    ) -> list[int]:
+        """The token ids of a chat, rendered by `template` (None: the tokenizer's chat
+        template); `source` names the template in a refusal."""
+        if template is None and not self.tokenizer.chat_template:
             raise RequestError(
                 400,
                 "this model's tokenizer has no chat template, so chats cannot be formatted for "
@@ -80,12 +91,18 @@ class Prompts:
         for index, message in enumerate(messages):
             check_unicode(message["content"], f"messages[{index}].content")
         try:
-            text = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=False
+            text = str(
+                self.tokenizer.apply_chat_template(
+                    messages, chat_template=template, add_generation_prompt=True, tokenize=False
+                )
             )
-        except TemplateError as error:  # the template's own refusal (e.g. roles out of order)
-            raise RequestError(400, f"the chat template refused the messages: {error}") from None
-        ids: list[int] = self.tokenizer(str(text), add_special_tokens=False).input_ids
+            # a template may write an unpaired surrogate, which no tokenizer takes
+            text.encode("utf-8")
+        except Exception as error:  # a template is code: whatever it raises is its refusal
+            raise RequestError(400, f"{source} refused the messages: {one_line(error)}") from None
+        ids: list[int] = self.tokenizer(text, add_special_tokens=False).input_ids
+        if not ids:
+            raise RequestError(400, f"{source} rendered the messages as no tokens")
         return ids
 
     def new_tokens(self, prompt: Sequence[int], asked: int | None, default: int) -> int:

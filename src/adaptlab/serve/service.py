@@ -121,6 +121,26 @@ class AdapterService:
             )
         return entry.name
 
+    def chat_ids(self, name: str | None, messages: list[dict[str, str]]) -> list[int]:
+        """The prompt of a chat for `name` (the generating model: an adapter, None for the
+        base): rendered by the adapter's own chat template when its manifest has one (the
+        template it was trained with), else by the tokenizer's."""
+        template = (
+            None if name is None else self.entry(name, "GET /v1/models").manifest.chat_template
+        )
+        if template is None:
+            return self.prompts.chat(messages)
+        return self.prompts.chat(messages, template, f"the chat template of adapter {name!r}")
+
+    def chat_models(self) -> set[str]:
+        """The models of `models()` that take chats: those with a chat template of their own,
+        and all of them when the tokenizer has one."""
+        if self.base.tokenizer.chat_template:
+            return {name for name, _ in self.models()}
+        return {
+            e.name for e in self.registry.entries.values() if e.causal and e.manifest.chat_template
+        }
+
     def generate(self, job: Completion) -> None:
         """Queue a completion (its model checked by `generating_model`, its prompt and
         sampling by `prompts`); its events come through `job.emit` on the model thread."""

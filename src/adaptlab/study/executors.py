@@ -1,50 +1,66 @@
-"""Executors run planned runs and yield each outcome as it finishes; the caller writes the store.
+"""Executors run planned items (runs or sequences) and yield each outcome as it finishes; the
+caller writes the store.
 
-The local executor runs one run after another in this process (the default). The Ray executor
-(`ray_executor.py`) runs them as Ray tasks. Neither writes the store: the driver does, so a
+The local executor runs one item after another in this process (the default). The Ray executor
+(`ray_executor.py`) runs each as a Ray task. Neither writes the store: the driver does, so a
 store has exactly one writer.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
 
+from adaptlab.continual.result import StageOutcome
 from adaptlab.engine.run import execute
-from adaptlab.errors import AdaptlabError
-from adaptlab.integrations.trackers.choice import Tracking
+from adaptlab.errors import AdaptlabError, one_line
 from adaptlab.integrations.trackers.session import track
 from adaptlab.records.result import RunResult
 from adaptlab.records.spec import RunSpec
-from adaptlab.study.analysis import AnalysisRequest
-from adaptlab.study.planner import PlannedRun
+from adaptlab.study.planned import Outcome, Planned, R
 
-Started = Callable[[PlannedRun], None]
-"""Called as a run is handed to a worker, before it starts training."""
+if TYPE_CHECKING:
+    from adaptlab.integrations.trackers.choice import Tracking
+    from adaptlab.study.analysis import AnalysisRequest
 
+T = TypeVar("T")
 
-@dataclass(frozen=True)
-class Outcome:
-    """A finished run: its result, or the one-line error it failed with; seconds it took."""
+Started = Callable[[Planned[R]], None]
+"""Called as an item is handed to a worker, before it starts training."""
 
-    run: PlannedRun
-    result: RunResult | None
-    error: str | None
-    seconds: float
+StageFinished = Callable[[Planned[R], int, StageOutcome], None]
+"""Called with each stage an item finished (its index from 0): as it ends when the item runs
+in this process, else when its outcome comes back, before the outcome."""
+
+Stages = tuple[tuple[int, StageOutcome], ...]
+"""The stages an item finished where it ran, each with its index."""
 
 
 class Executor(Protocol):
-    """Runs planned runs, calling `started` for each, yielding outcomes as they finish."""
+    """Runs planned items, calling `started` for each and `stage_done` for each stage one
+    finishes, yielding outcomes as they finish."""
 
     name: str
 
     def run(
-        self, runs: Sequence[PlannedRun], started: Started
-    ) -> Generator[Outcome, None, None]: ...
+        self, runs: Sequence[Planned[R]], started: Started[R], stage_done: StageFinished[R]
+    ) -> Generator[Outcome[R], None, None]: ...
+
+
+def attempted(work: Callable[[], T]) -> tuple[T | None, str | None, float]:
+    """(`work()`, None, seconds); a user error or out-of-memory is (None, its line, seconds).
+    Any other exception is a bug and propagates."""
+    started = time.perf_counter()
+    try:
+        done: T | None = work()
+        error = None
+    except (AdaptlabError, torch.OutOfMemoryError) as failure:
+        done, error = None, one_line(failure)
+    return done, error, time.perf_counter() - started
 
 
 def run_one(
@@ -58,40 +74,38 @@ def run_one(
 
     `analysis` names analyses to run on the trained model (their results join the result).
     `out`: the run folder to write (for runs other runs build on). `tracking`: the experiment
-    trackers the run reports to, opened here, where it trains. Any other exception is a bug
-    and propagates.
+    trackers the run reports to, opened here, where it trains.
     """
-    started = time.perf_counter()
     hook = analysis.hook() if analysis is not None else None
-    try:
+
+    def train() -> RunResult:
         with track(tracking, spec.to_dict()) as report:
             done = execute(spec, out, progress=progress, overwrite=out is not None, on_trained=hook)
             report.finished_run(done, out)
-        result: RunResult | None = done
-        error = None
-    except (AdaptlabError, torch.OutOfMemoryError) as failure:
-        result, error = None, one_line(failure)
-    return result, error, time.perf_counter() - started
+        return done
+
+    return attempted(train)
 
 
-def one_line(error: BaseException) -> str:
-    """The first line of an error's message, or its type name when it has none."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+def run_collecting(run: Planned[R]) -> tuple[Outcome[R], Stages]:
+    """Execute `run` where its stages cannot reach the driver (a Ray task): no progress bar,
+    its finished stages handed back with its outcome."""
+    stages: list[tuple[int, StageOutcome]] = []
+    outcome = run.execute(False, lambda index, stage: stages.append((index, stage)))
+    return outcome, tuple(stages)
 
 
 class LocalExecutor:
-    """Runs one run after another in this process, each with its own progress bar."""
+    """Runs one item after another in this process, each with its own progress bar."""
 
     name = "local"
 
     def __init__(self, progress: bool = True) -> None:
         self.progress = progress
 
-    def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
+    def run(
+        self, runs: Sequence[Planned[R]], started: Started[R], stage_done: StageFinished[R]
+    ) -> Generator[Outcome[R], None, None]:
         for run in runs:
             started(run)
-            result, error, seconds = run_one(
-                run.spec, self.progress, run.analysis, run.out, run.tracking
-            )
-            yield Outcome(run, result, error, seconds)
+            yield run.execute(self.progress, functools.partial(stage_done, run))

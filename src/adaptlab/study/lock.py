@@ -12,7 +12,6 @@ import fcntl
 import os
 import socket
 from pathlib import Path
-from types import TracebackType
 
 from adaptlab.errors import ConfigError
 
@@ -50,12 +49,7 @@ class StoreLock:
         self._fd = fd
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the only descriptor releases the flock
             self._fd = None

@@ -1,13 +1,14 @@
-"""Run a study's runs as Ray tasks on a local or remote Ray cluster (`--executor ray`).
+"""Run a study's runs (or sequences) as Ray tasks on a local or remote Ray cluster
+(`--executor ray`).
 
-One task per run, each asking for the spec's `resources` (cpus, gpus: a share such as 0.25
-packs four runs on one GPU). The driver keeps at most as many tasks in flight as the cluster can
-run at once, marks each running as it is submitted, and writes each outcome to the store as
-`ray.wait` hands it back: tasks never touch the store, so it keeps a single writer, and a run's
-result arrives once however often Ray ran it. Ray runs a task again elsewhere when its node or
-worker process dies (`max_retries`), never when the run itself raised (`retry_exceptions=False`:
-a user's error is recorded once); `ray_nodes` logs the losses. Ray is an optional extra
-(`pip install ray==2.60.0`).
+One task per run or sequence, each asking for the spec's `resources` (cpus, gpus: a share such
+as 0.25 packs four runs on one GPU). The driver keeps at most as many tasks in flight as the
+cluster can run at once, marks each running as it is submitted, and writes each outcome to the
+store as `ray.wait` hands it back, a sequence's finished stages first: tasks never touch the
+store, so it keeps a single writer, and a result arrives once however often Ray ran it. Ray
+runs a task again elsewhere when its node or worker process dies (`max_retries`), never when the
+run itself raised (`retry_exceptions=False`: a user's error is recorded once); `ray_nodes` logs
+the losses. Ray is an optional extra (`pip install ray==2.60.0`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
 from adaptlab.errors import ConfigError
-from adaptlab.integrations.trackers.choice import Tracking
-from adaptlab.records.result import RunResult
-from adaptlab.records.spec import RunSpec
-from adaptlab.study.analysis import AnalysisRequest
-from adaptlab.study.executors import Outcome, Started, one_line, run_one
-from adaptlab.study.planner import PlannedRun
+from adaptlab.study.executors import (
+    StageFinished,
+    Stages,
+    Started,
+    one_line,
+    run_collecting,
+)
+from adaptlab.study.planned import Outcome, Planned, R
 from adaptlab.study.ray_nodes import WATCH_SECONDS, NodeWatch, lost_line
 from adaptlab.study.spec import Resources
 
@@ -41,19 +45,16 @@ def import_ray() -> ModuleType:
     return ray
 
 
-def execute_task(
-    spec: RunSpec,
-    analysis: AnalysisRequest | None = None,
-    out: str | None = None,
-    tracking: Tracking | None = None,
-) -> tuple[RunResult | None, str | None, float]:
-    """The body of one Ray task: run the spec (and its analyses) without a progress bar.
+def execute_task(run: Planned[R]) -> tuple[Outcome[R], Stages]:
+    """The body of one Ray task: run the item (a run and its analyses, or a sequence) without
+    a progress bar; a sequence's finished stages come back with its outcome.
 
-    A run other runs build on writes its folder to `out`, which must be on a file system the
-    driver's machine shares (the study store's folder); so must `tracking`'s TensorBoard folder
-    and file store, whose trackers the task opens itself (`tracking` is plain data).
+    A run other runs build on writes its folder to `run.out`, and a sequence keeps its state in
+    `run.checkpoint`; both must be on a file system the driver's machine shares (beside the
+    study's store), as must the tracking's TensorBoard folder and file store, whose trackers the
+    task opens itself (`tracking` is plain data).
     """
-    return run_one(spec, progress=False, analysis=analysis, out=out, tracking=tracking)
+    return run_collecting(run)
 
 
 class RayExecutor:
@@ -71,7 +72,9 @@ class RayExecutor:
         self.address = address
         self.num_cpus = num_cpus
 
-    def run(self, runs: Sequence[PlannedRun], started: Started) -> Generator[Outcome, None, None]:
+    def run(
+        self, runs: Sequence[Planned[R]], started: Started[R], stage_done: StageFinished[R]
+    ) -> Generator[Outcome[R], None, None]:
         self._check_devices(runs)
         ray = self._ray
         own = not ray.is_initialized()
@@ -83,7 +86,7 @@ class RayExecutor:
                 log_to_driver=False,
                 logging_level=logging.WARNING,
             )
-        pending: dict[Any, PlannedRun] = {}
+        pending: dict[Any, Planned[R]] = {}
         try:
             task = self._task(ray)
             width = self._width(ray)
@@ -94,14 +97,14 @@ class RayExecutor:
                     run = queue.popleft()
                     started(run)
                     named = task.options(name=f"adaptlab run {run.run_id}")
-                    arguments: tuple[Any, ...] = (run.spec, run.analysis, run.out, run.tracking)
+                    arguments: tuple[Any, ...] = (run,)
                     if self.resources.nproc > 1:
                         arguments += (self.resources,)
                     pending[named.remote(*arguments)] = run
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=WATCH_SECONDS)
                 watch.check(pending)
                 for ref in ready:
-                    yield self._outcome(ray, ref, pending.pop(ref))
+                    yield self._outcome(ray, ref, pending.pop(ref), stage_done)
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)
@@ -112,7 +115,7 @@ class RayExecutor:
         """The remote function a run is: the run itself with the spec's resources, or, with
         `nproc` > 1, a task that holds nothing and starts its Ray Train workers, which do."""
         resources = self.resources
-        body: Callable[..., tuple[RunResult | None, str | None, float]]
+        body: Callable[..., tuple[Outcome[Any], Stages]]
         if resources.nproc > 1:
             from adaptlab.study.ray_train import train_on_workers
 
@@ -126,7 +129,7 @@ class RayExecutor:
             retry_exceptions=False,
         )(body)
 
-    def _check_devices(self, runs: Sequence[PlannedRun]) -> None:
+    def _check_devices(self, runs: Sequence[Planned[R]]) -> None:
         """Ray places runs by the GPUs they ask for, and shows each only its own, from cuda:0."""
         cuda = sorted({run.spec.device for run in runs if run.spec.device.startswith("cuda")})
         if cuda and not self.resources.gpus:
@@ -158,9 +161,12 @@ class RayExecutor:
             )
         return width
 
-    def _outcome(self, ray: ModuleType, ref: Any, run: PlannedRun) -> Outcome:
+    def _outcome(
+        self, ray: ModuleType, ref: Any, run: Planned[R], stage_done: StageFinished[R]
+    ) -> Outcome[R]:
+        """The outcome of `run`'s task, its finished stages handed to `stage_done` first."""
         try:
-            result, error, seconds = ray.get(ref)
+            outcome, stages = ray.get(ref)
         except ray.exceptions.NodeDiedError as failure:
             return Outcome(run, None, lost_line(failure, self.resources.max_retries), 0.0)
         except ray.exceptions.RayError as failure:
@@ -168,4 +174,6 @@ class RayExecutor:
             return Outcome(
                 run, None, f"Ray task failed: {type(cause).__name__}: {one_line(cause)}", 0.0
             )
-        return Outcome(run, result, error, seconds)
+        for index, stage in stages:
+            stage_done(run, index, stage)
+        return replace(outcome, run=run)

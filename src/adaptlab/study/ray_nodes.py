@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from adaptlab.study.executors import one_line
-from adaptlab.study.planner import PlannedRun
+from adaptlab.errors import one_line
+from adaptlab.study.planned import Planned
 
 log = logging.getLogger("adaptlab.study")
 
@@ -33,7 +33,7 @@ class NodeWatch:
         self._max_retries = max_retries
         self._alive = self._alive_nodes()
 
-    def check(self, pending: Mapping[Any, PlannedRun]) -> None:
+    def check(self, pending: Mapping[Any, Planned[Any]]) -> None:
         """Log each node gone since the last check and the runs of `pending` (ref -> run) on it."""
         alive = self._alive_nodes()
         for node in self._alive.keys() - alive.keys():
@@ -48,7 +48,7 @@ class NodeWatch:
             if node["Alive"]
         }
 
-    def _lost(self, node: str, address: str, pending: Mapping[Any, PlannedRun]) -> None:
+    def _lost(self, node: str, address: str, pending: Mapping[Any, Planned[Any]]) -> None:
         runs = {ref.task_id().hex(): run for ref, run in pending.items()}
         attempts = self._attempts_on(node, set(runs))
         if attempts is None:

@@ -13,6 +13,7 @@
     device: auto                    # the best device here (cuda, mps, cpu), or one named
     precision: auto                 # bf16 on a GPU that has it, else fp32; or fp32, bf16, fp16
     quantize: nf4                   # optional: a 4-bit (nf4) or 8-bit (int8) frozen base
+                                    # (precision and quantize: a list crosses them with the grid)
     gradient_checkpointing: true    # optional: recompute each layer in the backward pass
     report_to: [tensorboard, mlflow]  # optional: experiment trackers (default none)
     resources: {cpus: 1, gpus: 0.25, max_retries: 3}   # per run, for the Ray executor
@@ -27,6 +28,7 @@ strategies (`spec_sequences`). docs/studies.md documents every key.
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,6 +46,7 @@ from pydantic import (
 )
 
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
+from adaptlab.continual.metrics import LOWER_IS_BETTER
 from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, is_default_objective
 from adaptlab.errors import ConfigError
 from adaptlab.records.scale import Scale
@@ -59,7 +62,9 @@ from adaptlab.study.spec_fields import (
     refuse_repeated_labels,
     refuse_repeats,
 )
+from adaptlab.study.spec_generative import computed_metrics, generative_task
 from adaptlab.study.spec_methods import MethodEntry
+from adaptlab.study.spec_scale import SCALE_AXES, Precisions, Quantizations
 from adaptlab.study.spec_sequences import (
     ObjectiveName,
     StrategyEntry,
@@ -68,7 +73,8 @@ from adaptlab.study.spec_sequences import (
 )
 from adaptlab.study.spec_transfer import SourceEntry, ZeroShotEntry
 from adaptlab.study.yamlfile import read_yaml
-from adaptlab.tasks.registry import known_metrics
+from adaptlab.tasks.generative_settings import GENERATIVE_OPTIONS
+from adaptlab.tasks.registry import get_task, known_metrics, task_names
 
 RAY_RESOLUTION = 10_000
 """Ray counts resources in units of 1/10,000 (0.0001 of a CPU or GPU)."""
@@ -101,7 +107,8 @@ class Resources(StrictModel):
 
 
 class StudySpec(StrictModel):
-    """A study: the grid models x data x train sizes x methods x learning rates x seeds."""
+    """A study: the grid models x data x train sizes x scales x methods x learning rates x
+    seeds, the scales those of the `precision` and `quantize` values listed."""
 
     name: str
     description: str = ""
@@ -118,9 +125,9 @@ class StudySpec(StrictModel):
     batch_size: PositiveInt = 16
     max_length: Annotated[int, Field(ge=2)] = 128
     device: str = "auto"
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: Precisions = ("auto",)
     base_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
-    quantize: Literal["nf4", "int8"] | None = None
+    quantize: Quantizations = (None,)
     gradient_checkpointing: bool = False
     offload_activations: bool = False
     resources: Resources = Resources()
@@ -147,6 +154,13 @@ class StudySpec(StrictModel):
                 "sets in order), not both"
             )
         refuse_repeats(entry.source for entry in values)
+        for entry in values:
+            given = [key for key in GENERATIVE_OPTIONS if key in entry.options.as_kwargs()]
+            if given:
+                raise ValueError(
+                    f"stage {entry.source}: a sequence reads its stages as its objective does; "
+                    f"drop {given[0]}"
+                )
         objective = info.data.get("objective")
         if objective is not None:  # absent: it was refused
             for entry in values:
@@ -184,20 +198,29 @@ class StudySpec(StrictModel):
         return values
 
     @property
-    def scale(self) -> Scale:
-        """How every run of the study uses its hardware ("auto" precision resolved per run)."""
-        return Scale(
-            self.precision,
-            self.base_dtype,
-            self.gradient_checkpointing,
-            self.offload_activations,
-            self.quantize,
-        )
+    def scales(self) -> list[Scale]:
+        """How the runs of the study use their hardware: one scale per precision and
+        quantisation listed, precision outermost ("auto" precision resolved per run)."""
+        return [
+            Scale(
+                precision,
+                self.base_dtype,
+                self.gradient_checkpointing,
+                self.offload_activations,
+                quantize,
+            )
+            for precision, quantize in itertools.product(self.precision, self.quantize)
+        ]
+
+    @property
+    def scale_axes(self) -> tuple[str, ...]:
+        """The scale keys the study varies: those listing more than one value."""
+        return tuple(axis for axis in SCALE_AXES if len(getattr(self, axis)) > 1)
 
     @model_validator(mode="after")
-    def _valid_scale(self) -> StudySpec:
+    def _valid_scales(self) -> StudySpec:
         try:
-            self.scale  # noqa: B018 (validates the combination)
+            self.scales  # noqa: B018 (validates each combination)
         except ConfigError as error:
             raise ValueError(str(error)) from None
         return self
@@ -223,13 +246,23 @@ class StudySpec(StrictModel):
 
     @field_validator("metric")
     @classmethod
-    def _metric(cls, value: str | None) -> str | None:
-        known = known_metrics()
-        if value is not None and value not in known:
+    def _metric(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        known = judging_metrics()
+        if value not in known:
+            lower = ", ".join(sorted(LOWER_IS_BETTER))
             raise ValueError(
-                f"metric must be one a task computes where higher is better: "
-                f"{', '.join(known)}; got {value!r}"
+                f"metric must be one a task judges by, where higher is better (lower for "
+                f"{lower}): {', '.join(known)}; got {value!r}"
             )
+        for entry in info.data.get("data") or []:
+            task = generative_task(entry.options.task)
+            if task is not None and value not in computed_metrics(task):
+                raise ValueError(
+                    f"task {task.name} of data {entry.source} does not compute {value}; pick "
+                    f"one it does: {', '.join(computed_metrics(task))}"
+                )
         return value
 
     @field_validator("name")
@@ -276,6 +309,13 @@ class StudySpec(StrictModel):
     def _distinct_labels(cls, values: list[MethodEntry]) -> list[MethodEntry]:
         refuse_repeated_labels("methods", [entry.display_label for entry in values])
         return values
+
+
+def judging_metrics() -> list[str]:
+    """Every metric a study may judge by: those tasks compute where higher is better, and each
+    task's primary metric (perplexity, where lower is)."""
+    primary = (get_task(name).primary_metric for name in task_names())
+    return list(dict.fromkeys([*known_metrics(), *primary]))
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {

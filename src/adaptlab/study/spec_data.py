@@ -1,18 +1,22 @@
 """The data sources a spec names: a built-in name, a file, a folder or hf:NAME, each with the
-options that say how to read it."""
+options that say how to read it (and, for a generative task, how it trains and generates)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from adaptlab.study.spec_fields import StrictModel
+from adaptlab.study.spec_generative import check_entry, run_options
 from adaptlab.tasks.registry import known_task, task_names
 
 
 class DataOptions(StrictModel):
-    """How to read a data file (as `adaptlab train`'s column options); built-ins ignore them."""
+    """How to read a data file (as `adaptlab train`'s column options; built-ins ignore them),
+    and a generative task's options (`adaptlab train`'s --pack, --max-new-tokens, ...), which
+    `study.spec_generative` checks as a run does."""
 
     text_column: str | None = None
     text_pair_column: str | None = None
@@ -21,6 +25,14 @@ class DataOptions(StrictModel):
     label_separator: str | None = None
     split: Literal["random", "chronological"] | None = None
     time_column: str | None = None
+    prompt_column: Any = None
+    completion_column: Any = None
+    train_on_prompt: Any = None
+    chat_template: Any = None
+    pack: Any = None
+    max_new_tokens: Any = None
+    stop: Any = None
+    metric: Any = None
 
     @field_validator("task")
     @classmethod
@@ -29,7 +41,7 @@ class DataOptions(StrictModel):
             raise ValueError(f"unknown task {value!r}; known tasks: {', '.join(task_names())}")
         return value
 
-    def as_kwargs(self) -> dict[str, str]:
+    def as_kwargs(self) -> dict[str, Any]:
         """The options given, as `load_dataset` keywords."""
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
@@ -52,3 +64,15 @@ class DataEntry(StrictModel):
         raise ValueError(
             "a data entry is a name or path, or {path: {label_column: ..., text_column: ...}}"
         )
+
+    @model_validator(mode="after")
+    def _task_reads_it(self) -> DataEntry:
+        """A generative task's options checked as its run checks them; the generative
+        options refused without one (`study.spec_generative`)."""
+        check_entry(self.source, self.options.as_kwargs())
+        return self
+
+    def run_options(self, base: Path) -> dict[str, Any]:
+        """The options as a run's spec keeps them (paths read from `base`, the spec's
+        folder)."""
+        return run_options(self.options.as_kwargs(), base)

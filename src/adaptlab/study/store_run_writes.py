@@ -7,23 +7,20 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adaptlab.continual.result import SequenceResult
 from adaptlab.records.result import RunResult
 from adaptlab.study.store_file import StoreFile, json_text, utc_now
 
-if TYPE_CHECKING:  # reading a store (the report) needs no planning code
-    from adaptlab.study.planner import PlannedRun
-    from adaptlab.study.sequence_plan import PlannedSequence
-
-    Planned = PlannedRun | PlannedSequence
+if TYPE_CHECKING:
+    from adaptlab.study.planned import Planned
 
 
 class RunWrites(StoreFile):
     """The results store's writes of plans and runs."""
 
-    def set_plan(self, study: str, runs: Sequence[Planned], metric: str | None = None) -> None:
+    def set_plan(self, study: str, runs: Sequence[Planned[Any]], metric: str | None = None) -> None:
         """Replace `study`'s planned grid with `runs`, in their order, and its `metric:`."""
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO studies VALUES (?, ?)", (study, metric))
@@ -39,13 +36,13 @@ class RunWrites(StoreFile):
                         position,
                         run.method_label,
                         json_text(run.spec.to_dict()),
-                        _strategy_label(run),
+                        run.strategy_label,
                     )
                     for position, run in enumerate(runs)
                 ],
             )
 
-    def start(self, run: Planned) -> None:
+    def start(self, run: Planned[Any]) -> None:
         """Mark `run` running (again, if it failed or was interrupted); a done run stays done."""
         with self._transaction() as db:
             db.execute(
@@ -69,7 +66,7 @@ class RunWrites(StoreFile):
                     socket.gethostname(),
                     os.getpid(),
                     run.data_digest,
-                    _strategy_label(run),
+                    run.strategy_label,
                 ),
             )
 
@@ -80,13 +77,13 @@ class RunWrites(StoreFile):
                 "UPDATE runs SET status = 'failed', error = ? WHERE run_id = ?", (why, run_id)
             )
 
-    def finish(self, run_id: str, result: RunResult) -> None:
-        """Store a finished run's result and mark it done."""
+    def finish(self, run_id: str, result: RunResult | SequenceResult) -> None:
+        """Store a finished run's (or sequence's) result and mark it done."""
         self._end(run_id, "done", json_text(result.to_dict()), None)
 
     def finish_sequence(self, run_id: str, result: SequenceResult) -> None:
         """Store a finished sequence's result and mark it done."""
-        self._end(run_id, "done", json_text(result.to_dict()), None)
+        self.finish(run_id, result)
 
     def fail(self, run_id: str, error: str) -> None:
         """Mark a run failed with its one-line error; the next `study run` retries it."""
@@ -101,9 +98,3 @@ class RunWrites(StoreFile):
             ).rowcount
         if changed != 1:
             raise RuntimeError(f"run {run_id} was not marked running in {self.path}")
-
-
-def _strategy_label(run: Planned) -> str | None:
-    from adaptlab.study.sequence_plan import PlannedSequence
-
-    return run.strategy_label if isinstance(run, PlannedSequence) else None

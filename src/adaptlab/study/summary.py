@@ -8,21 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from adaptlab.continual.result import SequenceResult
-from adaptlab.study.executors import Outcome
-from adaptlab.study.sequence_plan import PlannedSequence
-
-
-@dataclass(frozen=True)
-class SequenceOutcome:
-    """A finished sequence: its result, or the one-line error it failed with; seconds it took
-    in this session."""
-
-    run: PlannedSequence
-    result: SequenceResult | None
-    error: str | None
-    seconds: float
+from adaptlab.study.planned import Outcome
 
 
 @dataclass
@@ -33,18 +21,18 @@ class StudySummary:
     store: Path
     planned: int
     done_before: int
-    outcomes: list[Outcome | SequenceOutcome] = field(default_factory=list)
+    outcomes: list[Outcome[Any]] = field(default_factory=list)
     wall_seconds: float = 0.0
     spent: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     """Seconds in the runner's own steps: 'planning', 'store' (all reads and writes)."""
 
     @property
-    def failed(self) -> list[Outcome | SequenceOutcome]:
+    def failed(self) -> list[Outcome[Any]]:
         return [o for o in self.outcomes if o.result is None]
 
     @property
     def run_seconds(self) -> float:
-        """Seconds inside the runs themselves (summed; parallel with Ray)."""
+        """Seconds inside the runs (or sequences) themselves (summed; parallel with Ray)."""
         return sum(o.seconds for o in self.outcomes)
 
 

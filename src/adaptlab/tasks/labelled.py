@@ -3,9 +3,11 @@ model's own loss and head, and a run prepared by `adaptlab.tasks.labelled_run`."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from adaptlab.errors import DataError
+from adaptlab.errors import ConfigError, DataError
+from adaptlab.tasks.generative_settings import GENERATIVE_OPTIONS
 from adaptlab.tasks.task import Task
 
 if TYPE_CHECKING:
@@ -25,6 +27,16 @@ class LabelledTask(Task):
         from adaptlab.tasks.labelled_run import prepare_classification
 
         return prepare_classification(spec, device)
+
+    def check_data_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse the generative tasks' options (`--pack`, `--prompt-column`, ...)."""
+        given = [key for key in GENERATIVE_OPTIONS if key in options]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            raise ConfigError(
+                f"{option} is an option of the generative tasks (causal-lm, sft, chat); "
+                "pass --task with one of them, or drop it"
+            )
 
 
 def sentence_label(row: RawRow, sets: bool = False) -> str | tuple[str, ...]:

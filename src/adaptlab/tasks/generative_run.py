@@ -1,0 +1,127 @@
+"""A generative run (tasks `causal-lm`, `sft`, `chat`): the data read and sampled, the model
+loaded as a causal LM with its adapter, every split encoded with the loss on its target tokens
+(`adaptlab.data.generative_encoding`, or document windows for plain text), the objective built
+(`GenerativeLm`), and after training the test scored with a sample of its generations kept."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
+
+from adaptlab.engine.adapters import attach_adapters
+from adaptlab.engine.run_objective import Tested
+from adaptlab.engine.scale_model import prepare_base
+from adaptlab.errors import ConfigError
+from adaptlab.methods.handle import AdaptHandle
+from adaptlab.models.decoder import check_causal_lm
+from adaptlab.models.loading import load_model
+from adaptlab.records.generated import SAMPLE_SIZE
+from adaptlab.records.result import DataInfo
+from adaptlab.records.spec import RunSpec
+from adaptlab.records.split_record import SplitRecord
+from adaptlab.tasks.generation_metrics import GENERATION_METRICS
+from adaptlab.tasks.generative_data import EncodedData, encode_data
+from adaptlab.tasks.generative_evaluation import (
+    Generation,
+)
+from adaptlab.tasks.generative_facts import GenerativeFacts, computed_metrics
+from adaptlab.tasks.generative_objective import GenerativeLm
+from adaptlab.tasks.generative_settings import GenerativeSettings
+from adaptlab.tasks.seq2seq_targets import check_windows
+
+
+class GenerativeRun(GenerativeLm):
+    """`GenerativeLm` over a run's data, with what `execute` asks (`RunObjective`)."""
+
+    trained = None  # a generative run takes no analyses
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        task: GenerativeFacts,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        handle: AdaptHandle,
+        data: EncodedData,
+        settings: GenerativeSettings,
+    ) -> None:
+        metric = settings.metric or task.primary_metric
+        generation = None
+        if task.generates:
+            generation = Generation(GENERATION_METRICS, settings.max_new_tokens, settings.stop)
+        super().__init__(
+            model,
+            tokenizer,
+            data.splits["train"].encoded,
+            data.splits["dev"],
+            metric=metric,
+            generation=generation,
+            packed_length=spec.train.max_length if settings.pack else None,
+            eval_batch_size=spec.train.eval_batch_size,
+        )
+        self.spec, self.task, self.handle, self.encoded = spec, task, handle, data
+        self.description = data.description
+
+    @property
+    def data(self) -> DataInfo:
+        sizes = {name: len(split.encoded) for name, split in self.encoded.splits.items()}
+        return DataInfo(
+            name=self.encoded.name,
+            task=self.task.name,
+            labels=(),
+            sizes=sizes,
+            dropped=dict(self.encoded.dropped),
+        )
+
+    @property
+    def splits(self) -> SplitRecord:
+        return SplitRecord.of(self.spec.data, self.encoded.origins)
+
+    def frozen_replay(self, mode: str, folder: Path | None) -> AbstractContextManager[None]:
+        """Nothing to replay: the frozen front's outputs are not kept for generative runs."""
+        return nullcontext()
+
+    def test(self) -> Tested:
+        scored = self.score(self.encoded.splits["test"])
+        generations = scored.generated[:SAMPLE_SIZE] if scored.generated else None
+        return Tested(scored.loss, scored.metrics, generations=generations)
+
+
+def prepare_generative(task: GenerativeFacts, spec: RunSpec, device: torch.device) -> GenerativeRun:
+    """Read `spec`'s data for `task`, load its model as a causal LM on `device`, adapt it."""
+    settings = GenerativeSettings.of(spec.data_options, task.name)
+    metric = settings.metric
+    if metric is not None and metric not in computed_metrics(task):
+        raise ConfigError(
+            f"task {task.name} is not scored by {metric!r}; pick one of "
+            f"{', '.join(computed_metrics(task))}"
+        )
+    if task.model_kind != "seq2seq_lm":  # an encoder-decoder's head is checked as it loads
+        check_causal_lm(spec.model, f"task {task.name}")
+    loaded = load_model(spec.model, task.model_kind, seed=spec.train.seed)
+    check_windows(loaded.model, spec.train.max_length, settings.max_new_tokens)
+    tokenizer = loaded.tokenizer
+    data = encode_data(
+        task,
+        spec.data,
+        settings,
+        tokenizer,
+        spec.train.max_length,
+        sample=None if spec.train_size is None else (spec.train_size, spec.train.seed),
+    )
+    model: nn.Module = loaded.model
+    prepare_base(model, spec.scale, device)
+    handle = attach_adapters(model, spec, train_head=False)  # the LM head is pretrained
+    if not handle.parameter_counts()["trainable"]:
+        names = "+".join(config.name for config in spec.trained_configs)
+        raise ConfigError(
+            f"{names} trains nothing in a run of task {task.name}: the pretrained LM head stays "
+            "frozen; pick a method that adapts the model (lora, houlsby, ...)"
+        )
+    if data.chat_template is not None:  # serving renders chats as training did
+        handle.record_chat_template(data.chat_template)
+    return GenerativeRun(spec, task, model, tokenizer, handle, data, settings)
