@@ -130,3 +130,15 @@ def test_bad_arguments_fail_in_one_line(arguments: tuple[Any, ...], needles: lis
     assert "\n" not in message
     for needle in needles:
         assert needle in message
+
+
+def test_scoring_rouge_leaves_the_root_logger_alone() -> None:
+    import logging
+
+    before = list(logging.root.handlers)
+    logging.root.handlers = []  # as in a fresh `adaptlab` process
+    try:
+        generation_scores(["a cat"], ["the cat"], ["rouge1", "rougeL"])
+        assert logging.root.handlers == []  # else every adaptlab log line prints twice
+    finally:
+        logging.root.handlers = before

@@ -22,6 +22,7 @@ nothing.
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 from collections import Counter
@@ -90,7 +91,10 @@ def _rouge(kind: str) -> Scorer:
     def score(predictions: Sequence[str], references: Sequence[str]) -> float:
         from rouge_score.rouge_scorer import RougeScorer
 
+        handlers = list(logging.root.handlers)
         scorer = RougeScorer([kind], use_stemmer=True)
+        for added in [h for h in logging.root.handlers if h not in handlers]:
+            logging.root.removeHandler(added)  # absl's first log call installs one on the root
         pairs = zip(predictions, references, strict=True)
         total = sum(scorer.score(target=r, prediction=p)[kind].fmeasure for p, r in pairs)
         return float(total) / len(predictions)
