@@ -229,3 +229,19 @@ def test_a_killed_packed_sft_run_resumes_to_the_scores_of_an_unbroken_one(
     assert second["test_loss"] == pytest.approx(first["test_loss"], rel=1e-5)
     for a, b in zip(first["epochs"], second["epochs"], strict=True):
         assert b["dev_loss"] == pytest.approx(a["dev_loss"], rel=1e-5)
+
+
+def test_generation_options_on_a_classifier_are_one_line(
+    decoder: str, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_reviews(work / "reviews.csv")
+    code, _, err = run_cli(
+        [*TRAIN, "--epochs", "1", "--model", decoder, "--data", "reviews.csv", "--out", "cls"],
+        capsys,
+    )
+    assert code == 0, err
+    (work / "q.txt").write_text("a fine film\n")
+    use = ["--adapter", "cls", "--model", decoder, "--max-new-tokens", "3"]
+    with unchanged(work):
+        refused(["predict", *use, "--input", "q.txt"], capsys, "--max-new-tokens is for generative")
+        refused(["eval", *use, "--data", "reviews.csv"], capsys, "a single_label adapter")

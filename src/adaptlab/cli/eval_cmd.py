@@ -95,6 +95,8 @@ def evaluate(
     judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation | Scored
     task = get_task(manifest["task"])
+    if not isinstance(task, GenerativeTask):
+        generation.refuse_for(task.name)
     with stack_swapped(loaded.model, swaps):
         if isinstance(task, GenerativeTask):
             options = {**options, **generation.load_options()}

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.errors import ConfigError
 from adaptlab.tasks.generative_settings import DEFAULT_NEW_TOKENS
 
 PromptColumn = Annotated[str, typer.Option(help="Column holding the prompt (sft files).")]
@@ -92,6 +93,14 @@ class GenerationOptions:
         if self.stop:
             options["stop"] = list(self.stop)
         return options
+
+    def refuse_for(self, task: str) -> None:
+        """Refuse, in one line, options given to a command on an adapter of `task`, which is
+        not generative."""
+        given = self.load_options()
+        if given:
+            option = "--" + next(iter(given)).replace("_", "-")
+            raise ConfigError(f"{option} is for generative adapters; this one is a {task} adapter")
 
 
 DEFAULT_GENERATION = GenerationOptions()

@@ -65,6 +65,7 @@ def predict(
         for row in answer(loaded, prompts, references, settings, batch_size):
             print(json.dumps(row) if jsonl else row["generation"])
         return
+    generation.refuse_for(named or "classification")
     texts = source if isinstance(source, list) else _non_empty(input)
     loaded, manifest = load_trained(adapter, device, model=model)
     name, labels = manifest["task"], manifest.get("label_names") or []
