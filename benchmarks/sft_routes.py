@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from step_memory import events_peak
 from torch.profiler import ProfilerActivity, profile
 
 from adaptlab.data.generative import Conversation, GenerativeExample, PromptCompletion
@@ -206,21 +207,6 @@ class StepMeter:
 def _gaps(ends: Sequence[float]) -> list[float]:
     """The time between consecutive step ends (the first step's start is not recorded)."""
     return [b - a for a, b in zip(ends, ends[1:], strict=False)]
-
-
-def events_peak(profiler: profile) -> int:
-    """The most tensor bytes live at once in the profiled span, above its start (the
-    allocations and frees the profiler recorded, in time order: `step_memory.live_peak_bytes`)."""
-    changes = sorted(
-        (event.time_range.end, event.self_cpu_memory_usage)
-        for event in profiler.events()
-        if event.self_cpu_memory_usage
-    )
-    live = peak = 0
-    for _, change in changes:
-        live += change
-        peak = max(peak, live)
-    return peak
 
 
 def adaptlab_route(workload: Workload, settings: Settings) -> dict[str, Any]:

@@ -74,6 +74,12 @@ def live_peak_bytes(model: nn.Module, batch: dict[str, torch.Tensor]) -> int:
     step()  # AdamW's state now exists, as in every later step
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
         step()
+    return events_peak(profiler)
+
+
+def events_peak(profiler: profile) -> int:
+    """The most tensor bytes live at once in the profiled span, above its start (the
+    allocations and frees the profiler recorded, in time order)."""
     changes = sorted(
         (event.time_range.end, event.self_cpu_memory_usage)
         for event in profiler.events()

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pad_sequence
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from adaptlab.checks import positive, shown
+from adaptlab.engine.packing import pad_right
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.progress import Progress
 from adaptlab.serve.generation import end_ids
@@ -88,12 +88,9 @@ def _padded(
     prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device
 ) -> dict[str, torch.Tensor]:
     """`prompts` right-padded with `pad_id`, and their attention mask, on `device`."""
-    ids = [torch.tensor(list(prompt), dtype=torch.long) for prompt in prompts]
     return {
-        "input_ids": pad_sequence(ids, batch_first=True, padding_value=pad_id).to(device),
-        "attention_mask": pad_sequence([torch.ones_like(row) for row in ids], batch_first=True).to(
-            device
-        ),
+        "input_ids": pad_right(prompts, pad_id).to(device),
+        "attention_mask": pad_right([[1] * len(prompt) for prompt in prompts], 0).to(device),
     }
 
 

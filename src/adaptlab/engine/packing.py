@@ -119,6 +119,11 @@ def target_tokens(batch: dict[str, torch.Tensor]) -> int:
     return int(batch["labels"][:, 1:].ne(IGNORE_INDEX).sum())
 
 
+def pad_right(rows: Sequence[Sequence[int]], fill: int) -> torch.Tensor:
+    """`rows` right-padded with `fill` to the longest."""
+    return _padded(rows, max(len(row) for row in rows), fill)
+
+
 def _padded(rows: Sequence[Sequence[int]], width: int, fill: int | None) -> torch.Tensor:
     """`rows` right-padded to `width` with `fill` (None: positions 0, 1, ..., so that the
     padding reads as one more example)."""

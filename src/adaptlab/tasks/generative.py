@@ -26,7 +26,7 @@ class GenerativeTask(Task):
     named_labels = False
     min_labels = 0
     data_shape: ClassVar[str | None] = None
-    """How its data files are read (`adaptlab.data.generative.load_generative`'s `shape`);
+    """How its data files are read (`adaptlab.data.generative_loading.load_generative`'s `shape`);
     None: plain documents (`adaptlab.data.texts`)."""
     generates: ClassVar[bool] = True
     """Whether dev and test generate answers to score (False: perplexity alone)."""

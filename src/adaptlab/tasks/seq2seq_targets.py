@@ -16,12 +16,11 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pad_sequence
 
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.engine.lm_head_capture import lm_head_input
 from adaptlab.engine.lm_loss import TokenLoss, linear_cross_entropy
-from adaptlab.engine.packing import Encoded
+from adaptlab.engine.packing import Encoded, pad_right
 from adaptlab.errors import ConfigError, DataError
 
 Batch = dict[str, torch.Tensor]
@@ -38,9 +37,9 @@ def collate_seq2seq(examples: Sequence[Encoded], pad_id: int) -> Batch:
     if not examples or not all(e.input_ids and e.labels for e in examples):
         raise DataError("a batch needs at least one example, each with a prompt and a completion")
     return {
-        "input_ids": _padded([e.input_ids for e in examples], pad_id),
-        "attention_mask": _padded([[1] * len(e.input_ids) for e in examples], 0),
-        "labels": _padded([e.labels for e in examples], IGNORE_INDEX),
+        "input_ids": pad_right([e.input_ids for e in examples], pad_id),
+        "attention_mask": pad_right([[1] * len(e.input_ids) for e in examples], 0),
+        "labels": pad_right([e.labels for e in examples], IGNORE_INDEX),
     }
 
 
@@ -109,9 +108,3 @@ def _logits_bias(model: nn.Module, bias: torch.Tensor | None, words: int) -> tor
         )
     extra = extra.reshape(words)
     return extra if bias is None else bias + extra
-
-
-def _padded(rows: Sequence[Sequence[int]], fill: int) -> torch.Tensor:
-    """`rows` right-padded with `fill` to the longest."""
-    tensors = [torch.tensor(list(row), dtype=torch.long) for row in rows]
-    return pad_sequence(tensors, batch_first=True, padding_value=fill)
