@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt requirements-offline.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e ".[dev,bench,ray,serve,quantize,integrations]"
+	$(PIP) install -q -c constraints.txt -e ".[dev,bench,ray,serve,quantize,integrations,harness]"
 	$(PIP) install -q --no-deps -r requirements-offline.txt
 	touch $(STAMP)
 

@@ -18,7 +18,7 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 def test_a_missing_option_is_a_usage_error_without_traceback(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, err = run(["eval", "--adapter", "runs/x"], capsys)
+    code, err = run(["train", "--method", "lora", "--model", "x"], capsys)
     assert code == 2
     assert "Missing option '--data'" in err and "Traceback" not in err
 

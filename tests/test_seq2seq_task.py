@@ -289,6 +289,11 @@ def test_train_eval_and_predict_run_end_to_end(
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 40 and set(rows[0]) == {"prompt", "generation", "reference", "scores"}
 
+    from adaptlab.serve.registry import scan_registry
+
+    registry = scan_registry(work, lambda manifest: None)
+    assert registry.refused["run"].startswith("it is a seq2seq adapter: the server generates")
+
 
 @pytest.mark.parametrize(
     ("args", "needle"),

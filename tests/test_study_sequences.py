@@ -80,7 +80,6 @@ def write(tmp_path: Path, text: str) -> Path:
             ["listed twice"],
         ),
         ("data: [rotten-tomatoes]\nstrategies: [replay]\n", 5, ["strategies", "sequence:"]),
-        ("data: [rotten-tomatoes]\ntest_size: 100\n", 5, ["test_size", "sequence:"]),
         ("data: [rotten-tomatoes]\nsingle_stage: true\n", 5, ["single_stage", "sequence:"]),
         (
             "sequence: [reuters-r8]\nstrategies: [replay]\nmetric: macro_f1\n",

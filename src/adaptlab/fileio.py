@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import socket
@@ -74,3 +75,12 @@ def _builder_dead(owner: Path) -> bool:
         return not process_alive(host, int(pid))
     except (OSError, ValueError):
         return False  # no readable owner file: not a staging folder of this version
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 hex digest of the file at `path`, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

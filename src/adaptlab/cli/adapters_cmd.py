@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from adaptlab.cli.console import console
-from adaptlab.cli.options import BaseModel, Device
+from adaptlab.cli.options import BaseModel, Device, Head
 from adaptlab.engine.restore import load_trained
 from adaptlab.errors import AdapterFileError, ConfigError
 from adaptlab.methods.manifest import MEMBERS, TENSORS, Manifest, adapter_folder, parse_manifest
@@ -47,11 +47,13 @@ def show(
         adaptlab adapters show runs/rt-fusion
     """
     folder = adapter_folder(path)
-    rows = list(_rows(folder, parse_manifest(folder), ""))
+    top = parse_manifest(folder)
+    rows = list(_rows(folder, top, ""))
     if as_json:
+        if top.combined is not None:
+            rows[0] = {**rows[0], **{k: top.raw[k] for k in ("combined", "heads") if k in top.raw}}
         print(json.dumps(rows, indent=2))
         return
-    top = parse_manifest(folder)
     base = top.base_model
     title = (
         f"{folder}: base {base.id} ({base.model_class}, fingerprint "
@@ -81,6 +83,32 @@ def show(
     test = (top.metrics or {}).get("test")
     if isinstance(test, dict):
         print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items() if _number(v)))
+    for line in _combined_lines(top):
+        print(line)
+
+
+def _combined_lines(manifest: Manifest) -> list[str]:
+    """What a combined adapter was made from, and the heads it keeps."""
+    if manifest.combined is None:
+        return []
+    combination = manifest.combined.combination
+    options = ", ".join(
+        f"{key} {combination[key]}"
+        for key in ("density", "rank", "majority_sign", "seed")
+        if combination.get(key) not in (None, "total", 0)
+    )
+    sources = ", ".join(
+        f"{s.name} (weight {s.weight:g}, {s.task}, tensors {s.sha256[:12]})"
+        for s in manifest.combined.sources
+    )
+    lines = [f"combined by {combination['how']}{f' ({options})' if options else ''} of {sources}"]
+    if manifest.heads:
+        heads = "; ".join(
+            f"{name}: {head.task}, {', '.join(head.label_names or ())}"
+            for name, head in manifest.heads.items()
+        )
+        lines.append(f"heads (choose one with --head): {heads}")
+    return lines
 
 
 def _count(found: int, listed: int) -> str:
@@ -138,6 +166,7 @@ def export(
     format: Annotated[str, typer.Option("--format", help="Folder format: peft.")] = "peft",
     model: BaseModel = None,
     device: Device = "auto",
+    head: Head = None,
 ) -> None:
     """Write a trained LoRA adapter in another library's format.
 
@@ -153,7 +182,7 @@ def export(
     _check_format(format)
     inputs = existing([(adapter, "adapter"), (model, "base model")])
     check_new_folder(out, "export folder", inputs)
-    loaded, manifest = load_trained(adapter, device, model=model)
+    loaded, manifest = load_trained(adapter, device, model=model, head=head)
     export_peft(
         loaded.model,
         out,

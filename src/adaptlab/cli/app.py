@@ -24,6 +24,7 @@ COMMANDS: dict[str, Target] = {
     "methods": ("methods_cmd", "methods"),
     "rank": ("rank_cmd", "rank_models"),
     "sequence": ("sequence_cmd", "sequence"),
+    "combine": ("combine_cmd", "combine"),
     "export": ("adapters_cmd", "export"),
     "import": ("adapters_cmd", "import_"),
     "serve": ("serve_cmd", "serve"),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from torch import nn
+from typer._click.core import ParameterSource
 
 from adaptlab.cli.console import console
 from adaptlab.cli.data_file_options import (
@@ -21,7 +23,15 @@ from adaptlab.cli.generation_options import (
     GenerationOptions,
     with_generation_options,
 )
-from adaptlab.cli.options import BaseModel, DataOption, Device, MaxLength, positive
+from adaptlab.cli.options import (
+    BaseModel,
+    Device,
+    Head,
+    MaxLength,
+    comma_separated,
+    non_negative,
+    positive,
+)
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.loading import load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
@@ -31,6 +41,7 @@ from adaptlab.engine.stack_swap import parse_swaps, stack_swapped
 from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
+from adaptlab.models.quantize import check_quantize_kind, quantize_base
 from adaptlab.tasks.choice import choose_metric
 from adaptlab.tasks.evaluation import Evaluation
 from adaptlab.tasks.evaluation import evaluate as run_evaluation
@@ -45,7 +56,16 @@ from adaptlab.tasks.registry import get_task
 @with_data_file_options()
 @with_generation_options()
 def evaluate(
-    data: DataOption,
+    context: typer.Context,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data",
+            help="Built-in corpus (rotten-tomatoes, 20newsgroups, reuters-r8, twitter-sentiment, "
+            "wnut16-ner, slovenian-opinions), a CSV / TSV / JSONL / BIO file or folder, or "
+            "hf:NAME; not with --harness.",
+        ),
+    ] = None,
     adapter: Annotated[
         Path | None,
         typer.Option(
@@ -62,6 +82,14 @@ def evaluate(
     generation: GenerationOptions = DEFAULT_GENERATION,
     device: Device = "auto",
     model: BaseModel = None,
+    head: Head = None,
+    quantize: Annotated[
+        str | None,
+        typer.Option(
+            help="nf4 or int8: quantise the base's linear layers before the adapter loads, as "
+            "a run trained with --quantize (QLoRA) ran."
+        ),
+    ] = None,
     stack_swap: Annotated[
         list[str] | None,
         typer.Option(
@@ -71,8 +99,40 @@ def evaluate(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+    harness: Annotated[
+        str | None,
+        typer.Option(
+            help="lm-evaluation-harness tasks, comma-separated (`lm-eval ls tasks` lists them): "
+            "score the adapter, or --model alone, with lm-eval instead of on --data (needs "
+            "the harness extra).",
+        ),
+    ] = None,
+    harness_include: Annotated[
+        Path | None, typer.Option(help="A folder of your own lm-eval task YAML files (--harness).")
+    ] = None,
+    num_fewshot: Annotated[
+        int | None,
+        typer.Option(
+            help="Examples shown before each one scored (--harness; default: the task's own).",
+            callback=non_negative,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Score the first N examples of each task (--harness).", callback=positive
+        ),
+    ] = None,
+    harness_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for lm-eval's results JSON (--harness; default: lm_eval/ in the run "
+            "folder, or in an adapter folder outside a run; a base model alone: not written)."
+        ),
+    ] = None,
 ) -> None:
-    """Evaluate a trained adapter on the fixed train / dev / test split of a data set.
+    """Evaluate a trained adapter on the fixed train / dev / test split of a data set, or on
+    lm-evaluation-harness tasks (--harness).
 
     Example:
 
@@ -84,14 +144,30 @@ def evaluate(
 
         adaptlab eval --adapter runs/task --data slovenian-opinions \\
             --stack-swap lang-en=runs/lang-sl                  # MAD-X zero-shot transfer
+
+        adaptlab eval --adapter runs/qa-lora --harness arc_easy,hellaswag --limit 200
     """
+    _check_harness_options(context, harness)
+    if quantize is not None:
+        check_quantize_kind(quantize, "--quantize")
+    if harness is not None:
+        harnessed = HarnessCall(harness, harness_include, num_fewshot, limit, harness_out, quantize)
+        _score_with_harness(harnessed, adapter, model, batch_size, device, stack_swap, as_json)
+        return
+    if data is None:
+        raise ConfigError(
+            "give --data, the data set to score on (or --harness TASKS to score with "
+            "lm-evaluation-harness)"
+        )
     check_split(split)
     swaps = parse_swaps(stack_swap or [])
     options = data_file.load_options()
     if adapter is None:
-        loaded, manifest = _base_model(model, data_file.task, device)
+        if head is not None:
+            raise ConfigError("--head picks the head of a combined adapter: give --adapter")
+        loaded, manifest = _base_model(model, data_file.task, device, quantize)
     else:
-        loaded, manifest = load_trained(adapter, device, model=model)
+        loaded, manifest = load_trained(adapter, device, model=model, head=head, quantize=quantize)
     judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation | Scored
     task = get_task(manifest["task"])
@@ -127,7 +203,7 @@ def evaluate(
 
 
 def _base_model(
-    model: str | None, task: str | None, device: str
+    model: str | None, task: str | None, device: str, quantize: str | None
 ) -> tuple[LoadedModel, dict[str, Any]]:
     """The base `model` alone, as a trained adapter's model would be scored, for a generative
     `task` (a classifier's head would be untrained)."""
@@ -139,6 +215,8 @@ def _base_model(
     loaded = load_model(model, get_task(task).model_kind)
     base: nn.Module = loaded.model
     base.to(torch_device(device)).eval()
+    if quantize is not None:
+        quantize_base(base, quantize)
     return loaded, {"task": task}
 
 
@@ -175,3 +253,97 @@ def _masked_lm(
     encoder = MaskedLmEncoder(loaded.tokenizer, max_length)
     features = encoder.encode(corpus.splits[split])
     return corpus.name, len(features), evaluate_mlm(loaded.model, encoder, features, batch_size)
+
+
+# --- lm-evaluation-harness (--harness) -------------------------------------------------------
+
+_WITH_HARNESS = {"adapter", "model", "batch_size", "device", "stack_swap", "as_json", "quantize"}
+"""The options that still apply with --harness (besides its own)."""
+_HARNESS_ONLY = {"harness_include", "num_fewshot", "limit", "harness_out"}
+"""The options of --harness alone."""
+
+
+@dataclass(frozen=True)
+class HarnessCall:
+    """What --harness and its options ask for."""
+
+    tasks: str
+    include: Path | None
+    num_fewshot: int | None
+    limit: int | None
+    out: Path | None
+    quantize: str | None
+
+
+def _check_harness_options(context: typer.Context, harness: str | None) -> None:
+    """Refuse, in one line, an option that only scoring on --data reads given with --harness,
+    and an option of --harness given without it."""
+    given = {
+        param.name: max(param.opts, key=len)
+        for param in context.command.params
+        if param.name and context.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
+    }
+    harness_options = {*_WITH_HARNESS, *_HARNESS_ONLY, "harness"}
+    if harness is not None:
+        for name, flag in given.items():
+            if name not in harness_options:
+                raise ConfigError(
+                    f"{flag} does not apply with --harness: lm-eval's tasks bring their own "
+                    "data, prompts and settings; drop it"
+                )
+    else:
+        for name, flag in given.items():
+            if name in _HARNESS_ONLY:
+                raise ConfigError(
+                    f"{flag} is an option of --harness: add --harness TASKS, or drop it"
+                )
+
+
+def _score_with_harness(
+    call: HarnessCall,
+    adapter: Path | None,
+    model: str | None,
+    batch_size: int,
+    device: str,
+    stack_swap: list[str] | None,
+    as_json: bool,
+) -> None:
+    """Score the adapter (or the base `model` alone) with lm-evaluation-harness, print each
+    task's metrics and where lm-eval's results JSON went."""
+    from adaptlab.integrations.lm_eval import evaluate as harness_evaluate
+    from adaptlab.integrations.lm_eval_results import metric_rows
+
+    scored = harness_evaluate(
+        adapter,
+        comma_separated(call.tasks),
+        model=model,
+        include=call.include,
+        num_fewshot=call.num_fewshot,
+        limit=call.limit,
+        batch_size=batch_size,
+        device=device,
+        out=call.out,
+        stack_swaps=parse_swaps(stack_swap or []),
+        quantize=call.quantize,
+    )
+    written = str(scored.written) if scored.written else None
+    if as_json:
+        print(json.dumps({"results": scored.results["results"], "written": written}))
+        return
+    table = Table(title=f"{adapter or model} on lm-eval {call.tasks}")
+    for column in ("task", "metric", "value", "stderr"):
+        table.add_column(column, justify="left" if column in ("task", "metric") else "right")
+    for task, metric, value, stderr in metric_rows(scored.results):
+        table.add_row(task, metric, _shown(value), _shown(stderr))
+    out = console()
+    out.print(table)
+    kept = "give --harness-out DIR to keep them"
+    note = f"written to {written}" if written else f"not written: {kept}"
+    out.print(f"lm-eval results {note}", soft_wrap=True, highlight=False)
+
+
+def _shown(value: Any) -> str:
+    """A score as the table shows it: a number to 4 decimals, anything else as it is."""
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        return f"{value:.4f}"
+    return "" if value is None else str(value)

@@ -47,6 +47,15 @@ BaseModel = Annotated[
     ),
 ]
 
+Head = Annotated[
+    str | None,
+    typer.Option(
+        "--head",
+        help="For an adapter combined from sources with different labels: the source whose "
+        "head to use (adaptlab adapters show lists them).",
+    ),
+]
+
 
 def _flag(param: typer.CallbackParam) -> str:
     """The option as the user typed it: `--batch-size`."""

@@ -14,7 +14,7 @@ from adaptlab.cli.generation_options import (
     GenerationOptions,
     with_generation_options,
 )
-from adaptlab.cli.options import BaseModel, Device, MaxLength, positive
+from adaptlab.cli.options import BaseModel, Device, Head, MaxLength, positive
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.generative_rows import EXTENSIONS
 from adaptlab.data.readers import decode_utf8, read_bytes
@@ -44,6 +44,7 @@ def predict(
     max_length: MaxLength = 128,
     device: Device = "auto",
     model: BaseModel = None,
+    head: Head = None,
 ) -> None:
     """Predict a label and its probability for every line of a file (or stdin); for an adapter
     of a generative task, generate an answer to every line (a prompt, or a user's turn), or to
@@ -60,14 +61,14 @@ def predict(
     task = get_task(named) if named else None
     if isinstance(task, GenerativeTask):
         settings = GenerativeSettings.of(generation.load_options(), task.name)
-        loaded, manifest = load_trained(adapter, device, model=model)
+        loaded, manifest = load_trained(adapter, device, model=model, head=head)
         prompts, references = prompts_of(task, loaded, manifest, settings, max_length, source)
         for row in answer(loaded, prompts, references, settings, batch_size):
             print(json.dumps(row) if jsonl else row["generation"])
         return
     generation.refuse_for(named or "classification")
     texts = source if isinstance(source, list) else _non_empty(input)
-    loaded, manifest = load_trained(adapter, device, model=model)
+    loaded, manifest = load_trained(adapter, device, model=model, head=head)
     name, labels = manifest["task"], manifest.get("label_names") or []
     encoder = TextEncoder(loaded.tokenizer, name, len(labels), max_length)
     for result in run_prediction(loaded.model, encoder, texts, name, labels, batch_size):

@@ -6,8 +6,6 @@ loaded with a head per stage (`StageHeads`); a stage readied with its own head, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-from fractions import Fraction
 
 import torch
 from torch import nn
@@ -17,13 +15,11 @@ from adaptlab.continual.heads import StageHeads
 from adaptlab.continual.labelled_run import StageData, StageRun
 from adaptlab.continual.sequence_objective import SequenceSettings
 from adaptlab.data.encoding import TextEncoder
-from adaptlab.data.splits import strata_order, systematic_pick
-from adaptlab.data.subsample import low_resource
+from adaptlab.data.subsample import cut_to_sizes
 from adaptlab.data.types import Dataset
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.models.loading import load_model
 from adaptlab.tasks.evaluation import evaluate
-from adaptlab.tasks.registry import get_task
 
 
 class LabelledStages:
@@ -105,20 +101,4 @@ def encode_stage(
 def sampled(dataset: Dataset, spec: SequenceSettings) -> Dataset:
     """`dataset` sampled to `train_size` training examples (as many for dev) and its test set
     capped to `test_size`, with the sequence's seed."""
-    if spec.train_size is not None:
-        dataset = low_resource(dataset, spec.train_size, spec.train.seed)
-    if spec.test_size is not None and spec.test_size < len(dataset.splits["test"]):
-        dataset = _capped_test(dataset, spec.test_size, spec.train.seed)
-    return dataset
-
-
-def _capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:
-    """`dataset` with `size` test examples, stratified by label, seeded."""
-    test = dataset.splits["test"]
-    task = get_task(dataset.task)
-    keys = [task.stratum(example.label, None) for example in test]
-    stream = [index for group in strata_order(keys, seed) for index in group]
-    picked, _ = systematic_pick(stream, Fraction(size, len(stream)))
-    splits = {**dataset.splits, "test": tuple(test[index] for index in sorted(picked))}
-    note = f" Test capped to {size} examples (stratified, seed {seed})."
-    return replace(dataset, splits=splits, description=dataset.description + note)
+    return cut_to_sizes(dataset, spec.train_size, spec.test_size, spec.train.seed)

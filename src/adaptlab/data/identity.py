@@ -4,6 +4,8 @@ is noticed (a path alone says nothing about the contents it had)."""
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from adaptlab.data.builtin import BUILTINS
@@ -32,3 +34,11 @@ def content_digest(source: str) -> str | None:
             while chunk := stream.read(_CHUNK):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+def joint_digest(digests: Sequence[str | None]) -> str | None:
+    """One hash over the content digests of several data sources (a sequence's stages, a
+    multi-task run's data sets); None when none has one (all built-in)."""
+    if not any(digests):
+        return None
+    return hashlib.sha256(json.dumps(list(digests)).encode("utf-8")).hexdigest()

@@ -72,3 +72,28 @@ def _stream(dataset: Dataset, examples: Sequence[Example], seed: int) -> list[in
     task = get_task(dataset.task)
     keys = [task.stratum(example.label, outside) for example in examples]
     return [index for group in strata_order(keys, seed) for index in group]
+
+
+def cut_to_sizes(
+    dataset: Dataset, train_size: int | None, test_size: int | None, seed: int
+) -> Dataset:
+    """`dataset` cut to `train_size` training examples (as many for dev: `low_resource`) and
+    its test split capped to `test_size` (stratified by label), both with `seed`; None keeps
+    the split as it is."""
+    if train_size is not None:
+        dataset = low_resource(dataset, train_size, seed)
+    if test_size is not None and test_size < len(dataset.splits["test"]):
+        dataset = capped_test(dataset, test_size, seed)
+    return dataset
+
+
+def capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:
+    """`dataset` with `size` test examples, stratified by label, seeded."""
+    test = dataset.splits["test"]
+    task = get_task(dataset.task)
+    keys = [task.stratum(example.label, None) for example in test]
+    stream = [index for group in strata_order(keys, seed) for index in group]
+    picked, _ = systematic_pick(stream, Fraction(size, len(stream)))
+    splits = {**dataset.splits, "test": tuple(test[index] for index in sorted(picked))}
+    note = f" Test capped to {size} examples (stratified, seed {seed})."
+    return replace(dataset, splits=splits, description=dataset.description + note)

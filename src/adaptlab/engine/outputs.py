@@ -15,7 +15,10 @@ LOG_FILE = "train.log"
 ADAPTER_FOLDER = "adapter"
 ANALYSIS_FOLDER = "analysis"
 """Where `adaptlab analyze` writes by default: inside the run (or adapter) folder analysed."""
-RUN_ENTRIES = (ADAPTER_FOLDER, METRICS_FILE, LOG_FILE, SPLITS_FILE, ANALYSIS_FOLDER)
+HARNESS_FOLDER = "lm_eval"
+"""Where `adaptlab eval --harness` writes lm-evaluation-harness results by default: inside the
+run (or adapter) folder scored."""
+RUN_ENTRIES = (ADAPTER_FOLDER, METRICS_FILE, LOG_FILE, SPLITS_FILE, ANALYSIS_FOLDER, HARNESS_FOLDER)
 
 
 def is_run_folder(path: Path) -> bool:

@@ -12,11 +12,13 @@ from torch import nn
 from adaptlab.data.label_match import align_labels
 from adaptlab.data.types import SPLIT_NAMES, Dataset
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
-from adaptlab.methods.manifest import adapter_folder
-from adaptlab.methods.persistence import load_adapter, read_manifest
+from adaptlab.methods.combined_heads import require_head
+from adaptlab.methods.manifest import adapter_folder, parse_manifest
+from adaptlab.methods.persistence import load_adapter
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
+from adaptlab.models.quantize import quantize_base
 from adaptlab.models.resolve import looks_like_path
 from adaptlab.tasks.registry import get_task
 
@@ -24,9 +26,19 @@ _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def load_trained(
-    path: str | os.PathLike[str], device: str = "cpu", *, model: str | None = None
+    path: str | os.PathLike[str],
+    device: str = "cpu",
+    *,
+    model: str | None = None,
+    head: str | None = None,
+    quantize: str | None = None,
 ) -> tuple[LoadedModel, dict[str, Any]]:
     """The base model, with the folder's adapter (and those it was saved with) loaded.
+
+    `head`: which head of an adapter combined from sources with different labels to load
+    (`adaptlab.methods.combined_heads`); the manifest returned then has that head's task and
+    label names. `quantize` (nf4, int8): quantise the base's linear layers first, as a run
+    with `--quantize` trained the adapter on them (`adaptlab.models.quantize`).
 
     The base is `model` when given, else the one the manifest names, if that is a built-in
     or a hub name: a manifest that names a local folder (which could be anything on this
@@ -36,7 +48,12 @@ def load_trained(
     """
     target = torch_device(device)
     folder = adapter_folder(path)
-    manifest = read_manifest(folder)
+    parsed = parse_manifest(folder)
+    manifest = parsed.raw
+    chosen = require_head(parsed, folder, head)
+    if chosen is not None:
+        labels = list(chosen.label_names) if chosen.label_names else None
+        manifest = {**manifest, "task": chosen.task, "label_names": labels, "train_head": True}
     task = manifest.get("task")
     if not task:
         raise AdapterFileError(
@@ -48,7 +65,10 @@ def load_trained(
     kind = get_task(task).model_kind  # a language adapter's model has an LM head
     loaded = load_model(base_id, kind, label_names=labels, seed=manifest["seed"])
     adapted: nn.Module = loaded.model
-    load_adapter(adapted, folder)
+    if quantize is not None:
+        adapted.to(target)
+        quantize_base(adapted, quantize)
+    load_adapter(adapted, folder, head=head)
     adapted.to(target).eval()
     return loaded, manifest
 

@@ -34,6 +34,8 @@ from adaptlab.engine.scale_model import announce_scale
 from adaptlab.engine.sharding import gather_adapter, shard_model
 from adaptlab.engine.trained_run import OnTrained
 from adaptlab.engine.training_checkpoint import TrainingCheckpoint, TrainingPlan
+from adaptlab.engine.untrained_run import score_untrained
+from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.parallel.ranks import is_main_process
@@ -74,7 +76,18 @@ def execute(
     `resume` goes on from it. Under a launcher's process group (`--nproc`, torchrun) every
     process trains its share and only the first writes anything; `shard` shards the model
     over the processes (FSDP2, `adaptlab.engine.sharding`).
+
+    A spec that trains nothing (a combination, a multi-task adapter scored on one data set)
+    is scored by `adaptlab.engine.untrained_run`: it writes no folder and takes none of the
+    training options.
     """
+    if spec.trains_nothing:
+        asked = {"out": out, "on_trained": on_trained, "checkpoint_every": checkpoint_every}
+        given = [name for name, value in asked.items() if value is not None]
+        if given or resume or shard:
+            option = (given or ["resume" if resume else "shard"])[0]
+            raise ConfigError(f"a run that trains nothing takes no {option}; it only scores")
+        return score_untrained(spec)
     run_folder = Path(out) if out is not None else None
     checkpoint = check_run(
         spec,

@@ -1,2 +1,3 @@
-"""adaptlab inside other loops and tools: Hugging Face Trainer / TRL (`adaptlab.integrations.hf`)
-and experiment trackers (`adaptlab.integrations.trackers`)."""
+"""adaptlab inside other loops and tools: Hugging Face Trainer / TRL (`adaptlab.integrations.hf`),
+experiment trackers (`adaptlab.integrations.trackers`) and EleutherAI's lm-evaluation-harness
+(`adaptlab.integrations.lm_eval`)."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         unmerge,
     )
     from adaptlab.methods.blocks import Fuse, Parallel, Stack
+    from adaptlab.methods.combine import combine_adapters
     from adaptlab.methods.config import MethodConfig
     from adaptlab.methods.configs.fusion import FusionConfig
     from adaptlab.methods.handle import AdaptHandle
@@ -42,6 +43,7 @@ __all__ = [
     "adapt",
     "add_adapter",
     "add_fusion",
+    "combine_adapters",
     "delete_adapter",
     "disabled",
     "fusion_weights",

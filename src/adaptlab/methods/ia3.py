@@ -31,6 +31,7 @@ class ScaleOutput(SiteModule):
     """l ⊙ h: the output of a key or value projection, rescaled per feature."""
 
     mergeable = True
+    common_start = 1.0
 
     def __init__(self, width: int) -> None:
         super().__init__()
@@ -60,6 +61,7 @@ class ScaleInput(InputModule):
     """l ⊙ x: the input of the FFN output projection (its intermediate activation), rescaled."""
 
     mergeable = True
+    common_start = 1.0
 
     def __init__(self, width: int) -> None:
         super().__init__()

@@ -28,6 +28,7 @@ from adaptlab.jsonfile import read_json_file
 from adaptlab.methods.blocks import Composition, composition_names, parse_composition
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.configs.fusion import FUSION, fusion_config
+from adaptlab.methods.manifest_combined import Combined, HeadInfo, parse_combined, parse_heads
 from adaptlab.methods.registry import make_config
 from adaptlab.methods.scale import PRECISIONS, TrainingScale
 from adaptlab.models.quantize import QUANTIZE_KINDS
@@ -58,12 +59,13 @@ _FIELDS = {
         "format", "format_version", "library_version", "torch_version", "transformers_version",
         "name", "kind", "methods", "backbone_overrides", "train_head", "seed", "base_model",
         "task", "label_names", "metrics", "composition", "members", "tensors", "scale",
-        "chat_template",
+        "chat_template", "combined", "heads",
     ),
 }  # fmt: skip
 """The fields of a manifest of each format version (a fusion's also has `fuses`; `scale` is
 optional, written since adaptlab learnt quantised bases, and so is `chat_template`, written
-for an adapter trained on chats)."""
+for an adapter trained on chats; `combined` and `heads` are written for a combined adapter,
+`adaptlab.methods.manifest_combined`)."""
 MAX_CHAT_TEMPLATE_BYTES = 64 * 1024
 """The most UTF-8 bytes a manifest's chat template may hold (real ones take a few KiB)."""
 _BASE_FIELDS = ("id", "class", "model_type", "fingerprint")
@@ -112,6 +114,10 @@ class Manifest:
     raw: dict[str, Any]
     scale: TrainingScale | None = None
     chat_template: str | None = None
+    combined: Combined | None = None
+    """How a combined adapter was made (`adaptlab.methods.combine`)."""
+    heads: dict[str, HeadInfo] | None = None
+    """A combined adapter's heads by source name, when its sources had different labels."""
 
 
 def adapter_folder(path: str | os.PathLike[str]) -> Path:
@@ -164,7 +170,13 @@ def parse_manifest(folder: Path) -> Manifest:
         raise AdapterFileError(f"{path}: adapter {missing[0]!r} is used but not among members")
     task = fields.choice("task", (*task_names(), None))
     labels = fields.labels()
-    if task is not None and get_task(task).named_labels and labels is None:
+    heads = parse_heads(data.get("heads"), path, task_names())
+    if heads is not None and (labels is not None or fields.boolean("train_head")):
+        raise AdapterFileError(
+            f"{path}: an adapter with heads has none of its own: train_head must be false and "
+            "label_names null"
+        )
+    if task is not None and get_task(task).named_labels and labels is None and heads is None:
         raise fields.fail("label_names", f"the names of a {task} adapter's labels")
     base = fields.mapping("base_model")
     base_fields = _Fields(base, path, prefix="base_model.")
@@ -192,6 +204,8 @@ def parse_manifest(folder: Path) -> Manifest:
         raw=data,
         scale=fields.scale(),
         chat_template=fields.chat_template(),
+        combined=parse_combined(data.get("combined"), path, task_names()),
+        heads=heads,
     )
 
 

@@ -29,7 +29,6 @@ The manifest's optional `chat_template` is the chat template the adapter was tra
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -44,9 +43,10 @@ from torch import nn
 from adaptlab.backbone.discovery import find_backbone
 from adaptlab.backbone.parts import INSERTED
 from adaptlab.errors import AdapterFileError, ConfigError
-from adaptlab.fileio import atomic_write
+from adaptlab.fileio import atomic_write, file_sha256
 from adaptlab.methods.adapt import add_adapter, add_fusion, delete_adapter, get_handle
 from adaptlab.methods.blocks import Block, Fuse, renamed
+from adaptlab.methods.combined_heads import chosen_head, read_head
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.manifest import (
     FORMAT,
@@ -59,6 +59,7 @@ from adaptlab.methods.manifest import (
     chat_template_problem,
     parse_manifest,
 )
+from adaptlab.methods.manifest_combined import Combined, HeadInfo, heads_data
 from adaptlab.methods.params import head_parameters
 from adaptlab.methods.state import AdapterState, get_state
 from adaptlab.models.fingerprint import fingerprint
@@ -76,6 +77,8 @@ def save_adapter(
     label_names: Sequence[str] | None = None,
     metrics: Mapping[str, Any] | None = None,
     chat_template: str | None = None,
+    combined: Combined | None = None,
+    heads: Mapping[str, HeadInfo] | None = None,
 ) -> Path:
     """Write adapter `name` (default: the model's only or `default` one) to `folder`.
 
@@ -84,7 +87,8 @@ def save_adapter(
     folder records that Stack, so loading it brings back what ran. `chat_template`: the
     Jinja chat template the adapter was trained with, which chats served with it are
     rendered by (default: the one its run recorded, `AdaptHandle.record_chat_template`).
-    Returns the folder.
+    `combined` and `heads`: what a combined adapter records (`adaptlab.methods.combine`; the
+    heads' files are written there first). Returns the folder.
     """
     handle = get_handle(model, name)
     chat_template = chat_template if chat_template is not None else handle.chat_template
@@ -99,7 +103,12 @@ def save_adapter(
     if merged:
         raise AdapterFileError(f"adapter {merged[0]!r} is merged into the weights: unmerge first")
     config = getattr(model, "config", None)
-    if label_names is None and config is not None and getattr(config, "id2label", None):
+    if (
+        label_names is None
+        and not heads
+        and config is not None
+        and getattr(config, "id2label", None)
+    ):
         label_names = [config.id2label[i] for i in sorted(config.id2label)]
     about = {
         "base_id": base_model_id or getattr(config, "name_or_path", None) or None,
@@ -107,6 +116,8 @@ def save_adapter(
         "label_names": list(label_names) if label_names else None,
         "metrics": dict(metrics) if metrics else None,
         "chat_template": chat_template,
+        "combined": combined.to_dict() if combined is not None else None,
+        "heads": heads_data(heads) if heads else None,
     }
     _save(handle, state, Path(folder), composition, about)
     return Path(folder)
@@ -155,7 +166,7 @@ def _write(handle: AdaptHandle, folder: Path, about: Mapping[str, Any]) -> str:
     }
     tensor_path = folder / TENSORS
     atomic_write(tensor_path, safetensors.torch.save(tensors))
-    checksum = _sha256(tensor_path)
+    checksum = file_sha256(tensor_path)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -189,6 +200,8 @@ def _write(handle: AdaptHandle, folder: Path, about: Mapping[str, Any]) -> str:
         },
         **({"scale": handle.training_scale.to_dict()} if handle.training_scale else {}),
         **({"chat_template": about["chat_template"]} if about.get("chat_template") else {}),
+        **({"combined": about["combined"]} if about.get("combined") else {}),
+        **({"heads": about["heads"]} if about.get("heads") else {}),
     }
     atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2).encode())
     return checksum
@@ -206,6 +219,7 @@ def load_adapter(
     name: str | None = None,
     activate: bool = True,
     with_head: bool = True,
+    head: str | None = None,
 ) -> nn.Module:
     """Add the adapter saved in `folder` (an adapter folder, or a run folder holding one in
     `adapter/`) to `model` (bare or already adapted) and load it.
@@ -215,12 +229,18 @@ def load_adapter(
     then checked to be the same tensors. With `activate`, what ran when it was saved runs
     and the model's label names become the adapter's. `with_head=False` leaves the saved
     head out (an adapter trained on other labels, to fuse or stack under another task).
+    `head`: which of a combined adapter's heads to load (`adaptlab.methods.combine`: sources of
+    different tasks keep their heads, by source name); without it such an adapter loads
+    without a head.
     """
     folder = adapter_folder(folder)
     manifest = parse_manifest(folder)
-    train_head = manifest.train_head and with_head
+    chosen = chosen_head(manifest, folder, head)
+    train_head = (manifest.train_head or chosen is not None) and with_head
     _check_base(model, manifest, folder, same_class=train_head)
-    tensors = _tensors_to_load(model, folder, manifest, train_head)
+    tensors = _tensors_to_load(model, folder, manifest, manifest.train_head and with_head)
+    if chosen is not None and with_head:
+        tensors = {**tensors, **read_head(folder, chosen)}
     for member, checksum in manifest.members.items():
         _load_member(model, folder / MEMBERS / member, member, checksum)
     name = name or manifest.name
@@ -243,7 +263,7 @@ def load_adapter(
             seed=manifest.seed,
         )
     config = getattr(model, "config", None)
-    labels = manifest.label_names
+    labels = chosen.label_names if chosen is not None else manifest.label_names
     outputs = getattr(config, "num_labels", None)
     sized = len(labels) if train_head and labels and len(labels) == outputs else None
     handle.training_scale = manifest.scale
@@ -259,9 +279,9 @@ def load_adapter(
     if activate:
         state = get_state(model)
         assert state is not None  # the adapter was just added
-        if manifest.label_names and config is not None and handle.train_head:
-            config.id2label = dict(enumerate(manifest.label_names))
-            config.label2id = {label: i for i, label in enumerate(manifest.label_names)}
+        if labels and config is not None and handle.train_head:
+            config.id2label = dict(enumerate(labels))
+            config.label2id = {label: i for i, label in enumerate(labels)}
         state.focus = name
         composition = manifest.composition
         if composition is not None and name != manifest.name:
@@ -284,6 +304,16 @@ def _tensors_to_load(
             "was not trained (train_head false); the folder was edited: get it again"
         )
     return tensors if train_head else body
+
+
+def source_head(model: nn.Module, folder: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """The head tensors of the adapter saved in `folder`, by parameter name in `model` (a model
+    of the adapter's base); empty when it trained no head."""
+    folder = adapter_folder(folder)
+    manifest = parse_manifest(folder)
+    tensors = _read_tensors(folder, manifest)
+    body = _without_heads(model, tensors, manifest)
+    return {k: t for k, t in tensors.items() if k not in body}
 
 
 def _without_heads(
@@ -383,7 +413,7 @@ def _read_tensors(folder: Path, manifest: Manifest) -> dict[str, torch.Tensor]:
     path = folder / TENSORS
     if not path.is_file():
         raise AdapterFileError(f"{path}: missing; the adapter folder is incomplete")
-    if _sha256(path) != manifest.tensors.sha256:
+    if file_sha256(path) != manifest.tensors.sha256:
         raise AdapterFileError(f"{path}: contents do not match the manifest (corrupt or truncated)")
     size = path.stat().st_size
     if size != manifest.tensors.bytes:
@@ -396,11 +426,3 @@ def _read_tensors(folder: Path, manifest: Manifest) -> dict[str, torch.Tensor]:
     if problem:
         raise AdapterFileError(f"{path}: {problem}; the folder was edited: get it again")
     return tensors
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -47,6 +47,10 @@ class SiteModule(nn.Module):
     """True for a module that reads the model's own call arguments (`model_call`)."""
     fusable: ClassVar[bool] = True
     """Whether Fuse and Parallel may hold it: all it does is a change at its own site."""
+    common_start: ClassVar[float | None] = None
+    """The value every parameter starts at whatever the seed ((IA)3's scales start at 1), from
+    which combining adapters takes TIES and DARE deltas (`adaptlab.methods.combine`); None for
+    a seeded random start, from which no two adapters' changes can be compared."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -63,8 +63,7 @@ def quantize_base(model: nn.Module, kind: str, compute_dtype: torch.dtype | None
     from adaptlab.backbone.parts import get_module, is_inserted
     from adaptlab.models.fingerprint import record_fingerprint
 
-    if kind not in QUANTIZE_KINDS:
-        raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE_KINDS)}; got {kind!r}")
+    check_quantize_kind(kind)
     done = quantized_kind(model)
     if done is not None:
         raise ConfigError(f"this model's base is already quantised ({done}); load it again")
@@ -86,6 +85,12 @@ def quantize_base(model: nn.Module, kind: str, compute_dtype: torch.dtype | None
         setattr(get_module(model, parent), child, _quantized(bnb, layer, kind, compute_dtype))
     setattr(model, QUANTIZED_ATTRIBUTE, kind)
     return len(linears)
+
+
+def check_quantize_kind(kind: str, option: str = "quantize") -> None:
+    """One line unless `kind` is a kind `quantize_base` makes."""
+    if kind not in QUANTIZE_KINDS:
+        raise ConfigError(f"{option} must be one of {', '.join(QUANTIZE_KINDS)}; got {kind!r}")
 
 
 def quantized_kind(model: nn.Module) -> str | None:

@@ -199,8 +199,11 @@ class RunResult:
     `adaptlab.tasks.judging` on the run's training sample, which a study's `metric:` or a
     report's `--metric` overrides; None in results written before adaptlab recorded it).
     `test_classes` holds per-class test counts (None for regression, and in results written
-    before adaptlab recorded them). `analysis` holds what the analyses a study asked for found
-    (JSON, read by the report), else None.
+    before adaptlab recorded them). A run that trains nothing (`RunSpec.trains_nothing`: a
+    combination or a multi-task adapter scored as it is) has no epochs and `best_epoch` 0; its
+    `dev` is its adapter's dev score; a combination counts no trainable parameters, a
+    multi-task adapter its own (trained once for all its data sets). `analysis` holds what
+    the analyses a study asked for found (JSON, read by the report), else None.
     """
 
     spec: RunSpec
@@ -232,7 +235,7 @@ class RunResult:
 
     @property
     def best(self) -> EpochRecord:
-        """The epoch whose weights the run kept."""
+        """The epoch whose weights the run kept (a run that trains nothing has none)."""
         return self.epochs[self.best_epoch - 1]
 
     def to_dict(self) -> dict[str, Any]:
@@ -279,7 +282,7 @@ class RunResult:
         result.refuse_unknown(_FIELDS)
         epochs = tuple(EpochRecord.from_json(row) for row in result.objects("epochs"))
         best_epoch = result.integer("best_epoch")
-        if not 1 <= best_epoch <= len(epochs):
+        if not 1 <= best_epoch <= len(epochs) and (best_epoch, epochs) != (0, ()):
             raise ConfigError(f"{where}: best_epoch {best_epoch} is not one of its epochs")
         analysis = result.mapping("analysis") if "analysis" in result else None
         classes = None

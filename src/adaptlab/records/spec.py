@@ -8,6 +8,11 @@ with a default therefore keeps the id of every existing run, and a results store
 resuming. A fusion run's `fusion` is written in `methods`, as the run's one method.
 `device` and the scale's precision "auto" are resolved when the spec is made (on the machine
 that makes it), so a record names what the run used, and float32 CPU runs keep their ids.
+
+A run that trains nothing (`combine`: trained adapters combined; `multi_task_adapter`: a
+multi-task run's adapter) has no methods; its `train` is the training of the adapters it
+scores, learning rate included, and its scoring reads `max_length`, `eval_batch_size` and the
+seed that cut `train_size`.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
+from adaptlab.data.union import SINGLE_LABEL
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, fusion_in, resolve
 from adaptlab.methods.config import MethodConfig
 from adaptlab.methods.configs.fusion import FusionConfig
 from adaptlab.methods.registry import make_config
+from adaptlab.records.combining import CombineRecipe
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.jsonfields import JsonObject
+from adaptlab.records.multi_task import TaskData
 from adaptlab.records.scale import Scale, resolve_auto
 from adaptlab.records.spec_fields import (
     check_training_fields,
@@ -64,6 +72,15 @@ class RunSpec:
     """Adapter (or run) folders that run, frozen, below the adapter this run trains."""
     zero_shot: tuple[ZeroShotTarget, ...] = ()
     """Data sets whose test split the trained run is also scored on, labels matched by name."""
+    multi_task: tuple[TaskData, ...] = ()
+    """Data sets trained together with `data` in one multi-task run (`records.multi_task`)."""
+    combine: CombineRecipe | None = None
+    """Trained adapters this run combines, without training, and scores `data` with."""
+    multi_task_adapter: str | None = None
+    """The folder of a multi-task run's adapter this run scores `data` with, without training."""
+    test_size: int | None = None
+    """The test split capped to this many examples (stratified by label, the run's seed);
+    None: the whole test split. Labelled tasks only."""
 
     def __post_init__(self) -> None:
         device, scale = resolve_auto(self.device, self.scale)
@@ -80,7 +97,9 @@ class RunSpec:
             folders = getattr(self, name)
             if not isinstance(folders, tuple) or not all(isinstance(f, str) and f for f in folders):
                 raise ConfigError(f"RunSpec.{name} must be a tuple of folders, got {folders!r}")
-        if self.fusion is None:
+        if self.trains_nothing:
+            self._check_untrained()
+        elif self.fusion is None:
             check_combination(self.methods)
         elif not isinstance(self.fusion, FusionConfig) or self.methods:
             raise ConfigError(
@@ -102,7 +121,61 @@ class RunSpec:
             raise ConfigError(f"zero-shot targets score a labelled task; task {self.task} has none")
         if any(t.stack_swap for t in self.zero_shot) and not self.stack:
             raise ConfigError("a zero-shot stack swap needs a run stacked on adapters (stack)")
-        check_training_fields(self.trained_configs, self.scale, train_size=self.train_size)
+        if self.multi_task and (fusion or self.stack or self.zero_shot):
+            raise ConfigError(
+                "a multi-task run trains one new adapter on its data sets; it takes no fusion, "
+                "stack or zero-shot targets"
+            )
+        if not all(isinstance(task, TaskData) for task in self.multi_task):
+            raise ConfigError(f"RunSpec.multi_task must hold TaskData, got {self.multi_task!r}")
+        if self.multi_task:
+            tasks = [self.task, *(task.data_options.get("task") for task in self.multi_task)]
+            other = next((task for task in tasks if task not in (None, SINGLE_LABEL)), None)
+            if other is not None:
+                raise ConfigError(
+                    f"a multi-task run trains one head over single-label data sets; task {other} "
+                    "is another"
+                )
+        if (
+            self.test_size is not None
+            and self.task is not None
+            and not get_task(self.task).labelled
+        ):
+            raise ConfigError(
+                f"test-size caps a labelled task's test split; task {self.task} has none"
+            )
+        check_training_fields(
+            self.trained_configs, self.scale, train_size=self.train_size, test_size=self.test_size
+        )
+
+    def _check_untrained(self) -> None:
+        """A run that trains nothing scores one adapter it is given, on a float32 base."""
+        if self.combine is not None and self.multi_task_adapter is not None:
+            raise ConfigError("a run scores a combination or a multi-task adapter, not both")
+        if self.combine is not None and not isinstance(self.combine, CombineRecipe):
+            raise ConfigError(f"RunSpec.combine must be a CombineRecipe, got {self.combine!r}")
+        adapter = self.multi_task_adapter
+        if adapter is not None and (not isinstance(adapter, str) or not adapter):
+            raise ConfigError(f"RunSpec.multi_task_adapter must be a folder, got {adapter!r}")
+        given = [
+            name
+            for name in ("methods", "fuse", "stack", "zero_shot", "multi_task")
+            if getattr(self, name)
+        ]
+        if self.fusion is not None or given:
+            raise ConfigError(
+                f"a run that scores a combination or a multi-task adapter trains nothing; it "
+                f"takes no {(given or ['fusion'])[0]}"
+            )
+        if self.train.learning_rate is None:
+            raise ConfigError(
+                "a run that trains nothing records the learning rate of the adapters it scores"
+            )
+        if self.scale.frozen_base is not None:
+            raise ConfigError(
+                "a run that scores a combination or a multi-task adapter loads a float32 base; "
+                f"it cannot score on a {self.scale.frozen_base} one"
+            )
 
     @classmethod
     def build(
@@ -126,6 +199,12 @@ class RunSpec:
         """The task its data options name (None: the data's labels decide)."""
         task = self.data_options.get("task")
         return None if task is None else str(task)
+
+    @property
+    def trains_nothing(self) -> bool:
+        """Whether the run scores adapters it is given (a combination, a multi-task adapter)
+        without training."""
+        return self.combine is not None or self.multi_task_adapter is not None
 
     @property
     def trained_configs(self) -> tuple[MethodConfig, ...]:
@@ -164,7 +243,8 @@ class RunSpec:
     @classmethod
     def from_json(cls, spec: JsonObject) -> RunSpec:
         """`from_dict` of an object being read as part of a larger record."""
-        spec.refuse_unknown((*_CORE, "scale", "fuse", "stack", "zero_shot"))
+        added = ("scale", "fuse", "stack", "zero_shot", "multi_task", "combine")
+        spec.refuse_unknown((*_CORE, *added, "multi_task_adapter", "test_size"))
         parts = read_method_records(spec)
         with spec.naming("methods"):
             fusion = fusion_in([{name: options} for name, options in parts])
@@ -182,6 +262,12 @@ class RunSpec:
             zero_shot=tuple(
                 ZeroShotTarget.from_json(target) for target in spec.objects("zero_shot", default=[])
             ),
+            multi_task=tuple(
+                TaskData.from_json(task) for task in spec.objects("multi_task", default=[])
+            ),
+            combine=CombineRecipe.from_json(spec.object("combine")) if "combine" in spec else None,
+            multi_task_adapter=spec.optional_text("multi_task_adapter"),
+            test_size=spec.optional_integer("test_size"),
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import adaptlab.report.combining as combining
 import adaptlab.report.continual as continual
 import adaptlab.report.crosslingual as crosslingual
 import adaptlab.report.fusion as fusion
@@ -44,6 +45,7 @@ def render(view: StudyView, title: str, sequences: Sequence[StoredSequence] = ()
             generative.generative(view),
             sections.analysis(view),
             fusion.fusion(view),
+            combining.combining(view),
             crosslingual.crosslingual(view),
             temporal.temporal(view),
             sections.transferability(view),

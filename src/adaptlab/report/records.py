@@ -7,8 +7,10 @@ The report never trains: everything it shows comes from the runs' typed results
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from adaptlab.data.builtin import CHRONOLOGICAL
@@ -22,6 +24,14 @@ from adaptlab.select.validate import Validation
 from adaptlab.study.store_rows import StoredRun
 from adaptlab.tasks.classes import ClassCounts
 from adaptlab.tasks.registry import get_task
+
+SINGLE_TASK = "single-task"
+FUSION = "fusion"
+COMBINATION = "combination"
+MULTI_TASK = "multi-task"
+MULTI_TASK_TRAINING = "multi-task training"
+"""How a run came by the adapter it is scored with (`Run.approach`, `approach`)."""
+_RUN_ID = re.compile(r"[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,35 @@ class Run:
     dropped: Mapping[str, int] | None = None
     """Per split, the examples left out because their answer did not fit the maximum length
     (generative tasks; None for the others)."""
+    approach: str = SINGLE_TASK
+    """How the run came by its adapter (`approach`): trained on its data set, a fusion, a
+    combination, a multi-task adapter scored on its data set, or the multi-task training."""
+    builds_on: tuple[str, ...] = ()
+    """The ids of the runs whose adapters it fuses, stacks on, combines or scores (those kept
+    beside the store by its study)."""
+
+
+def approach(spec: RunSpec) -> str:
+    """How a run of `spec` comes by the adapter it is scored with."""
+    if spec.combine is not None:
+        return COMBINATION
+    if spec.multi_task_adapter is not None:
+        return MULTI_TASK
+    if spec.multi_task:
+        return MULTI_TASK_TRAINING
+    return FUSION if spec.fusion is not None else SINGLE_TASK
+
+
+def built_on(spec: RunSpec) -> tuple[str, ...]:
+    """The ids of the study runs whose folders (`<store>-adapters/<run id>/<name>`) `spec`
+    names as adapters to fuse, stack on, combine or score."""
+    folders = [*spec.fuse, *spec.stack]
+    if spec.combine is not None:
+        folders += [source.folder for source in spec.combine.sources]
+    if spec.multi_task_adapter is not None:
+        folders.append(spec.multi_task_adapter)
+    ids = (Path(folder).parent.name for folder in folders)
+    return tuple(run_id for run_id in ids if _RUN_ID.fullmatch(run_id))
 
 
 def read_runs(records: Sequence[StoredRun]) -> list[Run]:
@@ -150,6 +189,8 @@ def _read(stored: StoredRun) -> Run:
         split_free_spec=split_free_spec,
         generations=result.generations or (),
         dropped=result.data.dropped,
+        approach=approach(spec),
+        builds_on=built_on(spec),
         **_analysis(result.analysis or {}),
     )
 

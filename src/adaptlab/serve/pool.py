@@ -114,7 +114,8 @@ class AdapterPool:
             load_adapter(model, entry.folder, name=entry.name)
         else:
             model = self.base.shared_model(entry.kind, entry.labels)
-            load_adapter(model, entry.folder, name=entry.name, activate=False)
+            head = entry.head.name if entry.head is not None else None
+            load_adapter(model, entry.folder, name=entry.name, activate=False, head=head)
         encoder = (
             None
             if entry.causal

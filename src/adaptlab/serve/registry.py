@@ -8,6 +8,9 @@ head (a causal-LM adapter, one saved on a causal LM's class, needs neither: it g
 the base model's LM head), another base model, more tensor bytes than the server may hold, a
 symbolic link that leads out of the root. Folders are untrusted: a name is only ever looked up
 here, never joined onto a path.
+
+An adapter combined from sources with different labels (`adaptlab.methods.combined_heads`)
+becomes one entry per head, named `<folder>-<source>`: the shared body with that source's head.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.methods.manifest import NAME, TENSORS, Manifest, adapter_folder, parse_manifest
+from adaptlab.methods.manifest_combined import HeadInfo
 from adaptlab.models.loading import ModelKind
 from adaptlab.serve.options import megabytes
 from adaptlab.tasks.registry import get_task
@@ -39,6 +43,8 @@ class Entry:
     manifest: Manifest
     bytes: int
     """Size of every tensor file it loads (its own and its members')."""
+    head: HeadInfo | None = None
+    """The head it runs with, for one head of an adapter that keeps several."""
 
     @property
     def causal(self) -> bool:
@@ -47,6 +53,8 @@ class Entry:
 
     @property
     def task(self) -> str:
+        if self.head is not None:
+            return self.head.task
         assert self.manifest.task is not None  # labelled entries without a task are refused
         return self.manifest.task
 
@@ -58,6 +66,8 @@ class Entry:
     @property
     def labels(self) -> tuple[str, ...]:
         """Its label names (none for a causal LM, whatever its config's id2label held)."""
+        if self.head is not None:
+            return self.head.label_names or ()
         return () if self.causal else self.manifest.label_names or ()
 
     @property
@@ -74,6 +84,7 @@ class Entry:
             "labels": list(self.labels),
             "method": "+".join(c.name for c in manifest.configs),
             "kind": manifest.kind,
+            **({"head": self.head.name} if self.head is not None else {}),
             "bytes": self.bytes,
             "base_model": manifest.base_model.id,
             "base_fingerprint": manifest.base_model.fingerprint,
@@ -107,13 +118,21 @@ def scan_registry(
         if not child.is_dir() or child.name.startswith("."):
             continue
         try:
-            entries[child.name] = _entry(child, real_root, fits_base, max_bytes)
+            found = _entries(child, real_root, fits_base, max_bytes)
         except AdaptlabError as error:
             refused[child.name] = str(error)
+            continue
+        for entry in found:
+            if entry.name in entries:
+                refused[entry.name] = f"two adapters are named {entry.name!r}; rename a folder"
+                del entries[entry.name]
+            elif entry.name not in refused:
+                entries[entry.name] = entry
     return Registry(root=real_root, entries=entries, refused=refused)
 
 
-def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None) -> Entry:
+def _entries(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None) -> list[Entry]:
+    """The entry of folder `child`, or one per head of an adapter that keeps several."""
     if not NAME.fullmatch(child.name):
         raise ConfigError(
             f"{child.name!r} is not an adapter name (letters, digits, '-', '_'; at most 64)"
@@ -121,9 +140,14 @@ def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None)
     _refuse_links_out(child, root)
     folder = adapter_folder(child)
     manifest = parse_manifest(folder)
-    if not is_causal_lm(manifest):
+    if not is_causal_lm(manifest) and manifest.heads is None:
         if not manifest.task:
             raise ConfigError("its manifest names no task")
+        if get_task(manifest.task).model_kind == "seq2seq_lm":
+            raise ConfigError(
+                "it is a seq2seq adapter: the server generates with causal LMs only; answer "
+                "with adaptlab predict"
+            )
         if get_task(manifest.task).named_labels and not manifest.label_names:
             raise ConfigError("its manifest names no labels")
         if not manifest.train_head:
@@ -136,7 +160,16 @@ def _entry(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | None)
         raise ConfigError(
             f"its tensors take {megabytes(size)} MB, above --max-loaded-mb {megabytes(max_bytes)}"
         )
-    return Entry(name=child.name, folder=folder.resolve(), manifest=manifest, bytes=size)
+    if manifest.heads is None:
+        return [Entry(name=child.name, folder=folder.resolve(), manifest=manifest, bytes=size)]
+    named = {f"{child.name}-{head}": info for head, info in manifest.heads.items()}
+    too_long = [name for name in named if not NAME.fullmatch(name)]
+    if too_long:
+        raise ConfigError(f"its head's entry name {too_long[0]!r} is longer than 64 characters")
+    return [
+        Entry(name, folder.resolve(), manifest, size + info.bytes, head=info)
+        for name, info in named.items()
+    ]
 
 
 def is_causal_lm(manifest: Manifest) -> bool:

@@ -134,6 +134,8 @@ class RunProgress(StudyProgress[RunResult]):
     def _scores(self, result: RunResult) -> str:
         metric = choose_metric(result.data.task, result.data.train_counts, self.metric).metric
         score = f"{result.test[metric]:.4f}" if metric in result.test else "not computed"
+        if not result.epochs:
+            return f"test {metric} {score} (trains nothing)"
         return f"test {metric} {score} (best epoch {result.best_epoch} of {len(result.epochs)})"
 
 

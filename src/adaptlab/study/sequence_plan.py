@@ -18,7 +18,7 @@ from adaptlab.continual.result import SequenceResult
 from adaptlab.continual.run import run_sequence, sequence_inputs
 from adaptlab.continual.spec import SequenceSpec
 from adaptlab.data.builtin import builtin_datasets
-from adaptlab.data.identity import content_digest
+from adaptlab.data.identity import content_digest, joint_digest
 from adaptlab.integrations.trackers.choice import Tracking
 from adaptlab.integrations.trackers.session import track
 from adaptlab.models.decoder import check_causal_lm
@@ -155,7 +155,4 @@ def plan_sequences(
 
 def _digest(stages: tuple[str, ...]) -> str | None:
     """One hash over the contents of every stage's data file (None when all are built-in)."""
-    digests = [content_digest(stage) for stage in stages]
-    if not any(digests):
-        return None
-    return hashlib.sha256(json.dumps(digests).encode("utf-8")).hexdigest()
+    return joint_digest([content_digest(stage) for stage in stages])

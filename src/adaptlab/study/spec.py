@@ -63,7 +63,7 @@ from adaptlab.study.spec_fields import (
     refuse_repeats,
 )
 from adaptlab.study.spec_generative import computed_metrics, generative_task
-from adaptlab.study.spec_methods import MethodEntry
+from adaptlab.study.spec_methods import MethodEntry, check_spanning
 from adaptlab.study.spec_scale import SCALE_AXES, Precisions, Quantizations
 from adaptlab.study.spec_sequences import (
     ObjectiveName,
@@ -167,7 +167,7 @@ class StudySpec(StrictModel):
                 check_stage(entry, objective)
         return values
 
-    @field_validator("strategies", "test_size", "single_stage")
+    @field_validator("strategies", "single_stage")
     @classmethod
     def _needs_sequence(cls, value: object, info: ValidationInfo) -> object:
         if value and info.data.get("sequence") == []:  # absent (not: given and invalid)
@@ -237,11 +237,33 @@ class StudySpec(StrictModel):
             raise ValueError("objective is for a sequence study; it needs sequence:")
         if self.sequence:
             for entry in self.methods:
-                if entry.references or entry.is_fusion:
+                if entry.references or entry.is_fusion or entry.spans_data:
                     raise ValueError(
                         f"method {entry.display_label}: a sequence trains its own adapters; "
-                        "fusion and stack: are not for sequences"
+                        "fusion, stack:, combine: and multi_task: are not for sequences"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _spanning_data(self) -> StudySpec:
+        """Entries over every data set (combine, across-data fusion, multi-task) are sound."""
+        if self.sequence:
+            return self
+        spanning = [entry for entry in self.methods if entry.spans_data]
+        sources = [source.label for source in self.sources]
+        check_spanning(self.methods, len(self.data), self.learning_rates, sources)
+        if spanning and self.zero_shot:
+            raise ValueError(
+                "zero_shot: scores a trained run on other data sets; a study with combine:, "
+                "across_data: or multi_task: entries takes none"
+            )
+        scoring = [e for e in spanning if e.combine is not None or e.multi_task]
+        frozen = [s.frozen_base for s in self.scales if s.frozen_base is not None]
+        if scoring and frozen:
+            raise ValueError(
+                f"method {scoring[0].display_label} scores adapters on a float32 base; it cannot "
+                f"with a {frozen[0]} base (quantize:, base_dtype:)"
+            )
         return self
 
     @field_validator("metric")

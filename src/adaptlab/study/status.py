@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adaptlab.data.identity import content_digest
+from adaptlab.data.identity import content_digest, joint_digest
 from adaptlab.processes import process_alive
 from adaptlab.study.store import ResultStore
 from adaptlab.study.store_rows import PlanRow
@@ -78,18 +78,26 @@ def study_status(store: str | Path) -> list[StudyStatus]:
         rows = results.plan_rows()
         unplanned = results.unplanned()
     studies: dict[str, StudyStatus] = {}
-    digests: dict[str, str | None] = {}
+    digests: dict[tuple[str, ...], str | None] = {}
     for row in rows:
         status = studies.setdefault(row.study, StudyStatus(row.study))
         _count(status, row)
-        if row.status == "done" and row.data is not None and row.data_digest is not None:
+        if row.status == "done" and row.data and row.data_digest is not None:
             if row.data not in digests:
-                digests[row.data] = content_digest(row.data)
+                digests[row.data] = _digest(row.data)
             if digests[row.data] not in (None, row.data_digest):
                 status.changed.append(f"{row.method_label} ({row.run_id})")
     for study, run_id, label in unplanned:
         studies.setdefault(study, StudyStatus(study)).unplanned.append(f"{label} ({run_id})")
     return list(studies.values())
+
+
+def _digest(sources: tuple[str, ...]) -> str | None:
+    """The contents' hash a run of `sources` records: of its data file, or one over a
+    multi-task run's (`adaptlab.data.identity`)."""
+    if len(sources) == 1:
+        return content_digest(sources[0])
+    return joint_digest([content_digest(source) for source in sources])
 
 
 def _count(status: StudyStatus, row: PlanRow) -> None:

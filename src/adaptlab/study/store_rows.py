@@ -23,8 +23,9 @@ class PlanRow:
     host: str | None
     pid: int | None
     error: str | None
-    data: str | None = None
-    """The data source the plan names (a path for data files)."""
+    data: tuple[str, ...] = ()
+    """The data sources the plan names (paths for data files): a run's data set, a multi-task
+    run's data sets (none for a sequence)."""
     data_digest: str | None = None
     """The hash of the data contents the run trained on, when it ran (None: not recorded)."""
     strategy_label: str | None = None

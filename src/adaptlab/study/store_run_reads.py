@@ -106,7 +106,7 @@ class RunReads(StoreFile):
                     host,
                     pid,
                     error,
-                    planned.get("data"),
+                    _data_sources(planned),
                     digest,
                     strategy,
                     len(planned.get("stages", [])) if strategy is not None else 0,
@@ -125,6 +125,14 @@ class RunReads(StoreFile):
                ORDER BY r.study, r.finished_at, r.run_id"""
         ).fetchall()
         return [(study, run_id, label) for study, run_id, label in rows]
+
+
+def _data_sources(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The data sources a planned run's spec names: its data set and a multi-task run's others
+    (a sequence's spec names stages instead)."""
+    if "data" not in spec:
+        return ()
+    return (spec["data"], *(task["data"] for task in spec.get("multi_task", [])))
 
 
 def _time(text: str | None) -> datetime | None:

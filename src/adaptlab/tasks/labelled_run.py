@@ -1,19 +1,22 @@
 """A run on a labelled data set (`adaptlab train` for every task but mlm): the data set read
-and cut to `train_size`, the zero-shot targets read, the model loaded with a head for the task
-and its adapters attached, every split encoded; after training, the test split scored with
-per-class counts, the zero-shot targets and, for a fusion, the fusion weights on dev."""
+and cut to `train_size` (a multi-task run's data sets each cut so, then united), the zero-shot
+targets read, the model loaded with a head for the task and its adapters attached, every split
+encoded; after training, the test split scored with per-class counts, the zero-shot targets
+and, for a fusion, the fusion weights on dev."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.loading import load_dataset
-from adaptlab.data.subsample import low_resource
+from adaptlab.data.subsample import cut_to_sizes
 from adaptlab.data.types import Dataset
+from adaptlab.data.union import union_of
 from adaptlab.engine.adapters import attach_adapters
 from adaptlab.engine.run_objective import Tested
 from adaptlab.engine.scale_model import prepare_base
@@ -100,10 +103,12 @@ class ClassificationRun(Classification):
 
 
 def prepare_classification(spec: RunSpec, device: torch.device) -> ClassificationRun:
-    """Read `spec`'s data and zero-shot targets, load and adapt its model on `device`."""
-    dataset = load_dataset(spec.data, **spec.data_options)
-    if spec.train_size is not None:
-        dataset = low_resource(dataset, spec.train_size, spec.train.seed)
+    """Read `spec`'s data (the union of its data sets for a multi-task run) and zero-shot
+    targets, load and adapt its model on `device`."""
+    dataset = run_data(spec, spec.data, spec.data_options)
+    if spec.multi_task:
+        others = [run_data(spec, task.data, task.data_options) for task in spec.multi_task]
+        dataset = union_of([dataset, *others])
     targets = prepare_targets(spec.zero_shot, dataset)
     head = get_task(dataset.task).model_kind
     loaded = load_model(
@@ -116,3 +121,11 @@ def prepare_classification(spec: RunSpec, device: torch.device) -> Classificatio
         loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length
     )
     return ClassificationRun(spec, model, handle, encoder, dataset, targets)
+
+
+def run_data(spec: RunSpec, data: str, options: Mapping[str, Any]) -> Dataset:
+    """The data set `data` as `spec`'s run reads it: cut to its `train_size` and `test_size`
+    with its seed."""
+    return cut_to_sizes(
+        load_dataset(data, **options), spec.train_size, spec.test_size, spec.train.seed
+    )

@@ -1,0 +1,433 @@
+"""Combining trained adapter folders (`adaptlab.combine_adapters`, `adaptlab combine`): what the
+combined folder computes, its heads, its manifest, and every refusal in one line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import torch
+from cli_cases import refused, run_cli, unchanged
+from tiny_models import save_tiny_llama, tiny_inputs
+
+import adaptlab
+from adaptlab.engine.restore import load_trained
+from adaptlab.errors import AdaptlabError
+from adaptlab.methods.persistence import read_manifest, save_adapter
+from adaptlab.models.loading import load_model
+
+SENTIMENT = ("negative", "positive")
+TOPICS = ("arts", "science", "sport")
+
+
+def make_source(
+    base: str,
+    out: Path,
+    method: object,
+    *,
+    seed: int,
+    labels: Sequence[str] | None = SENTIMENT,
+    task: str = "single_label",
+) -> Path:
+    """An adapter folder as a run saves one, its trainable tensors moved from their start."""
+    kind = "causal_lm" if labels is None else task
+    model = load_model(base, kind, label_names=labels, seed=seed).model  # type: ignore[arg-type]
+    handle = adaptlab.adapt(model, method, seed=seed, train_head=labels is not None)
+    generator = torch.Generator().manual_seed(100 + seed)
+    with torch.no_grad():
+        for tensor in handle.tensors().values():
+            tensor.add_(0.2 * torch.randn(tensor.shape, generator=generator))
+    save_adapter(model, out, base_model_id=base, task=task, label_names=labels or ())
+    return out
+
+
+def logits(folder: Path, base: str, head: str | None = None) -> torch.Tensor:
+    loaded, _ = load_trained(folder, model=base, head=head)
+    with torch.no_grad():
+        return loaded.model(**tiny_inputs()).logits
+
+
+def saved(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The running adapter's saved tensors, by their names in its file (without its name)."""
+    handle = adaptlab.get_handle(model)
+    return {k.replace(f".{handle.name}.", "."): t for k, t in handle.saved_tensors().items()}
+
+
+@pytest.fixture(scope="module")
+def sources(tiny_model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("sources")
+    lora = {"lora": {"rank": 4, "targets": ["query", "value"]}}
+    return {
+        "a": make_source(tiny_model_dir, folder / "a", lora, seed=1),
+        "b": make_source(tiny_model_dir, folder / "b", lora, seed=2),
+        "topics": make_source(tiny_model_dir, folder / "topics", lora, seed=3, labels=TOPICS),
+        "houlsby": make_source(tiny_model_dir, folder / "houlsby", "houlsby", seed=4),
+        "houlsby2": make_source(tiny_model_dir, folder / "houlsby2", "houlsby", seed=5),
+        "ia3": make_source(tiny_model_dir, folder / "ia3", "ia3", seed=6),
+        "ia3b": make_source(tiny_model_dir, folder / "ia3b", "ia3", seed=7),
+        "bitfit": make_source(tiny_model_dir, folder / "bitfit", "bitfit", seed=8),
+        "bitfit2": make_source(tiny_model_dir, folder / "bitfit2", "bitfit", seed=9),
+    }
+
+
+@pytest.mark.parametrize("how", ["linear", "cat", "svd"])
+def test_a_weight_of_one_and_zero_gives_back_the_first_adapter(
+    how: str, sources: dict[str, Path], tiny_model_dir: str, tmp_path: Path
+) -> None:
+    out = adaptlab.combine_adapters(
+        [sources["a"], sources["b"]], tmp_path / "c", weights=[1, 0], how=how, model=tiny_model_dir
+    )
+    expected = logits(sources["a"], tiny_model_dir)
+    assert torch.allclose(logits(out, tiny_model_dir), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["linear", "cat"])
+def test_subtracting_an_adapter_from_itself_leaves_the_base(
+    how: str, sources: dict[str, Path], tiny_model_dir: str, tmp_path: Path
+) -> None:
+    out = adaptlab.combine_adapters(
+        [sources["a"], sources["a"]],
+        tmp_path / "c",
+        weights=[1, -1],
+        how=how,
+        names=["plus", "minus"],
+        model=tiny_model_dir,
+    )
+    loaded, _ = load_trained(out, model=tiny_model_dir)
+    with torch.no_grad(), adaptlab.disabled(loaded.model) as bare:
+        body = bare.base_model(**tiny_inputs()).last_hidden_state
+    with torch.no_grad():
+        combined = loaded.model.base_model(**tiny_inputs()).last_hidden_state
+    assert torch.allclose(combined, body, atol=1e-5)
+    source, _ = load_trained(sources["a"], model=tiny_model_dir)
+    with torch.no_grad():  # the head is the positively weighted source's
+        assert torch.equal(source.model.classifier.weight, loaded.model.classifier.weight)
+
+
+def test_sources_with_other_labels_keep_their_heads_under_their_names(
+    sources: dict[str, Path], tiny_model_dir: str, tmp_path: Path
+) -> None:
+    out = adaptlab.combine_adapters(
+        [sources["a"], sources["topics"]], tmp_path / "c", weights=[1, 0], model=tiny_model_dir
+    )
+    manifest = read_manifest(out)
+    assert set(manifest["heads"]) == {"a", "topics"} and manifest["train_head"] is False
+    assert manifest["heads"]["topics"]["label_names"] == list(TOPICS)
+    assert torch.allclose(
+        logits(out, tiny_model_dir, head="a"), logits(sources["a"], tiny_model_dir), atol=1e-5
+    )
+    topics = logits(out, tiny_model_dir, head="topics")
+    assert topics.shape[-1] == 3
+    loaded, fitted = load_trained(out, model=tiny_model_dir, head="topics")
+    assert fitted["label_names"] == list(TOPICS)
+    assert loaded.model.config.id2label == dict(enumerate(TOPICS))
+    with pytest.raises(AdaptlabError, match="choose one with --head, e.g. --head a"):
+        load_trained(out, model=tiny_model_dir)
+    with pytest.raises(AdaptlabError, match="has no head 'sport'; its heads: a, topics"):
+        load_trained(out, model=tiny_model_dir, head="sport")
+
+
+def test_the_manifest_records_the_sources_and_the_combination(
+    sources: dict[str, Path], tiny_model_dir: str, tmp_path: Path
+) -> None:
+    out = adaptlab.combine_adapters(
+        [sources["a"], sources["b"]],
+        tmp_path / "c",
+        weights=[0.7, 0.3],
+        how="dare_ties_svd",
+        density=0.5,
+        rank=2,
+        seed=3,
+        model=tiny_model_dir,
+    )
+    manifest = read_manifest(out)
+    combination = manifest["combined"]["combination"]
+    assert combination["how"] == "dare_ties_svd" and combination["density"] == 0.5
+    assert combination["rank"] == 2 and combination["seed"] == 3
+    assert [s["weight"] for s in manifest["combined"]["sources"]] == [0.7, 0.3]
+    first = read_manifest(sources["a"])
+    assert manifest["combined"]["sources"][0]["sha256"] == first["tensors"]["sha256"]
+    assert manifest["methods"][0]["config"]["rank"] == 2
+    assert manifest["methods"][0]["config"]["alpha"] == 2.0
+    assert manifest["label_names"] == list(SENTIMENT) and manifest["train_head"] is True
+
+
+def test_bottleneck_adapters_average_and_refuse_ties(
+    sources: dict[str, Path], tiny_model_dir: str, tmp_path: Path
+) -> None:
+    pair = [sources["houlsby"], sources["houlsby2"]]
+    out = adaptlab.combine_adapters(pair, tmp_path / "c", model=tiny_model_dir)
+    loaded, _ = load_trained(out, model=tiny_model_dir)
+    first, _ = load_trained(pair[0], model=tiny_model_dir)
+    second, _ = load_trained(pair[1], model=tiny_model_dir)
+
+    def inserted(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return saved(model)
+
+    one, two = inserted(first.model), inserted(second.model)
+    for name, tensor in inserted(loaded.model).items():
+        assert torch.allclose(tensor, (one[name] + two[name]) / 2, atol=1e-6)
+    with pytest.raises(AdaptlabError, match="houlsby starts from seeded random weights"):
+        adaptlab.combine_adapters(
+            pair, tmp_path / "d", how="ties", density=0.5, model=tiny_model_dir
+        )
+    assert not (tmp_path / "d").exists()
+
+
+def test_ia3_and_bitfit_combine_their_changes_from_a_common_start(
+    sources: dict[str, Path], tiny_model_dir: str, tmp_path: Path
+) -> None:
+    out = adaptlab.combine_adapters(
+        [sources["ia3"], sources["ia3b"]], tmp_path / "i", weights=[1, 1], model=tiny_model_dir
+    )
+    scales = {}
+    for name in ("ia3", "ia3b"):
+        loaded, _ = load_trained(sources[name], model=tiny_model_dir)
+        scales[name] = saved(loaded.model)
+    combined, _ = load_trained(out, model=tiny_model_dir)
+    for name, tensor in saved(combined.model).items():
+        if name.endswith(".scale"):  # 1 + (l1 - 1) + (l2 - 1)
+            assert torch.allclose(tensor, scales["ia3"][name] + scales["ia3b"][name] - 1, atol=1e-6)
+    ties = adaptlab.combine_adapters(
+        [sources["bitfit"], sources["bitfit2"]],
+        tmp_path / "b",
+        how="ties",
+        density=1.0,
+        weights=[1, 1],
+        model=tiny_model_dir,
+    )
+    assert read_manifest(ties)["combined"]["combination"]["how"] == "ties"
+
+
+@pytest.mark.parametrize(
+    ("pick", "needles"),
+    [
+        (("a", "houlsby"), ("are of different methods (lora and houlsby)",)),
+        (("houlsby", "ia3"), ("are of different methods",)),
+    ],
+)
+def test_sources_that_cannot_combine_are_refused_naming_both(
+    pick: tuple[str, str],
+    needles: tuple[str, ...],
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first, second = (sources[p] for p in pick)
+    with unchanged(first), unchanged(second):
+        refused(
+            [
+                "combine",
+                "--adapters",
+                f"{first},{second}",
+                "--out",
+                str(tmp_path / "c"),
+                "--model",
+                tiny_model_dir,
+            ],
+            capsys,
+            str(first),
+            str(second),
+            *needles,
+        )
+    assert not (tmp_path / "c").exists()
+
+
+def test_houlsby_of_another_size_is_refused(
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    other = make_source(tiny_model_dir, tmp_path / "h8", {"houlsby": {"hidden_size": 8}}, seed=1)
+    refused(
+        [
+            "combine",
+            "--adapters",
+            f"{sources['houlsby']},{other}",
+            "--out",
+            str(tmp_path / "c"),
+            "--model",
+            tiny_model_dir,
+        ],
+        capsys,
+        "differ in houlsby's hidden_size",
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        (["--weights", "1"], "one weight per adapter: 2 adapters, 1 weights"),
+        (["--weights", "1,x"], "--weights: 'x' is not a number"),
+        (["--how", "average"], "how"),
+        (["--how", "ties"], "density"),
+        (["--how", "linear", "--density", "0.5"], "density"),
+        (["--how", "linear", "--rank", "2"], "rank"),
+        (["--names", "x,x"], "two sources are named 'x'"),
+        (["--names", "a b,c"], "cannot name a source"),
+        (["--adapters", "a,"], "--adapters has an empty item"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(
+    options: list[str],
+    needle: str,
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["combine", "--adapters", f"{sources['a']},{sources['b']}", "--out", str(tmp_path / "c")]
+    refused([*args, "--model", tiny_model_dir, *options], capsys, needle)
+    assert not (tmp_path / "c").exists()
+
+
+def test_an_existing_out_folder_and_a_missing_source_are_refused(
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("mine")
+    with unchanged(taken):
+        refused(
+            [
+                "combine",
+                "--adapters",
+                f"{sources['a']},{sources['b']}",
+                "--out",
+                str(taken),
+                "--model",
+                tiny_model_dir,
+            ],
+            capsys,
+            "exists and is not empty",
+        )
+    refused(
+        [
+            "combine",
+            "--adapters",
+            f"{sources['a']},{tmp_path / 'nowhere'}",
+            "--out",
+            str(tmp_path / "c"),
+            "--model",
+            tiny_model_dir,
+        ],
+        capsys,
+        "no such adapter or run folder",
+    )
+
+
+def test_the_command_writes_a_folder_that_eval_and_export_take(
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "c"
+    code, printed, err = run_cli(
+        [
+            "combine",
+            "--adapters",
+            f"{sources['a']},{sources['b']}",
+            "--how",
+            "dare_ties",
+            "--density",
+            "0.5",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--model",
+            tiny_model_dir,
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert f"wrote {out} (dare_ties of 2 adapters)" in printed
+    code, _, err = run_cli(
+        ["export", "--adapter", str(out), str(tmp_path / "peft"), "--model", tiny_model_dir],
+        capsys,
+    )
+    assert code == 0, err
+    config = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())
+    assert config["r"] == 4 and config["lora_alpha"] == 4
+
+
+def test_causal_lm_loras_combine_as_peft_does_in_the_logits(tmp_path: Path) -> None:
+    peft = pytest.importorskip("peft")
+    from adaptlab.methods.peft_format import export_peft
+
+    base = save_tiny_llama(str(tmp_path / "llama"))
+    names = ["one", "two", "three"]
+    folders = []
+    for seed, name in enumerate(names):
+        lora = {
+            "lora": {"rank": 2 + seed % 2 * 2, "alpha": 4.0 + seed, "targets": ["query", "value"]}
+        }
+        folders.append(make_source(base, tmp_path / name, lora, seed=seed, labels=None, task="sft"))
+    weights = [0.6, 0.5, -0.3]
+    for how, options in [("cat", {}), ("svd", {"rank": 4}), ("ties_svd", {"density": 0.5})]:
+        out = adaptlab.combine_adapters(
+            folders, tmp_path / f"c-{how}", weights=weights, how=how, model=base, **options
+        )
+        ours = logits(out, base)
+        import transformers as T
+
+        reference = T.AutoModelForCausalLM.from_pretrained(base)
+        for name, folder in zip(names, folders, strict=True):
+            loaded, _ = load_trained(folder, model=base)
+            export_peft(loaded.model, tmp_path / f"peft-{how}-{name}")
+        wrapped = peft.PeftModel.from_pretrained(
+            reference, str(tmp_path / f"peft-{how}-one"), adapter_name="one"
+        )
+        for name in names[1:]:
+            wrapped.load_adapter(str(tmp_path / f"peft-{how}-{name}"), adapter_name=name)
+        wrapped.add_weighted_adapter(
+            names,
+            weights,
+            "mixed",
+            combination_type=how,
+            svd_rank=options.get("rank"),
+            density=options.get("density"),
+        )
+        wrapped.set_adapter("mixed")
+        with torch.no_grad():
+            theirs = wrapped(**tiny_inputs()).logits
+        assert torch.allclose(ours, theirs, atol=1e-5), how
+
+
+def test_loras_of_other_layers_and_doras_combine(tiny_model_dir: str, tmp_path: Path) -> None:
+    values = make_source(tiny_model_dir, tmp_path / "v", {"lora": {"targets": ["value"]}}, seed=1)
+    keys = make_source(tiny_model_dir, tmp_path / "k", {"lora": {"targets": ["key"]}}, seed=2)
+    out = adaptlab.combine_adapters([values, keys], tmp_path / "c", how="cat", model=tiny_model_dir)
+    config = read_manifest(out)["methods"][0]["config"]
+    assert config["targets"] == ["key", "value"] and config["rank"] == 16
+    weights = {
+        name: saved(load_trained(f, model=tiny_model_dir)[0].model)
+        for name, f in (("v", values), ("k", keys), ("c", out))
+    }
+    for name, a in weights["c"].items():
+        if name.endswith(".A"):  # the layer's one source first (PEFT's rule), then zeros
+            source = weights["v"] if ".value." in name else weights["k"]
+            assert torch.allclose(a[:8], 0.5 * source[name], atol=1e-6)
+            assert not a[8:].any()
+    dora = {"lora": {"rank": 2, "dora": True}}
+    doras = [make_source(tiny_model_dir, tmp_path / f"d{i}", dora, seed=i) for i in (1, 2)]
+    combined = adaptlab.combine_adapters(
+        doras, tmp_path / "dc", how="svd", weights=[1, 1], model=tiny_model_dir
+    )
+    model = load_trained(combined, model=tiny_model_dir)[0].model
+    starts = {n: p for n, p in saved(load_trained(doras[0], model=tiny_model_dir)[0].model).items()}
+    second = saved(load_trained(doras[1], model=tiny_model_dir)[0].model)
+    for name, magnitude in saved(model).items():
+        if name.endswith(".magnitude"):
+            layer = model.get_submodule(name.split(".adaptlab")[0])
+            start = torch.linalg.vector_norm(layer.weight, dim=1)
+            expected = starts[name] + second[name] - start
+            assert torch.allclose(magnitude, expected, atol=1e-5)
