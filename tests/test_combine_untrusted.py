@@ -174,3 +174,29 @@ def test_sources_of_other_bases_are_refused_naming_both(
         str(other),
         "were trained on different base models (fingerprints",
     )
+
+
+def test_a_head_file_holding_a_body_tensor_is_refused(
+    combined: Path, tiny_model_dir: str, tmp_path: Path
+) -> None:
+    import hashlib
+
+    import safetensors.torch
+
+    copy = Path(shutil.copytree(combined, tmp_path / "copy"))
+    head = copy / "heads" / "topics.safetensors"
+    tensors = safetensors.torch.load(head.read_bytes())
+    body = safetensors.torch.load((copy / "adapter.safetensors").read_bytes())
+    name, tensor = next(iter(body.items()))
+    data = safetensors.torch.save({**tensors, name.replace(".adaptlab_lora.", "."): tensor})
+    head.write_bytes(data)
+
+    def rewrite(manifest: dict[str, Any]) -> None:
+        entry = manifest["heads"]["topics"]
+        entry.update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+
+    manifest = json.loads((copy / "manifest.json").read_text())
+    rewrite(manifest)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(AdaptlabError, match="which is no head tensor"):
+        load_trained(copy, model=tiny_model_dir, head="topics")

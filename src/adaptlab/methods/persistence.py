@@ -240,7 +240,14 @@ def load_adapter(
     _check_base(model, manifest, folder, same_class=train_head)
     tensors = _tensors_to_load(model, folder, manifest, manifest.train_head and with_head)
     if chosen is not None and with_head:
-        tensors = {**tensors, **read_head(folder, chosen)}
+        head_tensors = read_head(folder, chosen)
+        body = sorted(_without_heads(model, head_tensors, manifest))
+        if body:
+            raise AdapterFileError(
+                f"{chosen.file(folder)}: holds {body[0]!r}, which is no head tensor; the folder "
+                "was edited: get it again"
+            )
+        tensors = {**tensors, **head_tensors}
     for member, checksum in manifest.members.items():
         _load_member(model, folder / MEMBERS / member, member, checksum)
     name = name or manifest.name
