@@ -446,3 +446,21 @@ def test_a_combined_adapter_is_scored_as_the_adapters_it_adds_up_to(
     alone = likelihoods(harness(setup, lora, tasks=[REVIEWS]).results)
     both = likelihoods(harness(setup, combined, tasks=[REVIEWS]).results)
     assert largest_change(both, alone) < 1e-4
+
+
+def test_eval_scores_a_run_and_a_base_on_their_data_on_a_quantised_base(
+    setup: dict[str, Any], run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("bitsandbytes")
+    data = ["--data", str(setup["root"] / "pairs.jsonl"), "--task", "sft", "--json"]
+    scores = {}
+    for quantize in ([], ["--quantize", "int8"]):
+        code, printed, err = run_cli(cli_args(setup, run, *data, *quantize), capsys)
+        assert code == 0, err
+        scores[bool(quantize)] = json.loads(printed)["perplexity"]
+    assert scores[True] != scores[False]
+    assert scores[True] == pytest.approx(scores[False], rel=0.1)  # int8 rounds, close
+    base = ["eval", "--model", setup["base"], *data, "--quantize", "int8"]
+    code, printed, err = run_cli(base, capsys)
+    assert code == 0, err
+    assert json.loads(printed)["perplexity"] > 1
