@@ -15,8 +15,8 @@ from test_knowledge_cli import FACTS
 from tiny_models import tiny_model
 
 import adaptlab
-from adaptlab.engine.restore import names_local_model
 from adaptlab.methods.manifest import MANIFEST, TENSORS
+from adaptlab.models.resolve import names_local_model
 
 COMMANDS = ("suppress", "amplify", "edit", "erase")
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -15,14 +13,11 @@ from adaptlab.errors import AdapterFileError, ConfigError, DataError
 from adaptlab.methods.combined_heads import require_head
 from adaptlab.methods.manifest import adapter_folder, parse_manifest
 from adaptlab.methods.persistence import load_adapter
-from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.quantize import quantize_base
-from adaptlab.models.resolve import looks_like_path
+from adaptlab.models.resolve import trusted_base
 from adaptlab.tasks.registry import get_task
-
-_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def load_trained(
@@ -71,27 +66,6 @@ def load_trained(
     load_adapter(adapted, folder, head=head)
     adapted.to(target).eval()
     return loaded, manifest
-
-
-def trusted_base(folder: Path, base_id: str | None) -> str:
-    """The manifest's base model id when it is a built-in or hub name, else a one-line refusal."""
-    if not base_id:
-        raise AdapterFileError(f"{folder}: the manifest names no base model; pass --model")
-    if names_local_model(base_id):
-        raise AdapterFileError(
-            f"{folder}: the adapter names the local base model {base_id!r}; pass "
-            f"--model {base_id} to load it (a manifest's paths are not followed on their own)"
-        )
-    return base_id
-
-
-def names_local_model(name: str) -> bool:
-    """Whether a model name read from a file (a manifest, a neuron file) is a path here or no
-    hub name: such a file's model is loaded only when the user names it, never on its own."""
-    if name in BUILTIN_MODELS:
-        return False
-    local = looks_like_path(name) or Path(name).expanduser().exists()
-    return local or not _HUB_NAME.fullmatch(name)
 
 
 def check_split(split: str) -> None:

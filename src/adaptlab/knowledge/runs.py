@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import adaptlab.checks as checks
-from adaptlab.engine.restore import names_local_model
 from adaptlab.errors import DataError
 from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json
@@ -45,6 +44,7 @@ from adaptlab.knowledge.quadrature import DEFAULT_RULE, check_rule
 from adaptlab.knowledge.scoring import known_facts
 from adaptlab.knowledge.window import check_window
 from adaptlab.models.device import torch_device
+from adaptlab.models.resolve import names_local_model
 from adaptlab.paths import existing
 
 LAYERS_PLOT = "layers.png"

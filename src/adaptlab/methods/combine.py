@@ -52,7 +52,10 @@ from adaptlab.methods.manifest_combined import Combined, CombinedSource
 from adaptlab.methods.persistence import load_adapter, save_adapter, source_head
 from adaptlab.methods.site import SiteModule
 from adaptlab.methods.state import get_state
+from adaptlab.models.loading import load_model
+from adaptlab.models.resolve import trusted_base
 from adaptlab.paths import check_new_folder
+from adaptlab.tasks.registry import get_task
 
 DEFAULT_NAME = "combined"
 
@@ -115,10 +118,6 @@ def combine_adapters(
 
 def _base_model(sources: Sequence[Source], model: str | None, seed: int) -> nn.Module:
     """The sources' base model, with a head for the first source's labels."""
-    from adaptlab.engine.restore import trusted_base
-    from adaptlab.models.loading import load_model
-    from adaptlab.tasks.registry import get_task
-
     for source in sources:
         if source.manifest.task is None:
             raise ConfigError(

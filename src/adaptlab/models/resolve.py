@@ -1,6 +1,7 @@
 """Turn a model name into a place from_pretrained loads, and load failures into one-line errors."""
 
 import difflib
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from pathlib import Path
 from huggingface_hub.errors import HFValidationError, StrictDataclassError
 from safetensors import SafetensorError
 
-from adaptlab.errors import ModelNotFoundError
+from adaptlab.errors import AdapterFileError, ModelNotFoundError
 from adaptlab.models.builtin import BUILTIN_MODELS, builtin_model_folder, install_hint, repair_hint
 from adaptlab.models.hub import hub_usable
 from adaptlab.models.model_files import check_model_files
@@ -145,3 +146,27 @@ def _first_line(err: BaseException) -> str:
     """The first non-empty line of an exception's message."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return lines[0] if lines else type(err).__name__
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+def trusted_base(folder: Path, base_id: str | None) -> str:
+    """The manifest's base model id when it is a built-in or hub name, else a one-line refusal."""
+    if not base_id:
+        raise AdapterFileError(f"{folder}: the manifest names no base model; pass --model")
+    if names_local_model(base_id):
+        raise AdapterFileError(
+            f"{folder}: the adapter names the local base model {base_id!r}; pass "
+            f"--model {base_id} to load it (a manifest's paths are not followed on their own)"
+        )
+    return base_id
+
+
+def names_local_model(name: str) -> bool:
+    """Whether a model name read from a file (a manifest, a neuron file) is a path here or no
+    hub name: such a file's model is loaded only when the user names it, never on its own."""
+    if name in BUILTIN_MODELS:
+        return False
+    local = looks_like_path(name) or Path(name).expanduser().exists()
+    return local or not _HUB_NAME.fullmatch(name)
