@@ -23,7 +23,7 @@ from adaptlab.data.generative import (
     Turn,
     sample_generative,
 )
-from adaptlab.data.generative_builtins import GENERATIVE_BUILTINS
+from adaptlab.data.generative_builtins import GENERATIVE_BUILTINS, GENERATIVE_SHAPES
 from adaptlab.data.generative_loading import load_generative
 from adaptlab.data.splits import carve_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Origin
@@ -171,13 +171,20 @@ def test_a_builtin_name_is_looked_up_and_must_hold_the_shape(
         "a made-up corpus",
     )
     monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-qa", lambda: made)
+    monkeypatch.setitem(GENERATIVE_SHAPES, "made-up-qa", PC)
     assert load_generative("made-up-qa", shape=PC) == made
     as_chats = load_generative("made-up-qa", shape="messages")  # one-question chats
     asked = Conversation((Turn("user", "q"), Turn("assistant", "a")))
     assert all(as_chats.splits[s] == (asked,) for s in SPLIT_NAMES)
     chats = GenerativeCorpus("made-up-chats", {s: (asked,) for s in SPLIT_NAMES}, "chats")
-    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-chats", lambda: chats)
+    monkeypatch.setitem(GENERATIVE_SHAPES, "made-up-chats", "messages")
+    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-chats", lambda: pytest.fail("loaded"))
     with pytest.raises(ConfigError, match="holds chats \\(messages\\), not prompt-completion"):
+        load_generative("made-up-chats", shape=PC)  # refused from its declaration, not loaded
+    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-chats", lambda: chats)
+    assert load_generative("made-up-chats", shape="messages") == chats
+    monkeypatch.setitem(GENERATIVE_SHAPES, "made-up-chats", PC)  # declared wrongly
+    with pytest.raises(DataError, match="made-up-chats does not hold the prompt-completion"):
         load_generative("made-up-chats", shape=PC)
     with pytest.raises(ConfigError, match="drop prompt_column and completion_column"):
         load_generative("made-up-qa", shape=PC, prompt_column="question")
@@ -480,3 +487,8 @@ def test_reading_generative_data_loads_no_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_every_builtin_declares_what_it_holds() -> None:
+    assert set(GENERATIVE_SHAPES) == set(GENERATIVE_BUILTINS)
+    assert set(GENERATIVE_SHAPES.values()) <= {PC, "messages"}

@@ -263,6 +263,10 @@ HEAD = "name: bad\nmodels: [smollm2-135m]\nmethods: [lora]\n"
         ("data: [{rotten-tomatoes: {task: sft}}]\n", ["use rotten-tomatoes-instructions"]),
         ("data: [{friends-chat: {task: causal-lm}}]\n", ["not plain text", "sft or chat"]),
         (
+            "data: [{friends-chat: {task: sft}}]\n",
+            ["friends-chat holds chats (messages)", "not prompt-completion", "(chat)"],
+        ),
+        (
             "data: [{pairs.jsonl: {task: sft}}]\nmetric: accuracy\n",
             ["line 5, metric", "task sft of data pairs.jsonl does not compute accuracy"],
         ),

@@ -49,6 +49,27 @@ GENERATIVE_SUMMARIES: dict[str, str] = {
 """A line describing each built-in generative corpus, for listings."""
 
 
+GENERATIVE_SHAPES: dict[str, str] = {
+    COUNTRIES: "prompt-completion",
+    FRIENDS: "messages",
+    GRIMM: "prompt-completion",
+    **{f"{name}{SUFFIX}": "prompt-completion" for name in PHRASINGS},
+}
+"""What each built-in generative corpus holds, known without loading it: prompt-completion
+pairs (which the chat task reads as one-question chats) or chats (messages)."""
+
+
+def shape_refusal(name: str, shape: str) -> str | None:
+    """Why built-in `name` cannot be read as `shape` data (None: it can): chats are no pairs."""
+    held = GENERATIVE_SHAPES[name]
+    if held == shape or held == "prompt-completion":
+        return None
+    return (
+        f"built-in {name} holds chats (messages), not {shape} data; "
+        "learn it with a task that reads chats (chat)"
+    )
+
+
 def generative_builtin_datasets() -> dict[str, str]:
     """Built-in generative corpus names with a one-line description each."""
     return dict(GENERATIVE_SUMMARIES)

@@ -55,13 +55,16 @@ def load_generative(
         raise ConfigError(
             f"prompt_column and completion_column are both '{prompt_column}'; name two columns"
         )
-    from adaptlab.data.generative_builtins import GENERATIVE_BUILTINS
+    from adaptlab.data.generative_builtins import GENERATIVE_BUILTINS, shape_refusal
 
     if source in GENERATIVE_BUILTINS:
         if columns != PromptColumns():
             raise ConfigError(
                 f"built-in {source} has its own columns; drop prompt_column and completion_column"
             )
+        refusal = shape_refusal(source, shape)
+        if refusal is not None:
+            raise ConfigError(refusal)
         return _checked_builtin(source, GENERATIVE_BUILTINS[source](), shape)
     path = Path(source).expanduser()
     if path.is_dir():
@@ -76,7 +79,7 @@ def load_generative(
 
 
 def _checked_builtin(name: str, corpus: GenerativeCorpus, shape: str) -> GenerativeCorpus:
-    """A built-in corpus, refused when it does not hold what `shape` reads; its pairs read
+    """A built-in corpus as `shape` data (`shape_refusal` passed it): its pairs read
     as chats are one-question chats (the user's turn the prompt, the assistant's the answer),
     so an instruction-tuned model reads them through its chat template."""
     if shape == "messages" and all(
@@ -88,13 +91,8 @@ def _checked_builtin(name: str, corpus: GenerativeCorpus, shape: str) -> Generat
         }
         return replace(corpus, splits=splits, description=f"{corpus.description} As chats.")
     wanted = HOLDS[shape]
-    for examples in corpus.splits.values():
-        for example in examples:
-            if not isinstance(example, wanted):
-                held = "chats (messages)" if shape != "messages" else "prompt-completion pairs"
-                raise ConfigError(
-                    f"built-in {name} holds {held}, not {shape} data; pick a task that reads {held}"
-                )
+    if any(not isinstance(e, wanted) for split in corpus.splits.values() for e in split):
+        raise DataError(f"built-in {name} does not hold the {shape} data it is declared to hold")
     return corpus
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.data.builtin import BUILTINS
-from adaptlab.data.generative_builtins import generative_builtin_datasets
+from adaptlab.data.generative_builtins import generative_builtin_datasets, shape_refusal
 from adaptlab.errors import ConfigError
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_facts import computed_metrics
@@ -73,6 +73,10 @@ def _check_source(source: str, task: GenerativeTask) -> None:
         raise ValueError(
             f"{source} is a labelled built-in, which task {task.name} cannot read; {instead}"
         )
+    if source in generative_builtin_datasets() and task.data_shape is not None:
+        refusal = shape_refusal(source, task.data_shape)
+        if refusal is not None:
+            raise ValueError(refusal)
     if source in generative_builtin_datasets() and task.data_shape is None:
         raise ValueError(
             f"{source} holds prompt -> completion pairs or chats, not plain text; learn it with "
