@@ -296,10 +296,10 @@ def test_a_multi_task_run_trains_one_single_label_adapter() -> None:
     assert RunSpec.from_dict(spec.to_dict()).to_dict() == spec.to_dict()
 
 
-def test_test_size_caps_labelled_tasks_only() -> None:
-    with pytest.raises(ConfigError, match="test-size caps a labelled task's test split; task sft"):
+def test_test_size_caps_labelled_tasks_pairs_and_chats_only() -> None:
+    with pytest.raises(ConfigError, match="test-size caps the test split of a labelled task"):
         RunSpec.build(
-            "minilm-l6", "countries-qa", "lora", data_options={"task": "sft"}, test_size=5
+            "minilm-l6", "wiki.txt", "lora", data_options={"task": "causal-lm"}, test_size=5
         )
     with pytest.raises(ConfigError, match="test-size must be a positive integer"):
         RunSpec.build("minilm-l6", "rotten-tomatoes", "lora", test_size=0)

@@ -5,6 +5,7 @@ them freely; files are read by `adaptlab.data.generative_loading`, examples toke
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -110,4 +111,18 @@ def sample_generative(corpus: GenerativeCorpus, train_size: int, seed: int) -> G
         )
     splits, origins = sample_train_and_dev(corpus.splits, corpus.origins, train_size, seed)
     note = f" Sampled with seed {seed}: {train_size} train, {len(splits['dev'])} dev examples."
+    return replace(corpus, splits=splits, description=corpus.description + note, origins=origins)
+
+
+def capped_test(corpus: GenerativeCorpus, size: int, seed: int) -> GenerativeCorpus:
+    """`corpus` with at most `size` test examples, sampled with `seed` (kept in their order)."""
+    test = corpus.splits["test"]
+    if size >= len(test):
+        return corpus
+    kept = sorted(random.Random(seed).sample(range(len(test)), size))
+    origins = corpus.origins
+    if origins is not None:
+        origins = {**origins, "test": tuple(origins["test"][i] for i in kept)}
+    note = f" Test capped to {size} examples (seed {seed})."
+    splits = {**corpus.splits, "test": tuple(test[i] for i in kept)}
     return replace(corpus, splits=splits, description=corpus.description + note, origins=origins)

@@ -32,7 +32,7 @@ from adaptlab.engine.run_folder import RunFolder
 from adaptlab.engine.run_objective import RunObjective
 from adaptlab.engine.scale_model import announce_scale
 from adaptlab.engine.sharding import gather_adapter, shard_model
-from adaptlab.engine.trained_run import OnTrained
+from adaptlab.engine.trained_run import OnTrained, OnTrainedLm
 from adaptlab.engine.training_checkpoint import TrainingCheckpoint, TrainingPlan
 from adaptlab.engine.untrained_run import score_untrained
 from adaptlab.errors import ConfigError
@@ -63,6 +63,7 @@ def execute(
     progress: bool = True,
     overwrite: bool = False,
     on_trained: OnTrained | None = None,
+    on_trained_lm: OnTrainedLm | None = None,
     frozen_cache: str = "auto",
     checkpoint_every: int | Literal["epoch"] | None = None,
     resume: bool = False,
@@ -71,6 +72,8 @@ def execute(
     """Train, pick the best epoch on dev, test it; write `out` if given; return the result.
 
     `on_trained`, if given, sees the trained model and data; its result joins the result.
+    `on_trained_lm`, if given, scores a language-model run's trained model with
+    lm-evaluation-harness; its scores join the result as `harness`.
     `frozen_cache`: see `Classification.frozen_replay` (an execution detail, not in the spec).
     `checkpoint_every` ("epoch" or a number of steps) keeps a checkpoint beside `out`;
     `resume` goes on from it. Under a launcher's process group (`--nproc`, torchrun) every
@@ -82,12 +85,19 @@ def execute(
     training options.
     """
     if spec.trains_nothing:
-        asked = {"out": out, "on_trained": on_trained, "checkpoint_every": checkpoint_every}
+        asked = {
+            "out": out,
+            "on_trained": on_trained,
+            "on_trained_lm": on_trained_lm,
+            "checkpoint_every": checkpoint_every,
+        }
         given = [name for name, value in asked.items() if value is not None]
         if given or resume or shard:
             option = (given or ["resume" if resume else "shard"])[0]
             raise ConfigError(f"a run that trains nothing takes no {option}; it only scores")
         return score_untrained(spec)
+    if shard and on_trained_lm is not None:  # the first process alone would score a shard
+        raise ConfigError("--shard does not combine with lm-evaluation-harness scoring yet")
     run_folder = Path(out) if out is not None else None
     checkpoint = check_run(
         spec,
@@ -100,7 +110,7 @@ def execute(
     )
     with process_group(torch_device(spec.device)) as device:
         if not is_main_process():
-            run_folder, progress, on_trained = None, False, None
+            run_folder, progress, on_trained, on_trained_lm = None, False, None, None
         return _execute(
             spec,
             run_folder,
@@ -108,6 +118,7 @@ def execute(
             progress=progress,
             overwrite=overwrite,
             on_trained=on_trained,
+            on_trained_lm=on_trained_lm,
             frozen_cache=frozen_cache,
             checkpoint=checkpoint,
             shard=shard,
@@ -122,6 +133,7 @@ def _execute(
     progress: bool,
     overwrite: bool,
     on_trained: OnTrained | None,
+    on_trained_lm: OnTrainedLm | None,
     frozen_cache: str,
     checkpoint: TrainingCheckpoint | None,
     shard: bool,
@@ -197,6 +209,11 @@ def _execute(
             with at_precision:
                 result = replace(result, analysis=dict(on_trained(trained)))
             started += time.perf_counter() - began  # wall_seconds stays the run's own time
+        if on_trained_lm is not None:
+            began = time.perf_counter()
+            with at_precision:
+                result = replace(result, harness=on_trained_lm(model))
+            started += time.perf_counter() - began
         published = folder.publish(model, result, started, objective.splits)
         if checkpoint is not None and is_main_process():
             checkpoint.remove()

@@ -1,5 +1,6 @@
 """What a run hands an analysis once it has trained (`adaptlab.engine.run.execute`'s
-`on_trained`): the model and the labelled data it trained on."""
+`on_trained`): the model and the labelled data it trained on; and the callback scoring a
+language model's run with lm-evaluation-harness (`on_trained_lm`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from torch import nn
 
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.types import Dataset
+from adaptlab.records.harness import HarnessScores
 
 
 @dataclass(frozen=True)
@@ -27,3 +29,7 @@ class TrainedRun:
 
 OnTrained = Callable[[TrainedRun], Mapping[str, Any]]
 """A callback whose JSON-ready result is stored as the result's `analysis`."""
+
+OnTrainedLm = Callable[[nn.Module], HarnessScores]
+"""A callback scoring a language-model run's trained model (at its best epoch, still adapted)
+with lm-evaluation-harness; its scores are stored as the result's `harness`."""

@@ -1,10 +1,11 @@
 """Score any adaptlab adapter, or a bare base model, with EleutherAI's lm-evaluation-harness.
 
 The model is rebuilt as `adaptlab eval` rebuilds it (any method, a Stack, a Fuse, the adapters
-a folder was saved with) and handed to lm-eval's `HFLM` as a model object with its tokenizer,
-so adapters PEFT cannot represent are scored like any Hugging Face model; `simple_evaluate`
-runs lm-eval's tasks (built-in ones and a folder of the user's own task YAML), and the results
-are written in lm-eval's own layout (`adaptlab.integrations.lm_eval_results`).
+a folder was saved with) and handed to lm-eval's `HFLM` as a model object with its tokenizer
+(`score_model`, which a study also calls on each model it has just trained), so adapters PEFT
+cannot represent are scored like any Hugging Face model; `simple_evaluate` runs lm-eval's tasks
+(built-in ones and a folder of the user's own task YAML), and the results are written in
+lm-eval's own layout (`adaptlab.integrations.lm_eval_results`).
 
     from adaptlab.integrations.lm_eval import evaluate
     scored = evaluate("runs/qa-lora", ["arc_easy"], limit=100)
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from torch import nn
-from transformers import AutoConfig
+from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from adaptlab import checks
 from adaptlab.engine.outputs import ADAPTER_FOLDER, HARNESS_FOLDER, is_run_folder
@@ -47,7 +48,8 @@ from adaptlab.paths import existing
 from adaptlab.records.transfer import Swap
 from adaptlab.tasks.registry import get_task
 
-INSTALL = "adaptlab eval --harness needs lm-evaluation-harness: pip install 'adaptlab[harness]'"
+INSTALL = "{} needs lm-evaluation-harness: pip install 'adaptlab[harness]'"
+"""The refusal when lm-eval is not installed, naming what asked for it."""
 LANGUAGE_MODELS: tuple[ModelKind, ...] = ("causal_lm", "seq2seq_lm")
 """The model kinds lm-eval scores: it reads log-likelihoods and generations of text."""
 _HEADS = {
@@ -67,6 +69,24 @@ class HarnessResults:
 
     results: dict[str, Any]
     written: Path | None
+
+
+@dataclass(frozen=True)
+class HarnessTasks:
+    """lm-eval tasks built with their data loaded (`load_tasks`), to score one model on:
+    `items` as `simple_evaluate` takes them, from the task index `manager`."""
+
+    items: list[Any]
+    manager: Any
+
+
+@dataclass(frozen=True)
+class ModelScores:
+    """What `score_model` found: lm-eval's results dict (what `simple_evaluate` returns) and
+    the document lm-eval writes of it (`lm_eval_results.results_document`)."""
+
+    results: dict[str, Any]
+    document: dict[str, Any]
 
 
 def evaluate(
@@ -100,7 +120,7 @@ def evaluate(
     Everything is checked before the model loads; nothing is written when a check fails.
     """
     require_lm_eval()
-    names = _task_names(tasks)
+    names = task_names(tasks)
     if num_fewshot is not None:
         checks.at_least(num_fewshot, 0, "--num-fewshot")
     if limit is not None:
@@ -118,28 +138,64 @@ def evaluate(
     inputs = existing([(include_dir, "task folder"), (model, "base model")])
     inputs += existing([(path, "stacked adapter") for _, path in stack_swaps])
     results_folder = _results_folder(folder, out, inputs)
-    manager = _task_manager(include_dir, builtin_tasks)
-    loaded_tasks = _load_tasks(manager, names)
+    loaded_tasks = load_tasks(task_manager(include_dir, builtin_tasks), names)
     loaded, described = _load(folder, model, base_kind, device, quantize)
     with stack_swapped(loaded.model, stack_swaps):
-        results, tracker = _run(
-            loaded, described, loaded_tasks, manager, num_fewshot, limit, batch_size, device,
-            log_samples,
+        scored = score_model(
+            loaded.model, loaded.tokenizer, loaded_tasks, num_fewshot=num_fewshot, limit=limit,
+            batch_size=batch_size, described=described, log_samples=log_samples,
         )  # fmt: skip
     written = None
     if results_folder is not None:
-        written = write_results(results_folder, results_document(results, tracker))
-    return HarnessResults(results=results, written=written)
+        written = write_results(results_folder, scored.document)
+    return HarnessResults(results=scored.results, written=written)
 
 
-def require_lm_eval() -> None:
+def score_model(
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    tasks: HarnessTasks,
+    *,
+    num_fewshot: int | None = None,
+    limit: int | None = None,
+    batch_size: int = 8,
+    described: dict[str, Any] | None = None,
+    log_samples: bool = False,
+) -> ModelScores:
+    """lm-eval's `simple_evaluate` of `model` (built and on its device, adapters running) on
+    `tasks`, handed to lm-eval's `HFLM` as a model object with its `tokenizer`; `described`:
+    how lm-eval's records name the model (its `model_args`). `tasks` are used up: load them
+    anew (`load_tasks`) for another model."""
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.models.huggingface import HFLM
+
+    with _handed_over():
+        lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    tracker = EvaluationTracker()
+    results = simple_evaluate(
+        model=lm,
+        model_args=described or {},
+        tasks=tasks.items,
+        num_fewshot=num_fewshot,
+        limit=limit,
+        batch_size=batch_size,
+        device=str(lm.device),
+        log_samples=log_samples,
+        evaluation_tracker=tracker,
+        task_manager=tasks.manager,
+    )
+    return ModelScores(results=results, document=results_document(results, tracker))
+
+
+def require_lm_eval(asker: str = "adaptlab eval --harness") -> None:
     """Fail in one line, before any work, when lm-eval (or what its `hf` model needs) is not
-    installed."""
+    installed; `asker` names what needs it."""
     try:
         import lm_eval  # noqa: F401
         import lm_eval.models.huggingface  # noqa: F401
     except ImportError:
-        raise ConfigError(INSTALL) from None
+        raise ConfigError(INSTALL.format(asker)) from None
 
 
 def check_language_model(folder: Path) -> None:
@@ -154,14 +210,19 @@ def check_language_model(folder: Path) -> None:
     kind = get_task(task).model_kind
     if kind not in LANGUAGE_MODELS:
         raise ConfigError(
-            f"{folder} is a {task} adapter, whose model has a {_HEADS.get(kind, kind)} head, not a "
+            f"{folder} is a {task} adapter, whose model has a {model_head(kind)} head, not a "
             "language-model head: lm-evaluation-harness scores the log-likelihoods and "
             "generations of text; give a causal-LM or sequence-to-sequence adapter (trained "
             "with --task causal-lm, sft, chat or seq2seq)"
         )
 
 
-def _task_names(tasks: str | Sequence[str]) -> list[str]:
+def model_head(kind: ModelKind) -> str:
+    """The head of a model of `kind` other than a language model's, as a refusal names it."""
+    return _HEADS.get(kind, kind)
+
+
+def task_names(tasks: str | Sequence[str]) -> list[str]:
     """The task names (a text: comma-separated), at least one, each named once."""
     listed = tasks.split(",") if isinstance(tasks, str) else tasks
     names = [name.strip() for name in listed if name.strip()]
@@ -214,7 +275,7 @@ def _results_folder(
     return folder
 
 
-def _task_manager(include: Path | None, builtin: bool) -> Any:
+def task_manager(include: Path | None, builtin: bool) -> Any:
     """lm-eval's task index: its own tasks (unless not `builtin`) and those in `include`."""
     from lm_eval.tasks import TaskManager
 
@@ -223,18 +284,11 @@ def _task_manager(include: Path | None, builtin: bool) -> Any:
     return TaskManager(include_path=str(include) if include else None, include_defaults=builtin)
 
 
-def _load_tasks(manager: Any, names: Sequence[str]) -> list[Any]:
-    """Each named task, group or tag (or task YAML file) built, data loaded, as the items
-    lm-eval's `simple_evaluate` takes; a name lm-eval does not know, or a task it cannot
-    load, is a one-line error naming it (every name is checked before any data loads)."""
-    for name in names:
-        if name not in manager.all_tasks and not Path(name).is_file():
-            close = difflib.get_close_matches(name, manager.all_tasks, n=3)
-            meant = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ConfigError(
-                f"lm-eval has no task, group or tag {name!r}{meant}; list them with `lm-eval ls "
-                "tasks`, adding --include_path DIR for a folder of your own task YAML"
-            )
+def load_tasks(manager: Any, names: Sequence[str]) -> HarnessTasks:
+    """Each named task, group or tag (or task YAML file) of `manager`'s index built, data
+    loaded, to score one model on; a name lm-eval does not know, or a task it cannot load, is
+    a one-line error naming it (every name is checked before any data loads)."""
+    check_task_names(manager, names)
     items: list[Any] = []
     for name in names:
         try:
@@ -245,7 +299,20 @@ def _load_tasks(manager: Any, names: Sequence[str]) -> list[Any]:
                 "YAML, and that its data set is in the Hugging Face cache or can be downloaded"
             ) from error
         items += _top_level(loaded)
-    return items
+    return HarnessTasks(items=items, manager=manager)
+
+
+def check_task_names(manager: Any, names: Sequence[str]) -> None:
+    """Refuse, naming it, a name that is no task, group or tag of `manager`'s index (nor a
+    task YAML file)."""
+    for name in names:
+        if name not in manager.all_tasks and not Path(name).is_file():
+            close = difflib.get_close_matches(name, manager.all_tasks, n=3)
+            meant = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ConfigError(
+                f"lm-eval has no task, group or tag {name!r}{meant}; list them with `lm-eval ls "
+                "tasks`, adding --include_path DIR for a folder of your own task YAML"
+            )
 
 
 def _top_level(loaded: dict[str, Any]) -> list[Any]:
@@ -294,41 +361,6 @@ def _base_kind(model: str) -> ModelKind:
             "next token; lm-evaluation-harness scores causal and sequence-to-sequence LMs"
         )
     return "causal_lm"
-
-
-def _run(
-    loaded: LoadedModel,
-    described: dict[str, Any],
-    tasks: list[Any],
-    manager: Any,
-    num_fewshot: int | None,
-    limit: int | None,
-    batch_size: int,
-    device: str,
-    log_samples: bool,
-) -> tuple[dict[str, Any], Any]:
-    """lm-eval's `simple_evaluate` of the model, handed to `HFLM` as an object with its
-    tokenizer; its results and the tracker that recorded the run's general config."""
-    from lm_eval import simple_evaluate
-    from lm_eval.loggers import EvaluationTracker
-    from lm_eval.models.huggingface import HFLM
-
-    with _handed_over():
-        lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
-    tracker = EvaluationTracker()
-    results = simple_evaluate(
-        model=lm,
-        model_args=described,
-        tasks=tasks,
-        num_fewshot=num_fewshot,
-        limit=limit,
-        batch_size=batch_size,
-        device=device,
-        log_samples=log_samples,
-        evaluation_tracker=tracker,
-        task_manager=manager,
-    )
-    return results, tracker
 
 
 @contextmanager

@@ -1,12 +1,14 @@
 """lm-evaluation-harness results as lm-eval writes them (`lm_eval --output_path`): one
 `results_<date>.json` per evaluation in lm-eval's own layout (results, configs, versions,
 n-shot, ..., then the task hashes and the general config), written beside the run in
-`lm_eval/` or where the user says, into a folder that is new or holds only such files."""
+`lm_eval/` or where the user says, into a folder that is new or holds only such files; and
+the scores of them a run's result keeps (`adaptlab.records.harness`)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json
 from adaptlab.paths import Inputs, check_output_folder, check_own_folder, json_with_key
+from adaptlab.records.harness import HarnessScores, TaskScores
 
 RESULTS_NAME = re.compile(r"results_[0-9T.-]+\.json")
 """The name lm-eval gives a results file: `results_` and the time it was written."""
@@ -81,3 +84,32 @@ def metric_rows(results: dict[str, Any]) -> list[tuple[str, str, Any, Any]]:
             stderr = scores.get(f"{metric}_stderr,{filtered}")
             rows.append((task, metric if filtered == "none" else key, value, stderr))
     return rows
+
+
+def harness_scores(
+    results: dict[str, Any], tasks: Sequence[str], num_fewshot: int | None, limit: int | None
+) -> HarnessScores:
+    """The numbers of `results` (from `simple_evaluate`, run on `tasks` with `num_fewshot`
+    and `limit`) as a run's result keeps them: each task's metric values, and their standard
+    errors where lm-eval gave them (it writes `N/A` where it could not)."""
+    import lm_eval
+
+    metrics: dict[str, dict[str, float]] = {}
+    errors: dict[str, dict[str, float]] = {}
+    for task, metric, value, stderr in metric_rows(results):
+        if _is_number(value):
+            metrics.setdefault(task, {})[metric] = float(value)
+            if _is_number(stderr):
+                errors.setdefault(task, {})[metric] = float(stderr)
+    return HarnessScores(
+        lm_eval_version=lm_eval.__version__,
+        tasks=tuple(tasks),
+        num_fewshot=num_fewshot,
+        limit=limit,
+        scores={task: TaskScores(found, errors.get(task, {})) for task, found in metrics.items()},
+    )
+
+
+def _is_number(value: object) -> bool:
+    """Whether lm-eval gave a number (not `N/A`, a list or a flag)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

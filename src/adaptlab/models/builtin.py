@@ -20,6 +20,8 @@ class BuiltinModel:
     description: str
     hub_id: str
     """The model's id on the Hugging Face hub (what other tools, PEFT among them, load)."""
+    causal_lm: bool = False
+    """Whether it predicts next tokens (a decoder); the others are encoders."""
 
 
 MINILM = BuiltinModel(
@@ -40,6 +42,7 @@ SMOLLM2 = BuiltinModel(
     "SmolLM2-135M-Instruct causal LM (Llama, 30 layers, hidden 576, 134.5M parameters),"
     " de-quantised once from GGUF Q4_1",
     "HuggingFaceTB/SmolLM2-135M-Instruct",
+    causal_lm=True,
 )
 MULTILINGUAL_E5 = BuiltinModel(
     "multilingual-e5-small",

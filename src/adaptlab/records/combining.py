@@ -4,7 +4,8 @@
 A study's `combine:` entry plans one such run per data set of a cell: it combines the adapters
 one method trained on every data set of the study, each source named after its data set (so
 the combined folder keeps each source's head by that name), and scores the run's own data set
-with its own data set's head. The options are those of `adaptlab.combine_adapters`, checked
+with its own data set's head. Causal-LM sources (generative data) share the base's LM head:
+their recipe names no head. The options are those of `adaptlab.combine_adapters`, checked
 there (and when the study spec is read); this record is torch-free.
 """
 
@@ -39,11 +40,12 @@ class SourceFolder:
 @dataclass(frozen=True)
 class CombineRecipe:
     """The sources, `how` and its options (`density`, `rank`, `majority_sign`, `seed`, as
-    `adaptlab.combine_adapters` takes them) and `head`: the source whose head scores the run."""
+    `adaptlab.combine_adapters` takes them) and `head`: the source whose head scores the run
+    where the sources keep their own heads (None: they share one, as causal LMs do)."""
 
     how: str
     sources: tuple[SourceFolder, ...]
-    head: str
+    head: str | None
     density: float | None = None
     rank: int | None = None
     majority_sign: str = "total"
@@ -58,7 +60,7 @@ class CombineRecipe:
         ):
             raise ConfigError(f"a combination needs CombinedSources, got {sources!r}")
         names = [source.name for source in sources]
-        if self.head not in names:
+        if self.head is not None and self.head not in names:
             raise ConfigError(
                 f"a combination scores with the head of one of its sources ({', '.join(names)}), "
                 f"got {self.head!r}"
@@ -96,7 +98,7 @@ class CombineRecipe:
         return cls(
             how=recipe.text("how"),
             sources=tuple(SourceFolder.from_json(s) for s in recipe.objects("sources")),
-            head=recipe.text("head"),
+            head=recipe.optional_text("head"),
             density=recipe.optional_number("density"),
             rank=recipe.optional_integer("rank"),
             majority_sign=recipe.text("majority_sign", default="total"),

@@ -18,6 +18,7 @@ from typing import Any
 from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.records.generated import Generated
+from adaptlab.records.harness import HarnessScores
 from adaptlab.records.jsonfields import JsonObject
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.transfer import ZeroShotScore
@@ -232,6 +233,8 @@ class RunResult:
     """A sample of the test's generated answers (generative tasks)."""
     """Scores on the spec's zero-shot targets (test splits of other data sets)."""
     judged_by: MetricChoice | None = None
+    harness: HarnessScores | None = None
+    """lm-evaluation-harness scores of the trained model (a study's `harness:`), else None."""
 
     @property
     def best(self) -> EpochRecord:
@@ -270,6 +273,8 @@ class RunResult:
             result["zero_shot"] = [score.to_dict() for score in self.zero_shot]
         if self.generations is not None:
             result["generations"] = [generated.to_dict() for generated in self.generations]
+        if self.harness is not None:
+            result["harness"] = self.harness.to_dict()
         return result
 
     def _classes(self) -> list[dict[str, object]]:
@@ -324,6 +329,9 @@ class RunResult:
                 if "generations" in result
                 else None
             ),
+            harness=(
+                HarnessScores.from_json(result.object("harness")) if "harness" in result else None
+            ),
         )
 
 
@@ -351,6 +359,7 @@ _FIELDS = (
     "fusion_weights",
     "zero_shot",
     "generations",
+    "harness",
 )
 
 

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
-from adaptlab.data.union import SINGLE_LABEL
 from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import MethodSpec, check_combination, fusion_in, resolve
 from adaptlab.methods.config import MethodConfig
@@ -30,7 +29,7 @@ from adaptlab.methods.registry import make_config
 from adaptlab.records.combining import CombineRecipe
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.jsonfields import JsonObject
-from adaptlab.records.multi_task import TaskData
+from adaptlab.records.multi_task import TaskData, check_union
 from adaptlab.records.scale import Scale, resolve_auto
 from adaptlab.records.spec_fields import (
     check_training_fields,
@@ -79,8 +78,8 @@ class RunSpec:
     multi_task_adapter: str | None = None
     """The folder of a multi-task run's adapter this run scores `data` with, without training."""
     test_size: int | None = None
-    """The test split capped to this many examples (stratified by label, the run's seed);
-    None: the whole test split. Labelled tasks only."""
+    """The test split capped to this many examples (stratified by label, the run's seed; pairs
+    and chats sampled with it); None: the whole test split. Labelled tasks, pairs and chats."""
 
     def __post_init__(self) -> None:
         device, scale = resolve_auto(self.device, self.scale)
@@ -129,20 +128,12 @@ class RunSpec:
         if not all(isinstance(task, TaskData) for task in self.multi_task):
             raise ConfigError(f"RunSpec.multi_task must hold TaskData, got {self.multi_task!r}")
         if self.multi_task:
-            tasks = [self.task, *(task.data_options.get("task") for task in self.multi_task)]
-            other = next((task for task in tasks if task not in (None, SINGLE_LABEL)), None)
-            if other is not None:
-                raise ConfigError(
-                    f"a multi-task run trains one head over single-label data sets; task {other} "
-                    "is another"
-                )
-        if (
-            self.test_size is not None
-            and self.task is not None
-            and not get_task(self.task).labelled
-        ):
+            others = [(task.data, task.data_options) for task in self.multi_task]
+            check_union([(self.data, self.data_options), *others])
+        if self.test_size is not None and self.task is not None and not _has_test(self.task):
             raise ConfigError(
-                f"test-size caps a labelled task's test split; task {self.task} has none"
+                f"test-size caps the test split of a labelled task or of prompt -> completion "
+                f"pairs and chats; task {self.task} has none"
             )
         check_training_fields(
             self.trained_configs, self.scale, train_size=self.train_size, test_size=self.test_size
@@ -269,6 +260,13 @@ class RunSpec:
             multi_task_adapter=spec.optional_text("multi_task_adapter"),
             test_size=spec.optional_integer("test_size"),
         )
+
+
+def _has_test(task: str) -> bool:
+    """Whether `task` reads examples whose test split a run can cap: labels, or pairs and
+    chats (a generative task with a `data_shape`; documents are not capped)."""
+    found = get_task(task)
+    return found.labelled or getattr(found, "data_shape", None) is not None
 
 
 def _default(spec_field: Field[Any]) -> Any:

@@ -4,10 +4,11 @@ combinations without training, AdapterFusion across the data sets and multi-task
 Pfeiffer et al. 2021 (AdapterFusion: abstract, and §5 with Table 1, the slides' "Results")
 report that a fusion over single-task adapters outperforms multi-task training and matches
 or beats the single-task adapters, most on small data sets. Per setting (data set × training
-size), each approach's mean test score ± std over seeds at its chosen learning rate, the best
-marked; then a verdict computed from those numbers: which approach wins where, how far the
-combinations, the fusion and multi-task training are from the single-task adapters, and what
-that says of the claim.
+size), the metric judging it (a classification metric, or a generative one: exact match,
+ROUGE-L, perplexity, ...), each approach's mean test score ± std over seeds at its chosen
+learning rate, the best marked; then a verdict computed from those numbers: which approach
+wins where, how far the combinations, the fusion and multi-task training are from the
+single-task adapters, and what that says of the claim.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ CLAIM = (
 )
 LEAD = (
     "Each data set's single-task adapter against three ways to use every data set's adapter "
-    "on it: combined without training (each data set scored with its own head), AdapterFusion "
-    "over them trained on the data set, and one adapter trained on every data set together "
-    "(multi-task, scored with the data set's own labels competing). Mean ± std over seeds of "
-    "the test score in each data set's judging metric, each approach at its chosen learning "
-    "rate; ★ marks the best of each row. Gaps are in that metric, averaged over the rows."
+    "on it: combined without training (each classification data set scored with its own head; "
+    "language models share theirs), AdapterFusion over them trained on the data set, and one "
+    "adapter trained on every data set together (multi-task; a classification data set scored "
+    "with its own labels competing). Mean ± std over seeds of the test score in each data "
+    "set's judging metric (named in each row), each approach at its chosen learning rate; ★ "
+    "marks the best of each row. Gaps are in that metric, averaged over the rows."
 )
 
 
@@ -70,13 +72,15 @@ def combining(view: StudyView) -> Html:
         return Html("")
     rows = found.settings
     body = [
-        [setting.label(view.with_model), *_row(view, setting, found.columns)] for setting in rows
+        [setting.label(view.with_model), view.judged[setting.data].metric]
+        + _row(view, setting, found.columns)
+        for setting in rows
     ]
     return section(
         "combining",
         "Combining adapters, AdapterFusion and multi-task training",
         tag("p", LEAD, class_="lead"),
-        tag("div", table(["setting", *found.columns], body), class_="wide"),
+        tag("div", table(["setting", "metric", *found.columns], body), class_="wide"),
         tag("p", verdict(view, found, rows)),
     )
 

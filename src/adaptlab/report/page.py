@@ -9,6 +9,7 @@ import adaptlab.report.continual as continual
 import adaptlab.report.crosslingual as crosslingual
 import adaptlab.report.fusion as fusion
 import adaptlab.report.generative as generative
+import adaptlab.report.harness as harness
 import adaptlab.report.sections as sections
 import adaptlab.report.temporal as temporal
 from adaptlab.report.markup import Html, join, tag
@@ -43,6 +44,7 @@ def render(view: StudyView, title: str, sequences: Sequence[StoredSequence] = ()
             sections.learning_rate(view),
             sections.overfitting(view),
             generative.generative(view),
+            harness.harness(view),
             sections.analysis(view),
             fusion.fusion(view),
             combining.combining(view),

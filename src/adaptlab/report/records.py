@@ -17,6 +17,7 @@ from adaptlab.data.builtin import CHRONOLOGICAL
 from adaptlab.data.types import TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.records.generated import Generated
+from adaptlab.records.harness import HarnessScores
 from adaptlab.records.result import EpochRecord, SiteWeights
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.transfer import ZeroShotScore
@@ -105,6 +106,8 @@ class Run:
     builds_on: tuple[str, ...] = ()
     """The ids of the runs whose adapters it fuses, stacks on, combines or scores (those kept
     beside the store by its study)."""
+    harness: HarnessScores | None = None
+    """lm-evaluation-harness scores of its trained model (the study's `harness:`), if any."""
 
 
 def approach(spec: RunSpec) -> str:
@@ -191,6 +194,7 @@ def _read(stored: StoredRun) -> Run:
         dropped=result.data.dropped,
         approach=approach(spec),
         builds_on=built_on(spec),
+        harness=result.harness,
         **_analysis(result.analysis or {}),
     )
 

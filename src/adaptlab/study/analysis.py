@@ -2,7 +2,9 @@
 
 Each run's trained model, still in memory, is compared with its own base (adaptation switched
 off) on its dev set: per-layer RSA or linear CKA (paper-effectiveness §2.2) and the loss
-landscape (§5). The results join the run's record under "analysis", for the report.
+landscape (§5). The results join the run's record under "analysis", for the report. A
+language model's run is scored with lm-evaluation-harness instead (`harness:`, `study.harness`),
+its scores joining the record under "harness".
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from adaptlab.analysis.landscape import loss_landscape
 from adaptlab.analysis.similarity import compare_to_base
 from adaptlab.analysis.tokens import DEFAULT_TOKENS, eligible_tokens, sample_tokens
 from adaptlab.engine.trained_run import OnTrained, TrainedRun
+from adaptlab.study.harness import HarnessRequest
 
 AnalysisName = Literal["rsa", "cka", "landscape"]
 SIMILARITIES = ("rsa", "cka")
@@ -23,10 +26,12 @@ SAMPLE_SEED = 0
 
 @dataclass(frozen=True)
 class AnalysisRequest:
-    """Which analyses to run after training, and how many dev tokens RSA / CKA sample."""
+    """Which analyses to run after training, how many dev tokens RSA / CKA sample, and the
+    lm-eval tasks to score a trained language model on (None: none)."""
 
     names: tuple[str, ...] = ()
     tokens: int = DEFAULT_TOKENS
+    harness: HarnessRequest | None = None
 
     def hook(self) -> OnTrained | None:
         """The `execute` callback doing the analyses, or None when none are asked for."""

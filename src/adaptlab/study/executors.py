@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Generator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
@@ -72,15 +73,23 @@ def run_one(
 ) -> tuple[RunResult | None, str | None, float]:
     """`execute(spec)` -> (result, None, seconds); a user error or out-of-memory is (None, line, s).
 
-    `analysis` names analyses to run on the trained model (their results join the result).
+    `analysis` names analyses to run on the trained model (their results join the result),
+    and the lm-eval tasks to score it on (lm-eval's results file goes in `out` too).
     `out`: the run folder to write (for runs other runs build on). `tracking`: the experiment
     trackers the run reports to, opened here, where it trains.
     """
     hook = analysis.hook() if analysis is not None else None
+    harness = analysis.harness if analysis is not None else None
 
     def train() -> RunResult:
+        scorer = harness.scorer(spec, out) if harness is not None else None  # before training
         with track(tracking, spec.to_dict()) as report:
-            done = execute(spec, out, progress=progress, overwrite=out is not None, on_trained=hook)
+            done = execute(
+                spec, out, progress=progress, overwrite=out is not None, on_trained=hook,
+                on_trained_lm=scorer,
+            )  # fmt: skip
+            if scorer is not None and out is not None:
+                scorer.write(Path(out))
             report.finished_run(done, out)
         return done
 

@@ -24,9 +24,10 @@ RUN_REFERENCE = "run:"
 @dataclass(frozen=True)
 class PlannedRun:
     """One cell of the grid: its id, study, method label, the spec `execute` gets, the
-    analyses to run on the trained model and the hash of its data file's contents (neither is
-    part of the id: asking for analyses later does not re-train runs already done, and a data
-    file edited in place is found by comparing hashes, see `study.runner`).
+    analyses to run on the trained model (with the lm-eval tasks to score a language model on,
+    `study.harness`) and the hash of its data file's contents (neither is part of the id:
+    asking for analyses or harness scores later does not re-train runs already done, and a
+    data file edited in place is found by comparing hashes, see `study.runner`).
 
     `needs`: runs whose adapter folders this run builds on (its spec names them as
     run:<id>); `keep`: other runs build on this one, so its folder is written. `out` is
@@ -81,7 +82,8 @@ class PlannedRun:
         return run_inputs(self.spec)
 
     def execute(self, progress: bool, on_stage: StageDone | None = None) -> Outcome[RunResult]:
-        """Train the run (and its analyses) in this process; a run has no stages to report."""
+        """Train the run (and its analyses and harness scores; lm-eval's results file joins its
+        folder) in this process; a run has no stages to report."""
         result, error, seconds = run_one(
             self.spec, progress, self.analysis, self.out, self.tracking
         )

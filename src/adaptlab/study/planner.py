@@ -52,7 +52,8 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
         """The hash of a data file's contents; None for a built-in (whatever lies beside)."""
         return None if source in builtins else hashed(source)
 
-    analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens)
+    harness = None if spec.harness is None else spec.harness.request(base)
+    analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens, harness)
     runs: list[PlannedRun] = []
     sources: dict[tuple[str, Scale, str], PlannedRun] = {}
     scales = grid_scales(spec)

@@ -3,7 +3,8 @@ after the cells of each seed and model, whose runs they build on:
 
 - `combine:` one run per data set that trains nothing: it combines the adapters the method it
   names trained on every data set (the cell's seed, model, size and scale), each source named
-  after its data set, and scores its data set with that data set's head;
+  after its data set, and scores its data set with that data set's head (causal LMs trained
+  on generative data share the base's LM head: none is named);
 - `across_data:` a fusion per data set (and learning rate) over those adapters, trained on the
   data set: AdapterFusion's setting, the target's own adapter among those fused;
 - `multi_task:` one run (per learning rate) trained on every data set together (its first as
@@ -11,7 +12,8 @@ after the cells of each seed and model, whose runs they build on:
   there, training nothing.
 
 The runs an entry builds on keep their folders under their data set's name (`folder_name`),
-so a fusion calls each fused adapter by its data set.
+so a fusion calls each fused adapter by its data set. The data sets these entries span are
+all classification data or all data of one generative task (`sft`, `chat`, ...).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.grid import trainings
 from adaptlab.study.planned_run import PlannedRun, run_id, source_folder
 from adaptlab.study.spec import StudySpec
+from adaptlab.study.spec_generative import generative_task
 from adaptlab.study.spec_methods import MethodEntry
 from adaptlab.study.spec_scale import scale_label
 
@@ -53,6 +56,8 @@ class SpanningPlan:
         self.spec, self.data, self.digest = spec, data, digest
         self.entries = [entry for entry in spec.methods if entry.spans_data]
         self.names = data_names(spec) if self.entries else []
+        if self.entries:
+            _check_one_kind(spec, self.entries[0], data)
         self.built_on = {ref for entry in self.entries for ref in entry.adapters or ()}
         self.adapters: dict[tuple[int, str, int | None, Scale, str], PlannedRun] = {}
         """(data set, model, size, scale, label) -> the run whose adapter entries build on."""
@@ -104,13 +109,14 @@ class SpanningPlan:
         assert options is not None  # a combine entry
         built = self._built_on(entry, model, size, scale)
         weights = options.weights_for(len(built))
+        generative = generative_task(self.data[index][1].get("task")) is not None
         recipe = CombineRecipe(
             how=options.how,
             sources=tuple(
                 SourceFolder(name, source_folder(run), weight)
                 for name, run, weight in zip(self.names, built, weights, strict=True)
             ),
-            head=self.names[index],
+            head=None if generative else self.names[index],
             density=options.density,
             rank=options.rank,
             majority_sign=options.majority_sign,
@@ -251,6 +257,21 @@ def data_names(spec: StudySpec) -> list[str]:
                 f"name their adapters {name!r} in a combination or fusion; rename one file"
             )
     return names
+
+
+def _check_one_kind(spec: StudySpec, entry: MethodEntry, data: Sequence[DataSet]) -> None:
+    """The data sets `entry` spans (every one of the study) are all classification data or
+    all of one generative task; one line naming the first two that are not."""
+    tasks = [generative_task(options.get("task")) for _, options in data]
+    kinds = ["classification" if task is None else f"{task.name} data" for task in tasks]
+    for index, kind in enumerate(kinds):
+        if kind != kinds[0]:
+            first, other = spec.data[0].source, spec.data[index].source
+            raise ConfigError(
+                f"study {spec.name}: method {entry.display_label} spans every data set of the "
+                f"study, which must be all classification or all of one generative task: "
+                f"{first} is {kinds[0]}, {other} is {kind}"
+            )
 
 
 def _resolved(spec: RunSpec) -> TrainConfig:

@@ -9,6 +9,7 @@
     learning_rates: default         # each method's own default, or a list crossed with every method
     epochs: 10
     analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
+    harness: {tasks: [arc_easy]}    # optional: lm-evaluation-harness scores of each trained LM
     metric: macro_f1                # optional: what judges methods (default: fits the data)
     device: auto                    # the best device here (cuda, mps, cpu), or one named
     precision: auto                 # bf16 on a GPU that has it, else fp32; or fp32, bf16, fp16
@@ -51,6 +52,7 @@ from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, is_default_objectiv
 from adaptlab.errors import ConfigError
 from adaptlab.records.scale import Scale
 from adaptlab.study.analysis import AnalysisName
+from adaptlab.study.harness import SPEC_FOLDER, HarnessOptions, check_harness
 from adaptlab.study.spec_data import DataEntry, DataOptions
 from adaptlab.study.spec_errors import describe_error
 from adaptlab.study.spec_fields import (
@@ -139,6 +141,7 @@ class StudySpec(StrictModel):
     metric: str | None = None
     test_size: PositiveInt | None = None
     single_stage: bool = False
+    harness: HarnessOptions | None = None
 
     @property
     def is_sequence(self) -> bool:
@@ -174,7 +177,7 @@ class StudySpec(StrictModel):
             raise ValueError(f"{info.field_name} is for a sequence study; it needs sequence:")
         return value
 
-    @field_validator("analysis", "sources", "zero_shot", "metric")
+    @field_validator("analysis", "sources", "zero_shot", "metric", "harness")
     @classmethod
     def _not_for_sequences(cls, value: object, info: ValidationInfo) -> object:
         if value and info.data.get("sequence"):
@@ -287,6 +290,14 @@ class StudySpec(StrictModel):
                 )
         return value
 
+    @field_validator("harness")
+    @classmethod
+    def _harness(cls, value: HarnessOptions | None, info: ValidationInfo) -> HarnessOptions | None:
+        if value is not None and not info.data.get("sequence"):
+            folder = (info.context or {}).get(SPEC_FOLDER)
+            check_harness(value, folder, info.data.get("models", []), info.data.get("data", []))
+        return value
+
     @field_validator("name")
     @classmethod
     def _file_name(cls, value: str) -> str:
@@ -348,6 +359,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "strategies": StrategyEntry,
     "resources": Resources,
     "zero_shot": ZeroShotEntry,
+    "harness": HarnessOptions,
 }
 """The model of each top-level key's entries, whose keys an unknown-key error lists."""
 
@@ -361,6 +373,7 @@ def load_spec(path: str | Path) -> StudySpec:
             "methods (see docs/studies.md)"
         )
     try:
-        return StudySpec.model_validate(document.data)
+        folder = document.path.resolve().parent  # relative paths are read from here
+        return StudySpec.model_validate(document.data, context={SPEC_FOLDER: folder})
     except ValidationError as error:
         raise ConfigError(describe_error(document, error, StudySpec, _SECTIONS)) from None

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from adaptlab.data.generative import GenerativeCorpus, sample_generative
+from adaptlab.data.generative import GenerativeCorpus, capped_test, sample_generative
 from adaptlab.data.generative_encoding import GenerativeEncoder, Seq2SeqEncoder
 from adaptlab.data.generative_loading import load_generative
 from adaptlab.data.text_windows import windows
 from adaptlab.data.texts import load_texts, sample_texts
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import DataError
+from adaptlab.records.spec import RunSpec
 from adaptlab.tasks.generative_evaluation import Answers, GenerativeSplit
 from adaptlab.tasks.generative_facts import GenerativeFacts
 from adaptlab.tasks.generative_settings import GenerativeSettings
@@ -45,10 +46,12 @@ def encode_data(
     max_length: int,
     *,
     sample: tuple[int, int] | None = None,
+    test_cap: tuple[int, int] | None = None,
     template: str | None = None,
 ) -> EncodedData:
     """`data` read for `task` and every split encoded in at most `max_length` tokens; with
-    `sample` (train size, seed), training sampled as a run samples it. The chat template is
+    `sample` (train size, seed), training sampled as a run samples it; with `test_cap` (test
+    size, seed), pairs' and chats' test split capped as a run caps it. The chat template is
     `settings`' file's, else `template` (an adapter's), else the tokenizer's."""
     if task.data_shape is None:
         corpus = load_texts(data, text_column=settings.text_column)
@@ -69,6 +72,8 @@ def encode_data(
     )
     if sample is not None:
         texts = sample_generative(texts, *sample)
+    if test_cap is not None:
+        texts = capped_test(texts, *test_cap)
     template = settings.template_text() or template
     encoder = prompt_encoder(
         task,
@@ -80,6 +85,30 @@ def encode_data(
     if task.data_shape == "messages":
         template = template or tokenizer.chat_template
     return _encode_corpus(texts, encoder, tokenizer, max_length, template)
+
+
+def encode_run_data(
+    task: GenerativeFacts,
+    spec: RunSpec,
+    data: str,
+    settings: GenerativeSettings,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    template: str | None = None,
+) -> EncodedData:
+    """`data` encoded as `spec`'s run reads it: in its `max_length`, training sampled to its
+    `train_size` and the test capped to its `test_size`, both with its seed."""
+    seed = spec.train.seed
+    return encode_data(
+        task,
+        data,
+        settings,
+        tokenizer,
+        spec.train.max_length,
+        sample=None if spec.train_size is None else (spec.train_size, seed),
+        test_cap=None if spec.test_size is None else (spec.test_size, seed),
+        template=template,
+    )
 
 
 def prompt_encoder(

@@ -1,4 +1,5 @@
-"""A generative run (tasks `causal-lm`, `sft`, `chat`): the data read and sampled, the model
+"""A generative run (tasks `causal-lm`, `sft`, `chat`): the data read and sampled (a multi-task
+run's data sets each so, then united: `adaptlab.tasks.generative_union`), the model
 loaded as a causal LM with its adapter, every split encoded with the loss on its target tokens
 (`adaptlab.data.generative_encoding`, or document windows for plain text), the objective built
 (`GenerativeLm`), and after training the test scored with a sample of its generations kept."""
@@ -24,13 +25,14 @@ from adaptlab.records.result import DataInfo
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.split_record import SplitRecord
 from adaptlab.tasks.generation_metrics import GENERATION_METRICS
-from adaptlab.tasks.generative_data import EncodedData, encode_data
+from adaptlab.tasks.generative_data import EncodedData, encode_run_data
 from adaptlab.tasks.generative_evaluation import (
     Generation,
 )
 from adaptlab.tasks.generative_facts import GenerativeFacts, computed_metrics
 from adaptlab.tasks.generative_objective import GenerativeLm
 from adaptlab.tasks.generative_settings import GenerativeSettings
+from adaptlab.tasks.generative_union import encoded_union
 from adaptlab.tasks.seq2seq_targets import check_windows
 
 
@@ -91,8 +93,8 @@ class GenerativeRun(GenerativeLm):
         return Tested(scored.loss, scored.metrics, generations=generations)
 
 
-def prepare_generative(task: GenerativeFacts, spec: RunSpec, device: torch.device) -> GenerativeRun:
-    """Read `spec`'s data for `task`, load its model as a causal LM on `device`, adapt it."""
+def checked_settings(task: GenerativeFacts, spec: RunSpec) -> GenerativeSettings:
+    """The generative options of `spec`'s data for `task`, its judging metric one it computes."""
     settings = GenerativeSettings.of(spec.data_options, task.name)
     metric = settings.metric
     if metric is not None and metric not in computed_metrics(task):
@@ -100,19 +102,20 @@ def prepare_generative(task: GenerativeFacts, spec: RunSpec, device: torch.devic
             f"task {task.name} is not scored by {metric!r}; pick one of "
             f"{', '.join(computed_metrics(task))}"
         )
+    return settings
+
+
+def prepare_generative(task: GenerativeFacts, spec: RunSpec, device: torch.device) -> GenerativeRun:
+    """Read `spec`'s data for `task`, load its model as a causal LM on `device`, adapt it."""
+    settings = checked_settings(task, spec)
     if task.model_kind != "seq2seq_lm":  # an encoder-decoder's head is checked as it loads
         check_causal_lm(spec.model, f"task {task.name}")
     loaded = load_model(spec.model, task.model_kind, seed=spec.train.seed)
     check_windows(loaded.model, spec.train.max_length, settings.max_new_tokens)
     tokenizer = loaded.tokenizer
-    data = encode_data(
-        task,
-        spec.data,
-        settings,
-        tokenizer,
-        spec.train.max_length,
-        sample=None if spec.train_size is None else (spec.train_size, spec.train.seed),
-    )
+    data = encode_run_data(task, spec, spec.data, settings, tokenizer)
+    if spec.multi_task:
+        data = encoded_union(task, spec, tokenizer, data)
     model: nn.Module = loaded.model
     prepare_base(model, spec.scale, device)
     handle = attach_adapters(model, spec, train_head=False)  # the LM head is pretrained
