@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from adaptlab.cli.console import console
+from adaptlab.cli.generation_options import (
+    ChatTemplate,
+    CompletionColumn,
+    GenerationOptions,
+    PromptColumn,
+    Stop,
+    TrainOnPrompt,
+)
+from adaptlab.cli.option_group import Command, with_option_group
 from adaptlab.cli.options import (
     Device,
     Overwrite,
@@ -21,7 +31,7 @@ from adaptlab.cli.options import (
 from adaptlab.cli.run_core import ONE_PROCESS, Launch, run_training, training_command
 from adaptlab.cli.scale_options import AUTO_SCALE
 from adaptlab.cli.training_options import DEFAULT_TRAINING, with_training_options
-from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
+from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES, get_objective
 from adaptlab.continual.registry import StrategyEntry, list_strategies
 from adaptlab.continual.result import SequenceResult
 from adaptlab.continual.run import (
@@ -32,21 +42,48 @@ from adaptlab.continual.run import (
 )
 from adaptlab.continual.spec import SequenceSpec
 from adaptlab.engine.outputs import ADAPTER_FOLDER
+from adaptlab.errors import ConfigError
 from adaptlab.folders import check_result_folder
 from adaptlab.integrations.trackers.session import TrackedRun
 from adaptlab.methods.compose import MethodSpec
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
 
+MaxNewTokens = Annotated[
+    int,
+    typer.Option(help="Tokens generated per test prompt of an sft or chat stage (exact match)."),
+]
+STAGE_GENERATION = GenerationOptions()
+"""Every generative stage option at its default (the command's `generation` parameter)."""
+
+
+def with_stage_generation_options() -> Callable[[Command], Command]:
+    """The generative data options of `adaptlab train` that an sft or chat stage reads (not
+    --pack or --metric: a sequence trains in padded batches and keeps each stage's epoch of
+    lowest dev perplexity)."""
+    kinds = {
+        "prompt_column": PromptColumn,
+        "completion_column": CompletionColumn,
+        "train_on_prompt": TrainOnPrompt,
+        "chat_template": ChatTemplate,
+        "max_new_tokens": MaxNewTokens,
+        "stop": Stop,
+    }
+    options = {name: (kind, getattr(STAGE_GENERATION, name)) for name, kind in kinds.items()}
+    return with_option_group("generation", GenerationOptions, options)
+
 
 @training_command
+@with_stage_generation_options()
 @with_training_options(
     method="Method or combination each stage trains, e.g. houlsby, lora.",
     epochs="Epochs per stage.",
     warmup=False,
 )
 def sequence(
-    model: Annotated[str, typer.Option(help="minilm-l6, mpnet-base, a HF name or a folder.")],
+    model: Annotated[
+        str, typer.Option(help="minilm-l6, mpnet-base, smollm2-135m, a HF name or a folder.")
+    ],
     stages: Annotated[
         str,
         typer.Option(
@@ -82,13 +119,18 @@ def sequence(
     ] = None,
     test_size: Annotated[
         int | None,
-        typer.Option(help="Cap each stage's test set (stratified sample).", callback=positive),
+        typer.Option(
+            help="Cap each stage's test set (a seeded sample, stratified by label for "
+            "classification).",
+            callback=positive,
+        ),
     ] = None,
     single_stage: Annotated[
         bool,
         typer.Option(help="Also train each later stage alone, for forward transfer."),
     ] = False,
     training: TrainConfig = DEFAULT_TRAINING,
+    generation: GenerationOptions = STAGE_GENERATION,
     device: Device = "auto",
     scale: Scale = AUTO_SCALE,
     overwrite: Overwrite = False,
@@ -99,7 +141,10 @@ def sequence(
 
     Each stage gets a new head; the score matrix is printed with average score, BWT, FWT and
     forgetting. With --objective causal-lm the model is a causal LM (e.g. smollm2-135m) trained
-    on each stage's text in turn, and the matrix holds held-out perplexities.
+    on each stage's text in turn, and the matrix holds held-out perplexities; with --objective
+    sft or chat it learns each stage's answers (prompt -> completion pairs, chats, read as
+    `adaptlab train --task sft|chat` reads them), and the matrix holds the perplexity of each
+    stage's test answers.
 
     Example:
 
@@ -110,10 +155,15 @@ def sequence(
         adaptlab sequence --objective causal-lm --model smollm2-135m \\
             --stages reuters-r8,20newsgroups --method lora --strategy kd-logit \\
             --train-size 500 --test-size 200 --epochs 1 --max-length 64 --out runs/lm-kd
+
+        adaptlab sequence --objective sft --model smollm2-135m \\
+            --stages countries-qa,grimm-summaries --method lora --strategy replay -s rate=0.1 \\
+            --train-size 200 --test-size 50 --max-new-tokens 24 --out runs/sft-replay
     """
+    names = comma_separated(stages)
     spec = SequenceSpec.build(
         model,
-        comma_separated(stages),
+        names,
         method,
         strategy,
         key_values(strategy_option, "strategy option"),
@@ -123,6 +173,7 @@ def sequence(
         device=device,
         scale=scale,
         single_stage=single_stage,
+        stage_options=stage_options(generation, objective, len(names)),
         objective=objective,
     )
 
@@ -143,6 +194,22 @@ def sequence(
     )
 
 
+def stage_options(
+    generation: GenerationOptions, objective: str, stages: int
+) -> tuple[dict[str, Any], ...]:
+    """The generative options given, as every stage's reading options (none given: no stage
+    options, so the spec and its id stay as they were); one line when `objective`'s stages
+    take none."""
+    given = generation.load_options()
+    if not given:
+        return ()
+    if not get_objective(objective).generation_options:
+        takers = " and ".join(o.name for o in OBJECTIVES if o.generation_options)
+        option = "--" + next(iter(given)).replace("_", "-")
+        raise ConfigError(f"{option} is for {takers} sequences; this one is {objective}")
+    return (given,) * stages
+
+
 def strategies_help(entries: list[StrategyEntry]) -> str:
     """One line per strategy: its name, its options as `-s KEY=DEFAULT`, what it does and the
     objectives it runs on (the registry's declarations, so plug-ins show up too)."""
@@ -160,7 +227,7 @@ EPILOGS = {"sequence": strategies_help(list_strategies())}
 
 def show(result: SequenceResult, out: Path) -> None:
     """The matrix (rows: after stage i; columns: tested on stage j), the scores, and where
-    they (and a causal-LM sequence's adapter) were written, `out`."""
+    they (and a causal-LM, sft or chat sequence's adapter) were written, `out`."""
     names = [stage.name for stage in result.stages]
     table = Table(title=f"{result.metric} after each stage ({result.spec.strategy.name})")
     table.add_column("after \\ on")
@@ -181,5 +248,5 @@ def show(result: SequenceResult, out: Path) -> None:
             parts.append(f"{label} {value:+.4f}")
     shown.print(", ".join(parts), highlight=False)
     shown.print(f"written to {out / SEQUENCE_FILE}", highlight=False, soft_wrap=True)
-    if (out / ADAPTER_FOLDER).is_dir():  # a causal-LM sequence's adapter, for `adaptlab serve`
+    if (out / ADAPTER_FOLDER).is_dir():  # the kept adapter, for `adaptlab serve`
         shown.print(f"adapter in {out / ADAPTER_FOLDER}", highlight=False, soft_wrap=True)

@@ -33,7 +33,7 @@ class CausalLm(SequenceObjective):
     keeps_adapter = True
 
     def read_stage(
-        self, source: str, options: Mapping[str, str], spec: SequenceSettings
+        self, source: str, options: Mapping[str, Any], spec: SequenceSettings
     ) -> TextCorpus:
         from adaptlab.continual.corpus_stages import stage_corpus
 

@@ -36,7 +36,7 @@ class Classification(SequenceObjective):
             )
 
     def read_stage(
-        self, source: str, options: Mapping[str, str], spec: SequenceSettings
+        self, source: str, options: Mapping[str, Any], spec: SequenceSettings
     ) -> Dataset:
         from adaptlab.continual.labelled_stages import sampled
         from adaptlab.data.loading import load_dataset

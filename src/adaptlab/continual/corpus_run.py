@@ -1,8 +1,12 @@
-"""A causal-LM stage in training (`TextStageRun`): its tokenised corpus (`TextStage`), the
-next-token loss of a batch of documents, chunked (`adaptlab.engine.lm_loss`: the (tokens,
-vocabulary) logits are never made whole), what the forward pass gives a strategy's penalty (the
-LM head's input rather than the logits), and perplexity on held-out documents, whose dev value
-picks the stage's best epoch."""
+"""A language-modelling stage in training (`TextStageRun`): its tokenised documents
+(`TextStage`), the next-token loss of a batch of them over their target tokens, chunked
+(`adaptlab.engine.lm_loss`: the (tokens, vocabulary) logits are never made whole), what the
+forward pass gives a strategy's penalty (the LM head's input rather than the logits), and
+perplexity on held-out documents, whose dev value picks the stage's best epoch.
+
+A document is a corpus's token ids, every token after the first a target (`causal-lm`), or an
+encoded example that carries its own target mask (`sft`, `chat`: its labels, IGNORE_INDEX off
+the answer's tokens; `adaptlab.data.generative_encoding`)."""
 
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ from torch import nn
 
 from adaptlab.continual.stages import Row, RunningStage
 from adaptlab.data.encoding import IGNORE_INDEX
+from adaptlab.data.generative_encoding import EncodedExample
 from adaptlab.engine.lm_head_capture import LmHeadInput, lm_head_input
 from adaptlab.engine.lm_loss import next_token_loss
 from adaptlab.engine.objective import DevScore
+from adaptlab.engine.packing import Encoded, collate_padded
 from adaptlab.finite import exp_or_inf
 from adaptlab.parallel.shared_evaluation import gathered, my_turn
 
@@ -25,15 +31,19 @@ PERPLEXITY = "perplexity"
 Document = tuple[int, ...]
 """A document's token ids, at most `max_length` of them."""
 
+StageDocument = Document | Encoded
+"""What a stage trains on: a document whose every token after the first is a target, or an
+encoded example with its own labels (IGNORE_INDEX where a token is not a target)."""
+
 
 @dataclass(frozen=True)
 class TextStage:
     """One stage's corpus, tokenised: its name and documents per split."""
 
     name: str
-    train: Sequence[Document]
-    dev: Sequence[Document]
-    test: Sequence[Document]
+    train: Sequence[StageDocument]
+    dev: Sequence[StageDocument]
+    test: Sequence[StageDocument]
 
 
 @dataclass(frozen=True)
@@ -47,7 +57,7 @@ class TextStageRun(RunningStage[TextStage]):
         return PERPLEXITY
 
     def forward(self, rows: Sequence[Row], hidden_states: bool) -> tuple[torch.Tensor, LmHeadInput]:
-        """Mean next-token cross-entropy over every token of the batch, and what the LM head
+        """Mean next-token cross-entropy over the batch's target tokens, and what the LM head
         read (its hidden states are the last layer's whether `hidden_states` asks or not)."""
         device = next(self.model.parameters()).device
         batch = collate([self.stages[stage].train[index] for stage, index in rows], self.pad_id)
@@ -60,7 +70,7 @@ class TextStageRun(RunningStage[TextStage]):
 
     def loss_terms(self, rows: Sequence[Row]) -> int:
         """The next tokens the loss is the mean over."""
-        return sum(len(self.stages[stage].train[index]) - 1 for stage, index in rows)
+        return sum(len(predicted(self.stages[stage].train[index])) for stage, index in rows)
 
     def dev(self) -> DevScore:
         """Dev perplexity; the best epoch is the one of lowest dev loss."""
@@ -82,9 +92,10 @@ class Perplexity:
 
 @torch.no_grad()
 def perplexity(
-    model: nn.Module, documents: Sequence[Document], pad_id: int, batch_size: int
+    model: nn.Module, documents: Sequence[StageDocument], pad_id: int, batch_size: int
 ) -> Perplexity:
-    """The model's perplexity on `documents` (every token after each document's first)."""
+    """The model's perplexity on `documents`' target tokens (of a plain document, every token
+    after its first)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -109,13 +120,18 @@ def perplexity(
     return Perplexity(loss, exp_or_inf(loss), tokens)
 
 
-def collate(documents: Sequence[Document], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded `input_ids`, `attention_mask`, and `labels` (the ids, IGNORE_INDEX at pads)."""
-    width = max(len(doc) for doc in documents)
-    ids = torch.full((len(documents), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(documents), width), dtype=torch.long)
-    for row, doc in enumerate(documents):
-        ids[row, : len(doc)] = torch.tensor(doc)
-        mask[row, : len(doc)] = 1
-    labels = ids.masked_fill(mask == 0, IGNORE_INDEX)
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+def collate(documents: Sequence[StageDocument], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded `input_ids`, `attention_mask`, and `labels` (a plain document's ids, an
+    encoded example's labels; IGNORE_INDEX at pads)."""
+    return collate_padded([as_example(document) for document in documents], pad_id)
+
+
+def as_example(document: StageDocument) -> Encoded:
+    """`document` with its labels: a plain document's are its ids."""
+    return EncodedExample(document, document) if isinstance(document, tuple) else document
+
+
+def predicted(document: StageDocument) -> list[int]:
+    """The positions of `document` whose next token is a target (where its loss is taken)."""
+    labels = as_example(document).labels
+    return [position for position in range(len(labels) - 1) if labels[position + 1] != IGNORE_INDEX]

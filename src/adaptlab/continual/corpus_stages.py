@@ -15,6 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from adaptlab.continual.corpus_run import Document, TextStage, TextStageRun, perplexity
 from adaptlab.continual.sequence_objective import SequenceSettings
+from adaptlab.continual.stages import KeptAdapter
 from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.errors import DataError
@@ -23,6 +24,9 @@ from adaptlab.models.loading import load_model
 
 class CorpusStages:
     """A causal-LM sequence's model and tokenised corpora (`SequenceStages`)."""
+
+    kept = KeptAdapter()
+    """Nothing but the adapter's tensors (no task of `adaptlab train`, no chat template)."""
 
     def __init__(
         self, model: nn.Module, stages: Sequence[TextStage], pad_id: int, eval_batch_size: int
@@ -40,6 +44,9 @@ class CorpusStages:
         prepare_base(model, spec.scale, device)
         stages = [tokenised(corpus, loaded.tokenizer, spec.train.max_length) for corpus in corpora]
         return cls(model, stages, loaded.tokenizer.pad_token_id, spec.train.eval_batch_size)
+
+    def dropped(self, stage: int) -> dict[str, int]:
+        return {}
 
     def labels(self, stage: int) -> tuple[str, ...]:
         return ()

@@ -10,8 +10,10 @@ step; the cost is one forward pass over the stage's training examples.
 
 On a causal-LM sequence, the next-token distribution at every position of the new corpus's
 documents is pulled towards the one the model gave before the stage: `weight * T^2 *
-KL(p_T || q_T)` per predicted token, averaged over tokens. A vocabulary of 49,152 words makes
-the full distributions 200 KB a token, so the teacher's cache keeps each position's
+KL(p_T || q_T)` per predicted token, averaged over tokens. On an sft or chat sequence the same
+term is taken where the stage's loss is, at the positions that predict an answer's tokens (the
+completion, the assistant's turns) of the new stage's examples. A vocabulary of 49,152 words
+makes the full distributions 200 KB a token, so the teacher's cache keeps each position's
 `TEACHER_TOP_K` most likely words and the probability of all the others together, and the KL
 is taken over those `TEACHER_TOP_K + 1` outcomes. That is the KL of the two distributions
 with the rest of the vocabulary merged into one outcome: never more than the full KL, equal
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from adaptlab.continual.corpus_run import TextStageRun, collate
+from adaptlab.continual.corpus_run import TextStageRun, collate, predicted
 from adaptlab.continual.labelled_run import HeadOutputs, StageRun
 from adaptlab.continual.registry import StrategyEntry, register_strategy
 from adaptlab.continual.stages import Row, own_rows
@@ -129,14 +131,15 @@ class TeacherTokens:
 
 class TextLogitDistillation(Strategy[TextStageRun, LmHeadInput]):
     """Distil the next-token distributions of the model as it was before the stage (on a
-    causal-LM sequence)."""
+    causal-LM, sft or chat sequence)."""
 
     config: LogitDistillationConfig
 
     def __init__(self, config: LogitDistillationConfig) -> None:
         super().__init__(config)
         self.teacher: list[TeacherTokens] = []
-        """Per training document of the stage: the teacher's top words (empty in stage 0)."""
+        """Per training document of the stage: the teacher's top words at its predicted
+        positions (empty in stage 0)."""
 
     def begin(self, run: TextStageRun) -> None:
         self.teacher = teacher_tokens(run, self.config.temperature) if run.index else []
@@ -152,7 +155,7 @@ class TextLogitDistillation(Strategy[TextStageRun, LmHeadInput]):
         for position, (stage, index) in enumerate(rows):
             if stage == run.index:
                 cached.append(self.teacher[index])
-                hidden.append(head.hidden[position, : cached[-1].ids.shape[0]])
+                hidden.append(head.hidden[position, predicted(run.stage.train[index])])
         if not cached:
             return None
         device = head.hidden.device
@@ -188,7 +191,7 @@ def _rest(log_probs: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def teacher_tokens(run: TextStageRun, temperature: float) -> list[TeacherTokens]:
     """The model's top words at temperature `temperature` at every predicted position of each
-    training document of the stage, as it is now (evaluation mode), on the CPU."""
+    training document of the stage (`predicted`), as it is now (evaluation mode), on the CPU."""
     model, stage = run.model, run.stage
     device = next(model.parameters()).device
     was_training = model.training
@@ -203,8 +206,9 @@ def teacher_tokens(run: TextStageRun, temperature: float) -> list[TeacherTokens]
                 input_ids=batch["input_ids"].to(device),
                 attention_mask=batch["attention_mask"].to(device),
             )
-            counts = [len(document) - 1 for document in documents]
-            hidden = torch.cat([head.hidden[row, :count] for row, count in enumerate(counts)])
+            positions = [predicted(document) for document in documents]
+            counts = [len(at) for at in positions]
+            hidden = torch.cat([head.hidden[row, at] for row, at in enumerate(positions)])
             k = min(TEACHER_TOP_K, head.weight.shape[0])
             ids, log_probs = linear_top_k(
                 hidden, head.weight, head.bias, k, temperature=temperature
@@ -222,6 +226,11 @@ register_strategy(
         LogitDistillationConfig,
         "the model before the stage distilled: earlier heads' scores, or next-token "
         "distributions on a causal LM (cached teacher)",
-        runs_on={"classification": LogitDistillation, "causal-lm": TextLogitDistillation},
+        runs_on={
+            "classification": LogitDistillation,
+            "causal-lm": TextLogitDistillation,
+            "sft": TextLogitDistillation,
+            "chat": TextLogitDistillation,
+        },
     )
 )

@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.continual.heads import StageHeads
 from adaptlab.continual.labelled_run import StageData, StageRun
 from adaptlab.continual.sequence_objective import SequenceSettings
+from adaptlab.continual.stages import KeptAdapter
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.subsample import cut_to_sizes
 from adaptlab.data.types import Dataset
@@ -24,6 +25,9 @@ from adaptlab.tasks.evaluation import evaluate
 
 class LabelledStages:
     """A classification sequence's model, heads and encoded stages (`SequenceStages`)."""
+
+    kept = KeptAdapter()
+    """Nothing but the adapter's tensors (no task of `adaptlab train`, no chat template)."""
 
     def __init__(
         self,
@@ -50,6 +54,9 @@ class LabelledStages:
         heads = StageHeads.install(model, [len(d.label_names) for d in datasets], seed)
         stages = [encode_stage(dataset, loaded.tokenizer, spec) for dataset in datasets]
         return cls(model, heads, stages, seed, spec.train.eval_batch_size)
+
+    def dropped(self, stage: int) -> dict[str, int]:
+        return {}
 
     def labels(self, stage: int) -> tuple[str, ...]:
         return self.stages[stage].label_names

@@ -14,6 +14,8 @@ OBJECTIVES: Registry[SequenceObjective] = Registry(
     builtin={
         "classification": "adaptlab.continual.classification",
         "causal-lm": "adaptlab.continual.causal_lm",
+        "sft": "adaptlab.continual.answers",
+        "chat": "adaptlab.continual.answers",
     },
 )
 """adaptlab's objectives (listed first, in this order) and any registered from outside."""

@@ -1,6 +1,6 @@
 """`adapter-per-stage`: a new named adapter for every stage, earlier ones frozen, and the test
 of stage j routed to stage j's adapter (task-id routing; Jin et al. 2022's adapter baseline),
-on either objective.
+on every objective.
 
 Earlier stages keep their scores exactly: nothing of theirs trains again (their adapter and
 their head are frozen, the base model is never trained by an adapter method).
@@ -45,6 +45,11 @@ register_strategy(
         "adapter-per-stage",
         AdapterPerStageConfig,
         "a new adapter per stage, earlier ones frozen; routed by stage at test time",
-        runs_on={"classification": AdapterPerStage, "causal-lm": AdapterPerStage},
+        runs_on={
+            "classification": AdapterPerStage,
+            "causal-lm": AdapterPerStage,
+            "sft": AdapterPerStage,
+            "chat": AdapterPerStage,
+        },
     )
 )

@@ -6,7 +6,8 @@ all: a batch of b new examples gets floor(r * (n + b)) - floor(r * n) of them, s
 holds exactly over a stage and the replayed examples are spread evenly over its batches. They
 are drawn uniformly, with replacement, from the training examples of every earlier stage, and
 each is scored by its own stage's head. On a causal-LM sequence the same rule mixes earlier
-corpora's training documents into each batch.
+corpora's training documents into each batch, on an sft or chat sequence earlier stages'
+training examples, each with the loss on its own answer.
 """
 
 from __future__ import annotations
@@ -83,6 +84,6 @@ register_strategy(
         "replay",
         ReplayConfig,
         "earlier stages' examples join each batch",
-        runs_on={"classification": Replay, "causal-lm": Replay},
+        runs_on={"classification": Replay, "causal-lm": Replay, "sft": Replay, "chat": Replay},
     )
 )

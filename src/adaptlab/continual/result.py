@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from adaptlab.continual.metrics import ContinualScores, stored_scores, summarize
@@ -15,7 +15,9 @@ from adaptlab.records.result import EpochRecord, Versions
 
 @dataclass(frozen=True)
 class StageRecord:
-    """One stage's training: its data, epochs, best epoch, trainable tensors and time."""
+    """One stage's training: its data, epochs, best epoch, trainable tensors and time.
+    `dropped`: per split, the examples left out because their answer does not fit (sft and
+    chat stages; written only where given)."""
 
     name: str
     labels: tuple[str, ...]
@@ -24,12 +26,14 @@ class StageRecord:
     best_epoch: int
     trainable_parameters: int
     seconds: float
+    dropped: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "labels": list(self.labels),
             "sizes": dict(self.sizes),
+            **({"dropped": dict(self.dropped)} if self.dropped else {}),
             "epochs": [epoch.to_dict() for epoch in self.epochs],
             "best_epoch": self.best_epoch,
             "trainable_parameters": self.trainable_parameters,
@@ -39,7 +43,16 @@ class StageRecord:
     @classmethod
     def from_json(cls, row: JsonObject) -> StageRecord:
         row.refuse_unknown(
-            ("name", "labels", "sizes", "epochs", "best_epoch", "trainable_parameters", "seconds")
+            (
+                "name",
+                "labels",
+                "sizes",
+                "dropped",
+                "epochs",
+                "best_epoch",
+                "trainable_parameters",
+                "seconds",
+            )
         )
         epochs = tuple(EpochRecord.from_json(epoch) for epoch in row.objects("epochs"))
         best_epoch = row.integer("best_epoch")
@@ -53,6 +66,7 @@ class StageRecord:
             best_epoch=best_epoch,
             trainable_parameters=row.integer("trainable_parameters"),
             seconds=row.number("seconds"),
+            dropped=row.integers("dropped", {}),
         )
 
 

@@ -44,7 +44,8 @@ def train_sequence(
 ) -> SequenceResult:
     """Train `stages` with `strategy` in order from the first one `checkpoint` has not
     finished, testing every stage after each; the sequence's result. `keep`: a folder to save
-    the last stage's adapter to, as it ends the sequence."""
+    the last stage's adapter to, as it ends the sequence (with what its manifest records:
+    `stages.kept`)."""
     model, seed, scale = stages.model, spec.train.seed, spec.scale
     announce_scale(model, scale)
     device = next(model.parameters()).device
@@ -77,6 +78,7 @@ def train_sequence(
             best_epoch=history.best_epoch,
             trainable_parameters=trainable,
             seconds=time.perf_counter() - began,
+            dropped=stages.dropped(index),
         )
         outcome = StageOutcome(record, tuple(row))
         outcomes.append(outcome)
@@ -86,7 +88,15 @@ def train_sequence(
             on_stage(index, outcome)
     if keep is not None:
         last = strategy.adapter_name(len(stages.stages) - 1)
-        save_adapter(model, keep, name=last, base_model_id=spec.model)
+        kept = stages.kept
+        save_adapter(
+            model,
+            keep,
+            name=last,
+            base_model_id=spec.model,
+            task=kept.task,
+            chat_template=kept.chat_template,
+        )
     return sequence_result(spec, outcomes)
 
 

@@ -2,9 +2,9 @@
 (`objectives`) holding everything that differs between objectives: the metric its matrix
 holds and what its sizes count, which stages' data it takes, how a stage's data is read and
 sampled, how the model is loaded and its stages built, whether the model must be a causal LM,
-and whether the trained adapter is kept with the sequence. Everything else (the stage pipeline
-and loop, the strategies, records, studies, the report) asks the objective and never compares
-its name.
+whether the trained adapter is kept with the sequence, and whether its stages take the
+generative data options. Everything else (the stage pipeline and loop, the strategies,
+records, studies, the report) asks the objective and never compares its name.
 
 Defining an objective imports no torch, so records and reports read objectives freely; what
 trains is imported when a sequence asks.
@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from adaptlab.continual.stages import SequenceStages
     from adaptlab.records.config import TrainConfig
     from adaptlab.records.scale import Scale
+
+
+NOT_IN_A_SEQUENCE = {
+    "text_column": "it is read by causal-lm stages",
+    "pack": "a sequence trains its stages in padded batches",
+    "metric": "a sequence keeps each stage's epoch of lowest dev perplexity",
+}
+"""The generative data options of `adaptlab train` a sequence's stage does not take, and why."""
 
 
 class SequenceSettings(Protocol):
@@ -61,6 +69,9 @@ class SequenceObjective(ABC):
     work (`decoder.check_causal_lm`)."""
     keeps_adapter: ClassVar[bool] = False
     """Whether the adapter the last stage trained is kept in the sequence's folder."""
+    generation_options: ClassVar[bool] = False
+    """Whether its stages take the generative data options of `adaptlab train` (prompt and
+    completion columns, the chat template, new tokens, ...)."""
 
     def check_stage_task(self, source: str, task: str) -> None:
         """Refuse stage `source` whose data is of task `task`, when the objective cannot
@@ -69,7 +80,7 @@ class SequenceObjective(ABC):
         return None
 
     @abstractmethod
-    def read_stage(self, source: str, options: Mapping[str, str], spec: SequenceSettings) -> Any:
+    def read_stage(self, source: str, options: Mapping[str, Any], spec: SequenceSettings) -> Any:
         """Stage `source`'s data, read with `options` and sampled to `spec`'s sizes."""
 
     @abstractmethod

@@ -1,5 +1,5 @@
 """`sequential`: one adapter keeps training, stage after stage (the forgetting baseline), on
-either objective: the plain hooks of `Strategy`."""
+every objective: the plain hooks of `Strategy`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ register_strategy(
         "sequential",
         SequentialConfig,
         "keep fine-tuning (the baseline)",
-        runs_on={"classification": Strategy, "causal-lm": Strategy},
+        runs_on={
+            "classification": Strategy,
+            "causal-lm": Strategy,
+            "sft": Strategy,
+            "chat": Strategy,
+        },
     )
 )

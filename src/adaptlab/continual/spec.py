@@ -1,5 +1,6 @@
 """What defines a sequence: one model, ordered stages (data entries), a method, a strategy,
-and what the stages train for (classification, or causal language modelling of their text)."""
+and what the stages train for (classification, causal language modelling of their text, or
+answers to prompts and chats)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from adaptlab.checks import shown
 from adaptlab.continual.objectives import (
     DEFAULT_OBJECTIVE,
     check_objective_name,
@@ -38,14 +40,18 @@ class SequenceSpec:
     `adaptlab train` does); `test_size` caps each stage's test set (a stratified, seeded
     sample), since every stage is tested after every stage. With `single_stage`, each stage
     after the first is also trained alone, for forward transfer. `stage_options`, when given,
-    holds each stage's reading options (`load_dataset` keywords: `label_column`, ...).
+    holds each stage's reading options (`load_dataset` keywords: `label_column`, ...; for sft
+    and chat stages, the generative data options of `adaptlab train`: `prompt_column`,
+    `chat_template`, `max_new_tokens`, ...), each a text, a number, a flag or a list of texts.
 
     `objective`: what the stages train for, an objective's name (`objectives`).
     "classification" (the default): task-incremental, one head per labelled stage, scored by
     accuracy. "causal-lm": lifelong pretraining, each stage a corpus of documents (`load_texts`
     sources: a built-in's texts, a .txt file, a text column), the model a causal LM trained on
     next-token prediction, scored by each corpus's held-out perplexity; `train_size` and
-    `test_size` then count documents.
+    `test_size` then count documents. "sft" and "chat": each stage prompt -> completion pairs
+    or chats read as `adaptlab train --task sft|chat` reads them, the causal LM trained on the
+    answers' tokens and scored by their perplexity on each stage's test examples.
 
     `device` "auto" and the `scale`'s precision "auto" are resolved on creation, as in
     `RunSpec`; the scale is written only when it is not the float32 default.
@@ -60,7 +66,7 @@ class SequenceSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
     device: str = "auto"
     single_stage: bool = False
-    stage_options: tuple[Mapping[str, str], ...] = ()
+    stage_options: tuple[Mapping[str, Any], ...] = ()
     objective: str = DEFAULT_OBJECTIVE
     scale: Scale = Scale()
 
@@ -103,7 +109,7 @@ class SequenceSpec:
         """What the matrix holds, as the objective says (accuracy, perplexity)."""
         return get_objective(self.objective).metric
 
-    def options_of(self, stage: int) -> dict[str, str]:
+    def options_of(self, stage: int) -> dict[str, Any]:
         """Stage `stage`'s reading options (none given: {})."""
         return dict(self.stage_options[stage]) if self.stage_options else {}
 
@@ -154,8 +160,20 @@ class SequenceSpec:
             test_size=spec.optional_integer("test_size"),
             single_stage=spec.boolean("single_stage", False),
             stage_options=tuple(
-                {str(key): str(value) for key, value in item.data.items()}
-                for item in spec.objects("stage_options", default=[])
+                _stage_options(item) for item in spec.objects("stage_options", default=[])
             ),
             objective=spec.text("objective", default=DEFAULT_OBJECTIVE),
         )
+
+
+def _stage_options(item: JsonObject) -> dict[str, Any]:
+    """A stage's reading options as stored: each a text, a number, a flag or a list of texts;
+    one line naming the first that is none of these."""
+    for key, value in item.data.items():
+        scalar = isinstance(value, str | int | float | bool)
+        if not scalar and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ConfigError(
+                f"{item.where}: {item.prefix}{key}: expected a text, a number, a flag or a list "
+                f"of texts, got {shown(value)}"
+            )
+    return {str(key): value for key, value in item.data.items()}

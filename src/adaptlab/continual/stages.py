@@ -1,7 +1,8 @@
-"""What every stage of a sequence has, whatever its objective (a labelled data set, a corpus):
-its name and splits; the stage in training, as every strategy's hooks and the stage loop read
-it (`StageRun`, `TextStageRun`); a sequence's stages as its objective loaded them, as the stage
-pipeline drives them; and the adapter each stage trains."""
+"""What every stage of a sequence has, whatever its objective (a labelled data set, a corpus,
+prompt -> answer examples): its name and splits; the stage in training, as every strategy's
+hooks and the stage loop read it (`StageRun`, `TextStageRun`); a sequence's stages as its
+objective loaded them, as the stage pipeline drives them; and the adapter each stage trains and
+what the kept one records."""
 
 from __future__ import annotations
 
@@ -91,15 +92,35 @@ class RunningStage(Generic[StageT]):
         return self.stages[self.index]
 
 
+@dataclass(frozen=True)
+class KeptAdapter:
+    """What the manifest of a sequence's kept adapter records besides its tensors: the task
+    its stages are data of (as `adaptlab train` records it) and the chat template they were
+    rendered with (`adaptlab serve` renders chats with it); None where there is none."""
+
+    task: str | None = None
+    chat_template: str | None = None
+
+
 class SequenceStages(Protocol):
     """A sequence's model and stages as its objective loaded them (`LabelledStages`,
-    `CorpusStages`): what the stage pipeline asks of them."""
+    `CorpusStages`, `AnswerStages`): what the stage pipeline asks of them."""
 
     @property
     def model(self) -> nn.Module: ...
 
     @property
     def stages(self) -> Sequence[StageSplits]: ...
+
+    @property
+    def kept(self) -> KeptAdapter:
+        """What the kept adapter's manifest records (where the objective keeps it)."""
+        ...
+
+    def dropped(self, stage: int) -> dict[str, int]:
+        """Per split, the examples of stage `stage` left out because their answer does not fit
+        (empty where the objective leaves none out)."""
+        ...
 
     def labels(self, stage: int) -> tuple[str, ...]:
         """Stage `stage`'s label names, as its record keeps them."""

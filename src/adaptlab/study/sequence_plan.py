@@ -27,6 +27,7 @@ from adaptlab.study.grid import cells, grid_models, local_path, trainings
 from adaptlab.study.planned import Outcome, StageDone, cell_line, cell_tags
 from adaptlab.study.spec import StudySpec
 from adaptlab.study.spec_scale import scale_label
+from adaptlab.study.spec_sequences import stage_run_options
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def plan_sequences(
         for model in models:
             check_causal_lm(model, f"the study's objective: {objective.name}")
     stages = tuple(local_path(entry.source, base, builtin_datasets()) for entry in spec.sequence)
-    options = tuple(entry.options.as_kwargs() for entry in spec.sequence)
+    options = tuple(stage_run_options(entry, spec.objective, base) for entry in spec.sequence)
     digest = _digest(stages)
     planned = []
     for seed, model, sequence, size, scale in cells(spec, models, [stages]):

@@ -71,11 +71,11 @@ from adaptlab.study.spec_sequences import (
     ObjectiveName,
     StrategyEntry,
     check_stage,
+    check_stage_options,
     check_strategies,
 )
 from adaptlab.study.spec_transfer import SourceEntry, ZeroShotEntry
 from adaptlab.study.yamlfile import read_yaml
-from adaptlab.tasks.generative_settings import GENERATIVE_OPTIONS
 from adaptlab.tasks.registry import get_task, known_metrics, task_names
 
 RAY_RESOLUTION = 10_000
@@ -157,14 +157,9 @@ class StudySpec(StrictModel):
                 "sets in order), not both"
             )
         refuse_repeats(entry.source for entry in values)
-        for entry in values:
-            given = [key for key in GENERATIVE_OPTIONS if key in entry.options.as_kwargs()]
-            if given:
-                raise ValueError(
-                    f"stage {entry.source}: a sequence reads its stages as its objective does; "
-                    f"drop {given[0]}"
-                )
         objective = info.data.get("objective")
+        for entry in values:
+            check_stage_options(entry, objective)
         if objective is not None:  # absent: it was refused
             for entry in values:
                 check_stage(entry, objective)

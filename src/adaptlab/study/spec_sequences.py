@@ -5,17 +5,21 @@ its objective)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, PlainValidator, model_validator
 
 from adaptlab.continual.objectives import check_objective_name, get_objective
 from adaptlab.continual.registry import check_objective, strategy_config
+from adaptlab.continual.sequence_objective import NOT_IN_A_SEQUENCE
 from adaptlab.continual.strategy import StrategyConfig
 from adaptlab.data.builtin import BUILTINS
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.study.spec_data import DataEntry
 from adaptlab.study.spec_fields import StrictModel, options_label
+from adaptlab.study.spec_generative import run_options
+from adaptlab.tasks.generative_settings import GENERATIVE_OPTIONS
 
 
 def _strategy_parts(value: object) -> tuple[str, dict[str, Any]]:
@@ -76,6 +80,38 @@ class StrategyEntry(StrictModel):
     def config(self) -> StrategyConfig:
         """The validated strategy config."""
         return strategy_config(*self.strategy)
+
+
+def check_stage_options(entry: DataEntry, objective: str | None) -> None:
+    """A stage's generative data options: only for an objective whose stages take them (sft,
+    chat), and none that no sequence takes (`NOT_IN_A_SEQUENCE`)."""
+    options = entry.options.as_kwargs()
+    given = [key for key in GENERATIVE_OPTIONS if key in options]
+    if not given:
+        return
+    if objective is None or not get_objective(objective).generation_options:
+        raise ValueError(
+            f"stage {entry.source}: a sequence reads its stages as its objective does; "
+            f"drop {given[0]}"
+        )
+    for key in given:  # their values were checked with the entry (`check_entry`)
+        if key in NOT_IN_A_SEQUENCE:
+            raise ValueError(
+                f"stage {entry.source} takes no {key} ({NOT_IN_A_SEQUENCE[key]}); drop it"
+            )
+
+
+def stage_run_options(entry: DataEntry, objective: str, base: Path) -> dict[str, Any]:
+    """A stage's options as its sequence's spec keeps them: an sft or chat stage's generative
+    options as a run keeps them (`run_options`: defaults left out, the chat template an absolute
+    path read from `base`), the task left out where the stage did not name it."""
+    options = entry.options.as_kwargs()
+    if not get_objective(objective).generation_options:
+        return options
+    kept = run_options({**options, "task": objective}, base)
+    if "task" not in options:
+        del kept["task"]
+    return kept
 
 
 def check_stage(entry: DataEntry, objective: str) -> None:
