@@ -85,9 +85,13 @@ def run_one(
         scorer = harness.scorer(spec, out) if harness is not None else None  # before training
         with track(tracking, spec.to_dict()) as report:
             done = execute(
-                spec, out, progress=progress, overwrite=out is not None, on_trained=hook,
+                spec,
+                out,
+                progress=progress,
+                overwrite=out is not None,
+                on_trained=hook,
                 on_trained_lm=scorer,
-            )  # fmt: skip
+            )
             if scorer is not None and out is not None:
                 scorer.write(Path(out))
             report.finished_run(done, out)
