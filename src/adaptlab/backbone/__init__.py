@@ -11,17 +11,21 @@ if TYPE_CHECKING:
         INSERTED,
         Backbone,
         BlockParts,
+        Part,
         get_module,
         is_inserted,
     )
     from adaptlab.backbone.roles import ROLES
+    from adaptlab.backbone.rows import Rows
 
 __all__ = [
     "INSERTED",
     "ROLES",
+    "Rows",
     "Backbone",
     "BackboneOverrides",
     "BlockParts",
+    "Part",
     "find_backbone",
     "get_module",
     "is_inserted",

@@ -135,7 +135,7 @@ def token_attribution(
     goal = DEFAULT_TOLERANCE if tolerance is None else tolerance
     prompt = _prompt(lm, query)
     integrals = {layer: path_integral(rule, steps) for layer in chosen}
-    activations = lm.ffn_out[0].weight.new_zeros(lm.num_layers, lm.num_neurons)
+    activations = lm.value_slots(0).new_zeros(lm.num_layers, lm.num_neurons)
     probability = 0.0
     cached, first = prompt.past is not None, True
     while needed := _needed(integrals, cached, first):
@@ -210,7 +210,7 @@ def _batch(lm: KnowledgeLM, prompt: _Prompt, layers: list[_Layer]) -> None:
             for block, cache in enumerate(past.layers):
                 below = sum(len(part.alphas) for part in layers if part.layer <= block)
                 cache.batch_repeat_interleave(1 + below)
-    weight = lm.ffn_out[0].weight
+    weight = lm.value_slots(0)
     with torch.enable_grad(), frozen_parameters(lm.model), ExitStack() as stack:
         found = []
         for part, start in zip(layers, starts, strict=True):

@@ -30,15 +30,15 @@ class ValueSlotEdit:
     def slot(self, neuron: Neuron) -> torch.Tensor:
         """The live value slot (hidden,) of `neuron`; its original is saved on first touch."""
         layer, index = neuron
-        weight = self.lm.ffn_out[layer].weight
+        slots = self.lm.value_slots(layer)
         if neuron not in self._saved:
-            self._saved[neuron] = weight.data[:, index].clone()
-        return weight.data[:, index]
+            self._saved[neuron] = slots[:, index].clone()
+        return slots[:, index]
 
     def restore(self) -> None:
         """Copy every saved column back into its weight."""
         for (layer, index), original in self._saved.items():
-            self.lm.ffn_out[layer].weight.data[:, index] = original
+            self.lm.value_slots(layer)[:, index] = original
         self._saved.clear()
 
     @property

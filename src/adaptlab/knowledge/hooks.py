@@ -115,7 +115,7 @@ def scaled_neurons(lm: KnowledgeLM, neurons: Sequence[Neuron], factor: float) ->
         by_layer.setdefault(layer, []).append(index)
 
     def scaler(layer: int, indices: list[int]) -> PreHook:
-        chosen = torch.tensor(indices, device=lm.ffn_out[layer].weight.device)
+        chosen = torch.tensor(indices, device=lm.value_slots(layer).device)
 
         def scale(_: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
             x = args[0].clone()

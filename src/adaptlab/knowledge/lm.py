@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import torch
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -15,8 +16,10 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 from adaptlab.backbone.discovery import find_backbone
+from adaptlab.backbone.linear import features
 from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError, ModelNotFoundError
+from adaptlab.methods.layer_weight import weight_matrix
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.decoder import check_causal_lm
 from adaptlab.models.device import torch_device
@@ -40,7 +43,7 @@ class KnowledgeLM:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     kind: LMKind
-    ffn_out: list[nn.Linear]
+    ffn_out: list[nn.Module]
     blocks: list[nn.Module]
     model_id: str = ""
     window: int | None = None
@@ -51,7 +54,12 @@ class KnowledgeLM:
 
     @property
     def num_neurons(self) -> int:
-        return self.ffn_out[0].in_features
+        return features(self.ffn_out[0])[0]
+
+    def value_slots(self, layer: int) -> torch.Tensor:
+        """Block `layer`'s FFN output weight as (hidden, neurons), sharing its storage: column
+        i is neuron i's value slot (GPT-2's Conv1D stores it as a row; this is a view)."""
+        return weight_matrix(self.ffn_out[layer]).detach()
 
 
 def wrap_lm(
@@ -70,11 +78,12 @@ def wrap_lm(
             "takes the logits to be the LM head's output W h + b"
         )
     backbone = find_backbone(model)
-    layers = []
-    for block in backbone.blocks:
-        module = get_module(model, block.ffn_out)
-        assert isinstance(module, nn.Linear)
-        layers.append(module)
+    if backbone.blocks[0].experts is not None:
+        raise ConfigError(
+            f"{type(model).__name__}: its FFN is a mixture of experts, and knowledge neurons "
+            "are the intermediate units of one dense FFN per block"
+        )
+    layers = [get_module(model, block.ffn_out) for block in backbone.blocks]
     blocks = [get_module(model, block.name) for block in backbone.blocks]
     assert isinstance(model, PreTrainedModel)
     window = model_window(model, get_module(model, backbone.embeddings))

@@ -51,6 +51,7 @@ from adaptlab.methods.lora import LoRA
 from adaptlab.methods.manifest_combined import Combined, CombinedSource
 from adaptlab.methods.persistence import load_adapter, save_adapter, source_head
 from adaptlab.methods.site import SiteModule
+from adaptlab.methods.sliced import units
 from adaptlab.methods.state import get_state
 from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import trusted_base
@@ -228,13 +229,16 @@ def _fill_modules(
     order = {module_name: i for i, (module_name, _) in enumerate(model.named_modules())}
     found = [{(site, method): m for site, method, m in h.modules()} for h in handles]
     for site, method, module in sorted(combined.modules(), key=lambda item: order[item[0]]):
-        present = [i for i, modules in enumerate(found) if (site, method) in modules]
-        modules = [found[i][(site, method)] for i in present]
-        if isinstance(module, LoRA):
-            _fill_lora(module, modules, present, combination, generator)
-        else:
-            assert isinstance(module, SiteModule)
-            _fill_parameters(method, module, modules, present, combination, generator)
+        for part, unit in units(module).items():  # a fused layer's parts one by one
+            present = [
+                i for i, modules in enumerate(found) if part in units(modules.get((site, method)))
+            ]
+            sources = [units(found[i][(site, method)])[part] for i in present]
+            if isinstance(unit, LoRA):
+                _fill_lora(unit, sources, present, combination, generator)
+            else:
+                assert isinstance(unit, SiteModule)
+                _fill_parameters(method, unit, sources, present, combination, generator)
 
 
 def _fill_lora(

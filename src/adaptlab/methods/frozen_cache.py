@@ -114,8 +114,9 @@ class FrozenCache:
         for j in self.recorded:
 
             def record(module: nn.Module, args: Any, output: Any, j: int = j) -> None:
-                self.structure[j] = len(output) if isinstance(output, tuple) else None
-                hidden = output[0] if isinstance(output, tuple) else output
+                several = isinstance(output, tuple | list)  # OpenAI GPT's blocks give a list
+                self.structure[j] = len(output) if several else None
+                hidden = output[0] if several else output
                 for row, example in enumerate(indices):
                     keep = slice(None) if mask is None else mask[row].bool()
                     self._store(j, example, hidden[row][keep].detach())

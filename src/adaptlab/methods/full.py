@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from adaptlab.backbone.linear import input_dim, is_linear
 from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.configs.full import FullConfig
 from adaptlab.methods.params import pretrained_names
@@ -28,17 +29,20 @@ from adaptlab.methods.site import Insertion, WeightModule
 class Mixout(WeightModule):
     """The weight of one linear layer, mixed with its pretrained value while training."""
 
-    def __init__(self, pretrained: torch.Tensor, probability: float) -> None:
+    def __init__(self, pretrained: torch.Tensor, probability: float, inputs: int = 1) -> None:
         super().__init__()
         self.register_buffer("pretrained", pretrained, persistent=False)
         self.probability = probability
+        self.inputs = inputs  # the weight's dimension over input units (0 for GPT-2's Conv1D)
 
     def replace_weight(self, w: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return w
         u = self.pretrained
         assert isinstance(u, torch.Tensor)
-        keep = torch.empty(w.shape[-1], device=w.device, dtype=w.dtype)
+        shape = [1] * w.dim()
+        shape[self.inputs] = w.shape[self.inputs]
+        keep = torch.empty(shape, device=w.device, dtype=w.dtype)
         keep.bernoulli_(1 - self.probability)
         return u + (w - u) * (keep / (1 - self.probability))
 
@@ -51,12 +55,13 @@ def apply(
         return result
     head = tuple(f"{name}." for name in backbone.head)
     for name, layer in model.named_modules():
-        if isinstance(layer, nn.Linear) and not f"{name}.".startswith(head):
+        if is_linear(layer) and not f"{name}.".startswith(head):
             # the adapter trains its own copy of w; with keep_initial=False it trains the
             # model's tensor itself, so the pretrained value is kept apart
             pretrained = ctx.pretrained(model, f"{name}.weight").detach()
             if not ctx.keep_initial:
                 pretrained = pretrained.clone()
-            result.insertions.append(Insertion(name, Mixout(pretrained, config.mixout)))
+            mixout = Mixout(pretrained, config.mixout, input_dim(layer))
+            result.insertions.append(Insertion(name, mixout))
     result.no_dropout.add("")
     return result

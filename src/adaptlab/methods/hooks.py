@@ -102,8 +102,8 @@ class SiteHooks:
             inputs = {
                 r: _first_input(args, kwargs) if r == site else self._captured.pop(r) for r in reads
             }
-            if isinstance(output, tuple):  # a block's (hidden states, ...)
-                return (step.run(output[0], inputs), *output[1:])
+            if isinstance(output, tuple | list):  # a block's (hidden states, ...)
+                return type(output)((step.run(output[0], inputs), *output[1:]))
             return step.run(output, inputs)
 
         return get_module(self.model, site).register_forward_hook(hook, with_kwargs=True)
@@ -129,25 +129,27 @@ class SiteHooks:
 
     def _add_weight_hooks(self, site: str) -> list[RemovableHandle]:
         """Put each active weight module's weight in place while the site runs, then the
-        parameter back (also when the forward fails)."""
-        displaced: list[nn.Parameter] = []
+        parameter back (also when the forward fails); merged modules are in it already."""
+        displaced: list[tuple[str, nn.Parameter]] = []
 
         def before(module: nn.Module, args: tuple[Any, ...]) -> None:
-            modules = self._plan.weights.get(site, ())
+            modules = [m for m in self._plan.weights.get(site, ()) if not m.merged]
             if not modules:
                 return
-            original = module._parameters["weight"]
+            name = modules[0].parameter
+            original = module._parameters[name]
             assert original is not None
             weight: torch.Tensor = original
             for replacing in modules:
                 weight = replacing.replace_weight(weight)
             if weight is not original:
-                displaced.append(original)
-                module._parameters["weight"] = weight  # type: ignore[assignment]
+                displaced.append((name, original))
+                module._parameters[name] = weight  # type: ignore[assignment]
 
         def after(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            if displaced and module._parameters["weight"] is not displaced[-1]:
-                module._parameters["weight"] = displaced.pop()
+            if displaced and module._parameters[displaced[-1][0]] is not displaced[-1][1]:
+                name, original = displaced.pop()
+                module._parameters[name] = original
 
         layer = get_module(self.model, site)
         return [

@@ -39,7 +39,6 @@ REFUSED = {
     "use_dora": False,
     "use_rslora": False,
     "lora_bias": False,
-    "fan_in_fan_out": False,
     "bias": "none",
     "layers_to_transform": None,
     "rank_pattern": {},
@@ -57,6 +56,10 @@ _ABOUT = (
     "megatron_core", "qalora_group_size",
 )  # fmt: skip
 """Fields that say where the adapter came from, or matter only with an option refused above."""
+_LAYOUT = "fan_in_fan_out"
+"""Whether the target layers store their weight in x out (GPT-2's Conv1D): PEFT's pairs are the
+same either way (A r x in, B out x r), and adaptlab reads each layer's own orientation; a
+boolean is all that is checked."""
 _PLAIN_INITS = (True, False, "gaussian")
 """init_lora_weights values that leave the base weights alone (PiSSA, OLoRA, LoftQ... change
 them, so their adapters only work on the changed base)."""
@@ -212,8 +215,11 @@ def _check_options(config: Mapping[str, Any], path: Path) -> None:
             f"{path}: init_lora_weights={_shown(init)} has no equivalent in adaptlab's LoRA "
             "(only true, false or 'gaussian': the others change the base model's weights)"
         )
+    layout = config.get(_LAYOUT, False)
+    if not isinstance(layout, bool):
+        raise AdapterFileError(f"{path}: {_LAYOUT}={_shown(layout)}, where true or false belongs")
     for key, value in config.items():
-        if key not in (*_READ, *_ABOUT, *REFUSED) and value not in _UNSET:
+        if key not in (*_READ, *_ABOUT, *REFUSED, _LAYOUT) and value not in _UNSET:
             raise AdapterFileError(
                 f"{path}: unknown field {key!r} set to {_shown(value)}; adaptlab knows the LoRA "
                 f"fields of PEFT up to {PEFT_VERSION} and cannot tell what this one changes"

@@ -39,7 +39,8 @@ import torch
 from torch import nn
 
 from adaptlab.backbone.discovery import find_backbone
-from adaptlab.backbone.parts import Backbone, is_inserted
+from adaptlab.backbone.linear import features, is_conv1d
+from adaptlab.backbone.parts import Backbone, get_module, is_inserted
 from adaptlab.backbone.roles import ROLES
 from adaptlab.errors import AdapterFileError
 from adaptlab.fileio import atomic_write
@@ -58,6 +59,7 @@ from adaptlab.methods.peft_config import (
     folder_file,
     read_peft_config,
 )
+from adaptlab.methods.sliced import units
 from adaptlab.methods.state import get_state
 from adaptlab.models.tensor_checks import MAX_MAGNITUDE, fit_problem, read_tensor_file
 from adaptlab.paths import listed
@@ -103,14 +105,19 @@ def export_peft(
     config = _check_exportable(model, handle)
     tensors: dict[str, torch.Tensor] = {}
     targets = []
+    ranks: dict[str, int] = {}
+    conv1d = False
     for insertion in handle.insertions["lora"]:
-        module = insertion.module
-        assert isinstance(module, LoRA)
-        if module.merged:
+        if insertion.module.merged:
             raise AdapterFileError(f"adapter {handle.name!r} is merged: unmerge it first")
+        layer = get_module(model, insertion.site)
+        conv1d = conv1d or is_conv1d(layer)
+        a, b = _peft_pair(insertion.module, features(layer)[1])
         targets.append(insertion.site)
-        tensors[f"{PREFIX}{insertion.site}.lora_A.weight"] = module.A.detach()
-        tensors[f"{PREFIX}{insertion.site}.lora_B.weight"] = module.B.detach()
+        if a.shape[0] != config.rank:
+            ranks[insertion.site] = a.shape[0]
+        tensors[f"{PREFIX}{insertion.site}.lora_A.weight"] = a
+        tensors[f"{PREFIX}{insertion.site}.lora_B.weight"] = b
     head = handle.groups.get(HEAD_GROUP, [])
     for tensor_name in head:
         tensors[f"{PREFIX}{tensor_name}"] = handle.owned[tensor_name].detach()
@@ -132,6 +139,9 @@ def export_peft(
         "modules_to_save": saved or None,
         "init_lora_weights": True,
         **REFUSED,
+        "fan_in_fan_out": conv1d,
+        "rank_pattern": ranks,
+        "alpha_pattern": {site: config.alpha * rank / config.rank for site, rank in ranks.items()},
     }
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -140,6 +150,20 @@ def export_peft(
     atomic_write(folder / CONFIG_FILE, json.dumps(peft_config, indent=2).encode())
     write_about(folder, about, "LoRA")
     return folder
+
+
+def _peft_pair(module: nn.Module, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lora_A, lora_B) of one layer as PEFT holds it. The k pairs of a fused layer's parts
+    (`Sliced`) become one pair of rank k r (`LoRA.joint_pair`: the parts' A stacked, and a B
+    that is zero but for each part's B in its own rows and its own r columns); the layer's
+    alpha is k alpha, which keeps the scaling alpha / r (`rank_pattern` and `alpha_pattern`
+    say so)."""
+    pairs = units(module)
+    loras = [m for m in pairs.values() if isinstance(m, LoRA)]
+    if "" in pairs:
+        return loras[0].A.detach(), loras[0].B.detach()
+    with torch.no_grad():
+        return LoRA.joint_pair(loras, width)
 
 
 def _check_exportable(model: nn.Module, handle: AdaptHandle) -> LoRAConfig:
@@ -377,6 +401,14 @@ def _examples(model: nn.Module) -> str:
 
 def _roles(parts: Backbone, layers: set[str], folder: Path) -> tuple[str, ...]:
     """The roles the PEFT target layers play: each role in every block, or a refusal."""
+    fused = sorted(layers & {part.module for b in parts.blocks for _, part in b.slices})
+    if fused:
+        names = [p.name for b in parts.blocks for _, p in b.slices if p.module == fused[0]]
+        raise AdapterFileError(
+            f"{folder}: PEFT target {fused[0]!r} is a fused layer (of {', '.join(names)}), and "
+            "PEFT's one pair there updates its parts together; adaptlab's LoRA gives each part "
+            "its own pair, so it cannot take this adapter"
+        )
     role_of = {module: role for role in ROLES for module in parts.modules_with_role(role)}
     unknown = sorted(layers - set(role_of))
     if unknown:
@@ -398,5 +430,16 @@ def _roles(parts: Backbone, layers: set[str], folder: Path) -> tuple[str, ...]:
 
 
 def _task_type(model: nn.Module) -> str | None:
+    """PEFT's task type of `model`'s head: by its class's suffix, or for the classes named
+    otherwise (GPT2LMHeadModel) by the transformers auto class that lists it."""
+    from transformers.models.auto import modeling_auto as auto
+
     name = type(model).__name__
-    return next((t for suffix, t in _TASK_TYPES.items() if name.endswith(suffix)), None)
+    found = next((t for suffix, t in _TASK_TYPES.items() if name.endswith(suffix)), None)
+    if found is not None:
+        return found
+    heads = {
+        "CAUSAL_LM": auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        "SEQ_2_SEQ_LM": auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    }
+    return next((t for t, classes in heads.items() if name in classes.values()), None)

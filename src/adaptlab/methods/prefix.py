@@ -25,7 +25,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from adaptlab.backbone.parts import Backbone, get_module
+from adaptlab.backbone.families import LATENT_ATTENTION
+from adaptlab.backbone.linear import features
+from adaptlab.backbone.parts import Backbone, BlockParts, get_module
 from adaptlab.methods.attention import check_attention
 from adaptlab.methods.config import require
 from adaptlab.methods.configs.prefix import PrefixConfig
@@ -93,10 +95,17 @@ def insert_prefixes(
     model: nn.Module, backbone: Backbone, config: PrefixConfig, ctx: ApplyContext, method: str
 ) -> list[Insertion]:
     """A prefix at every block's attention module (checked to be reachable first)."""
+    require(
+        backbone.family not in LATENT_ATTENTION,
+        method,
+        f"{backbone.model_class} has multi-head latent attention: each key joins rows of "
+        "kv_b_proj with a rotary part from another layer, so no layer gives the keys a prefix "
+        "must match",
+    )
     sites = [attention_module(block.query) for block in backbone.blocks]
     for site in sites:
         check_attention(model, get_module(model, site), site, method)
-    widths = {_out_features(get_module(model, b.key)) for b in backbone.blocks}
+    widths = {_key_width(model, b) for b in backbone.blocks}
     require(len(widths) == 1, method, "the blocks' key projections differ in width")
     (width,) = widths
     encoder = None
@@ -114,9 +123,12 @@ def insert_prefixes(
     ]
 
 
-def _out_features(layer: nn.Module) -> int:
-    assert isinstance(layer, nn.Linear)
-    return layer.out_features
+def _key_width(model: nn.Module, block: BlockParts) -> int:
+    """The width of a block's keys: its key projection's output (or rows of a fused one)."""
+    (part,) = block.parts("key")
+    if part.rows is not None:
+        return part.rows.size
+    return features(get_module(model, part.module))[1]
 
 
 def apply(

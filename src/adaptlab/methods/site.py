@@ -88,11 +88,13 @@ class InputModule(SiteModule):
 
 
 class WeightModule(SiteModule):
-    """Replaces its site's weight while the site runs: `replace_weight(w)` from the one in
-    place."""
+    """Replaces one of its site's weights (`parameter`) while the site runs: `replace_weight(w)`
+    from the one in place."""
 
     acts_on = WEIGHT
     fusable = False
+    parameter: str = "weight"
+    """The site's parameter it replaces (a mixture of experts' `down_proj`, say)."""
 
     def replace_weight(self, w: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError

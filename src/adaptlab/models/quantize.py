@@ -60,6 +60,7 @@ def quantize_base(model: nn.Module, kind: str, compute_dtype: torch.dtype | None
     from torch import nn
 
     from adaptlab.backbone.discovery import find_backbone
+    from adaptlab.backbone.linear import is_conv1d
     from adaptlab.backbone.parts import get_module, is_inserted
     from adaptlab.models.fingerprint import record_fingerprint
 
@@ -75,7 +76,7 @@ def quantize_base(model: nn.Module, kind: str, compute_dtype: torch.dtype | None
         f"{block.name}.{name}": module
         for block in parts.blocks
         for name, module in get_module(model, block.name).named_modules()
-        if type(module) is nn.Linear  # not a subclass: a bnb layer is one already
+        if type(module) is nn.Linear or is_conv1d(module)  # not a subclass: a bnb layer is one
     }
     if kind == "nf4":
         _check_cpu_widths(bnb, linears)
@@ -157,12 +158,15 @@ def logical_numel(tensor: torch.Tensor) -> int:
     return math.prod(shape) if shape is not None else tensor.numel()
 
 
-def _check_cpu_widths(bnb: ModuleType, linears: dict[str, nn.Linear]) -> None:
+def _check_cpu_widths(bnb: ModuleType, linears: dict[str, nn.Module]) -> None:
     """bitsandbytes' CPU kernel de-quantises NF4 wrongly (whole rows off by tens of percent)
     when a layer's input width is even but not a multiple of the block (64): refuse that."""
+    from adaptlab.backbone.linear import out_in_weight
+
     for name, layer in linears.items():
-        width = layer.in_features
-        if layer.weight.device.type == "cpu" and width % NF4_BLOCK and width % 2 == 0:
+        weight = out_in_weight(layer)
+        width = weight.shape[1]
+        if weight.device.type == "cpu" and width % NF4_BLOCK and width % 2 == 0:
             raise ConfigError(
                 f"nf4: bitsandbytes {bnb.__version__} de-quantises correctly on the CPU only "
                 f"layers whose input width is a multiple of {NF4_BLOCK}; {name!r} takes {width}: "
@@ -170,14 +174,19 @@ def _check_cpu_widths(bnb: ModuleType, linears: dict[str, nn.Linear]) -> None:
             )
 
 
-def _quantized(bnb: ModuleType, layer: nn.Linear, kind: str, compute_dtype: Any) -> nn.Module:
-    """A bnb layer holding `layer`'s weights quantised, and its bias (nf4: in the compute
-    dtype, where bnb adds it)."""
+def _quantized(bnb: ModuleType, layer: nn.Module, kind: str, compute_dtype: Any) -> nn.Module:
+    """A bnb layer holding `layer`'s weights quantised (an `nn.Linear`'s, or a Conv1D's as the
+    linear layer it is), and its bias (nf4: in the compute dtype, where bnb adds it)."""
     import torch
 
-    device = layer.weight.device
-    has_bias = layer.bias is not None
-    shape = (layer.in_features, layer.out_features)
+    from adaptlab.backbone.linear import out_in_weight
+
+    weight = out_in_weight(layer).data.contiguous()
+    device = weight.device
+    bias_of = layer.bias
+    assert bias_of is None or isinstance(bias_of, torch.Tensor)
+    has_bias = bias_of is not None
+    shape = (weight.shape[1], weight.shape[0])
     new: Any
     if kind == "nf4":
         new = bnb.nn.Linear4bit(
@@ -189,7 +198,7 @@ def _quantized(bnb: ModuleType, layer: nn.Linear, kind: str, compute_dtype: Any)
             device="meta",
         )
         new.weight = bnb.nn.Params4bit(
-            layer.weight.data,
+            weight,
             requires_grad=False,
             blocksize=NF4_BLOCK,
             compress_statistics=True,
@@ -210,11 +219,11 @@ def _quantized(bnb: ModuleType, layer: nn.Linear, kind: str, compute_dtype: Any)
         )
         # Int8Params quantises when it moves from the CPU to a device (the CPU included)
         new.weight = bnb.nn.Int8Params(
-            layer.weight.data.to("cpu"), requires_grad=False, has_fp16_weights=False
+            weight.to("cpu"), requires_grad=False, has_fp16_weights=False
         )
-        setattr(new, INT8_DTYPE_ATTRIBUTE, layer.weight.dtype)
-    if has_bias:
-        bias = layer.bias.data
+        setattr(new, INT8_DTYPE_ATTRIBUTE, weight.dtype)
+    if bias_of is not None:
+        bias = bias_of.data
         if kind == "nf4":  # bnb would turn it to the compute dtype on the first forward
             bias = bias.to(new.compute_dtype)
         new.bias = torch.nn.Parameter(bias, requires_grad=False)
