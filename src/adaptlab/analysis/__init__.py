@@ -1,5 +1,6 @@
 """Analysis layer: what adaptation changed (per-layer RSA / CKA against the base model, loss
-landscapes), after paper-effectiveness §2.2 and §5. See docs/analysis.md."""
+landscapes, after paper-effectiveness §2.2 and §5; the spectrum of weight updates). See
+docs/analysis.md."""
 
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ if TYPE_CHECKING:
         fusion_analysis,
         landscape_analysis,
         similarity_analysis,
+        spectrum_analysis,
     )
     from adaptlab.analysis.cka import linear_cka
     from adaptlab.analysis.features import layer_features, layer_names
@@ -22,8 +24,10 @@ if TYPE_CHECKING:
         base_and_adapted,
         compare_to_base,
     )
+    from adaptlab.analysis.spectrum import UpdateSpectrum, update_spectrum
     from adaptlab.analysis.target import Target, load_target
     from adaptlab.analysis.tokens import TokenSample, eligible_tokens, sample_tokens
+    from adaptlab.analysis.updates import WeightUpdate, weight_updates
 
 __all__ = [
     "MEASURES",
@@ -31,6 +35,8 @@ __all__ = [
     "LayerScores",
     "Target",
     "TokenSample",
+    "UpdateSpectrum",
+    "WeightUpdate",
     "Written",
     "alphas",
     "base_and_adapted",
@@ -46,6 +52,9 @@ __all__ = [
     "rsa",
     "sample_tokens",
     "similarity_analysis",
+    "spectrum_analysis",
+    "update_spectrum",
+    "weight_updates",
 ]
 
 lazy_face(__name__)

@@ -16,11 +16,26 @@ from adaptlab.analysis.landscape import (
     check_finite,
     loss_landscape,
 )
-from adaptlab.analysis.plots import fusion_figure, landscape_figure, layer_figure, save_png
+from adaptlab.analysis.plots import (
+    fusion_figure,
+    landscape_figure,
+    layer_figure,
+    save_png,
+    spectrum_figure,
+)
 from adaptlab.analysis.similarity import MEASURES, check_tokens, compare_to_base, get_measure
+from adaptlab.analysis.spectrum import (
+    EPSILON,
+    TOP_K,
+    check_intruder_options,
+    layer_summaries,
+    update_spectrum,
+)
 from adaptlab.analysis.target import load_target
 from adaptlab.analysis.tokens import DEFAULT_TOKENS, sample_tokens
+from adaptlab.analysis.updates import weight_updates
 from adaptlab.engine.outputs import ADAPTER_FOLDER, ANALYSIS_FOLDER
+from adaptlab.engine.restore import load_trained
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json
@@ -161,6 +176,57 @@ def fusion_analysis(
     return _write(result, fig, folder, "fusion", hint)
 
 
+def spectrum_analysis(
+    path: str | os.PathLike[str],
+    *,
+    top_k: int = TOP_K,
+    epsilon: float = EPSILON,
+    out: str | os.PathLike[str] | None = None,
+    device: str = "cpu",
+    model: str | None = None,
+) -> Written:
+    """The spectrum of every weight matrix the trained run changes (`adaptlab.analysis.spectrum`):
+    ΔW's singular values and effective ranks, its norm against W, the intruder dimensions of
+    W + ΔW among its top `top_k` singular vectors at threshold `epsilon`."""
+    check_intruder_options(top_k, epsilon)
+    folder = _output_folder(path, out, "spectrum", "", model)
+    started = time.perf_counter()
+    loaded, _ = load_trained(path, device, model=model)
+    handle = get_handle(loaded.model)
+    updates = weight_updates(loaded.model, handle)
+    if not updates.matrices:
+        raise ConfigError(
+            f"{path}: {'+'.join(handle.method_names)} changes no weight matrix (it inserts "
+            "modules beside the weights or trains vectors), so its update has no spectrum; "
+            "measure what it changed with adaptlab analyze rsa or cka"
+        )
+    matrices = [
+        {
+            "name": m.name,
+            "layer": m.layer,
+            "role": m.role,
+            "kind": m.kind,
+            "shape": list(m.weight.shape),
+            **update_spectrum(m.weight, m.delta, top_k, epsilon).to_dict(),
+        }
+        for m in updates.matrices
+    ]
+    layers = layer_summaries(matrices)
+    result = {
+        "analysis": "spectrum",
+        "adapter": str(path),
+        "methods": list(handle.method_names),
+        "without_matrix": updates.without_matrix,
+        "top_k": top_k,
+        "epsilon": epsilon,
+        "matrices": matrices,
+        "layers": layers,
+        "seconds": time.perf_counter() - started,
+    }
+    fig = spectrum_figure(layers, f"update spectrum: {path}")
+    return _write(result, fig, folder, "spectrum", "the update is not finite: the run diverged")
+
+
 def _output_folder(
     path: str | os.PathLike[str],
     out: str | os.PathLike[str] | None,
@@ -193,7 +259,7 @@ def _output_folder(
 
 def _earlier_analysis(path: Path) -> bool:
     """Whether `path` is a result or plot an analysis writes (what a folder of them holds)."""
-    names = (*MEASURES, "landscape", "fusion")
+    names = (*MEASURES, "landscape", "fusion", "spectrum")
     if path.suffix == ".json" and path.stem in names:
         return json_with_key(path, "analysis")
     return path.suffix == ".png" and path.stem in names and has_prefix(path, PNG_SIGNATURE)

@@ -1,6 +1,6 @@
 """PNG figures of analyses: per-layer similarity curves (paper-effectiveness fig. 2), loss
-landscapes (fig. 6) and AdapterFusion weights. Built on `matplotlib.figure.Figure` (no pyplot,
-no global backend)."""
+landscapes (fig. 6), AdapterFusion weights and the spectrum of weight updates. Built on
+`matplotlib.figure.Figure` (no pyplot, no global backend)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import io
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from adaptlab.fileio import atomic_write
 
@@ -57,6 +59,28 @@ def fusion_figure(layers: Mapping[str, Sequence[float]], title: str) -> Figure:
     ax.set_xlabel("fusion layer (bottom to top)")
     ax.set_title(title)
     fig.colorbar(image, ax=ax, label="mean weight")
+    return fig
+
+
+def spectrum_figure(layers: Sequence[Mapping[str, Any]], title: str) -> Figure:
+    """Per block: the mean effective rank (0.9 of the squared spectrum) of the changed matrices
+    and their intruder dimensions, one line per kind (attention, ffn, other)."""
+    fig = Figure(figsize=(7, 5), layout="constrained")
+    rank_ax, intruder_ax = fig.subplots(2, 1, sharex=True)
+    kinds = sorted({kind for layer in layers for kind in layer if kind != "layer"})
+    for kind in kinds:
+        present = [layer for layer in layers if kind in layer]
+        blocks = [layer["layer"] for layer in present]
+        rank_ax.plot(blocks, [x[kind]["mean_effective_rank"] for x in present], "o-", label=kind)
+        intruder_ax.plot(blocks, [x[kind]["intruders"] for x in present], "o-", label=kind)
+    rank_ax.set_ylabel("effective rank of ΔW (90%)")
+    intruder_ax.set_ylabel("intruder dimensions")
+    intruder_ax.set_xlabel("block")
+    intruder_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    rank_ax.set_title(title)
+    for ax in (rank_ax, intruder_ax):
+        ax.grid(alpha=0.3)
+        ax.legend()
     return fig
 
 

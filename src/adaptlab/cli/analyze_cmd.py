@@ -1,4 +1,5 @@
-"""`adaptlab analyze`: what adaptation changed: per-layer RSA / CKA, loss landscapes."""
+"""`adaptlab analyze`: what adaptation changed: per-layer RSA / CKA, loss landscapes, the
+spectrum of weight updates, AdapterFusion weights."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from adaptlab.analysis.api import Written, fusion_analysis, landscape_analysis, similarity_analysis
+from adaptlab.analysis.api import (
+    Written,
+    fusion_analysis,
+    landscape_analysis,
+    similarity_analysis,
+    spectrum_analysis,
+)
 from adaptlab.analysis.landscape import (
     DEFAULT_POINTS,
     DEFAULT_SPAN,
@@ -15,19 +22,25 @@ from adaptlab.analysis.landscape import (
     MAX_SPAN,
     MIN_SPAN,
 )
+from adaptlab.analysis.spectrum import EPSILON, TOP_K
 from adaptlab.analysis.tokens import DEFAULT_TOKENS
-from adaptlab.cli.analysis_options import AnalysisTarget, with_analysis_options
+from adaptlab.cli.analysis_options import (
+    AdapterOption,
+    AnalysisTarget,
+    Out,
+    with_analysis_options,
+)
 from adaptlab.cli.console import console
 from adaptlab.cli.data_file_options import (
     DEFAULT_DATA_FILE,
     DataFileOptions,
     with_data_file_options,
 )
-from adaptlab.cli.options import at_least_two, positive, positive_finite, seed
+from adaptlab.cli.options import BaseModel, Device, at_least_two, positive, positive_finite, seed
 
 app = typer.Typer(
     help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes, "
-    "AdapterFusion weights.",
+    "the spectrum of weight updates, AdapterFusion weights.",
     no_args_is_help=True,
 )
 
@@ -119,6 +132,58 @@ def landscape(
     for alpha, loss in zip(written.result["alphas"], written.result["losses"], strict=True):
         table.add_row(f"{alpha:+.3f}", f"{loss:.4f}")
     console().print(table)
+    _print_files(written)
+
+
+@app.command("spectrum")
+def spectrum(
+    adapter: AdapterOption,
+    model: BaseModel = None,
+    out: Out = None,
+    device: Device = "auto",
+    top_k: Annotated[
+        int,
+        typer.Option(
+            help="Top singular vectors of each adapted matrix checked for intruder dimensions "
+            "(Shuttleworth et al.'s k).",
+            callback=positive,
+        ),
+    ] = TOP_K,
+    epsilon: Annotated[
+        float,
+        typer.Option(
+            help="A top singular vector whose cosine with every singular vector of the base "
+            "matrix stays below this is an intruder dimension.",
+            callback=positive_finite,
+        ),
+    ] = EPSILON,
+) -> None:
+    """The spectrum of each weight update ΔW the run made: effective rank (the singular values
+    holding 90% of its squared spectrum), size against W, intruder dimensions.
+
+    Example:
+
+        adaptlab analyze spectrum --adapter runs/qa-lora
+    """
+    written = spectrum_analysis(
+        adapter, top_k=top_k, epsilon=epsilon, out=out, device=device, model=model
+    )
+    result = written.result
+    table = Table(title=f"update spectrum of {adapter} ({'+'.join(result['methods'])})")
+    for name in ("block", "kind", "matrices", "effective rank (90%)", "intruders"):
+        table.add_column(name, justify="left" if name == "kind" else "right")
+    for layer in result["layers"]:
+        for kind, summary in ((k, v) for k, v in layer.items() if k != "layer"):
+            table.add_row(
+                str(layer["layer"]),
+                kind,
+                str(summary["matrices"]),
+                f"{summary['mean_effective_rank']:.1f}",
+                str(summary["intruders"]),
+            )
+    console().print(table)
+    if result["without_matrix"]:
+        print(f"no weight matrix changed by: {', '.join(result['without_matrix'])}")
     _print_files(written)
 
 
