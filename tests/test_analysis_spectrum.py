@@ -115,7 +115,10 @@ def test_ia3_and_full_fine_tuning_updates() -> None:
     scale = model.get_submodule("bert.encoder.layer.0.attention.self.key.adaptlab.default.ia3")
     with torch.no_grad():
         scale.scale.uniform_(0.5, 1.5)
+        model.get_submodule("bert.encoder.layer.0.attention.self.key").bias.uniform_(-1, 1)
+    before = {n: t.clone() for n, t in model.state_dict().items()}
     updates = weight_updates(model, handle)
+    assert all(torch.equal(before[n], t) for n, t in model.state_dict().items())
     key = model.get_submodule("bert.encoder.layer.0.attention.self.key").weight.detach()
     found = next(m for m in updates.matrices if m.layer == 0)
     torch.testing.assert_close(found.delta, (scale.scale.detach()[:, None] - 1) * key)

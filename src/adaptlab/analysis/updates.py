@@ -88,16 +88,15 @@ def _add(deltas: dict[str, torch.Tensor], name: str, delta: torch.Tensor) -> Non
 def _merged_deltas(site: nn.Module, module: SiteModule) -> dict[str, torch.Tensor]:
     """What merging `module` into `site` adds to each of the site's own parameters of two or
     more dimensions; the site is left as it was, bit for bit."""
-    originals = {
-        n: p.detach().clone() for n, p in site.named_parameters(recurse=False) if p.dim() >= 2
-    }
+    originals = {n: p.detach().clone() for n, p in site.named_parameters(recurse=False)}
+    matrices = [n for n, p in originals.items() if p.dim() >= 2]
     with torch.no_grad():
         module.merge_into(site)
-        merged = {n: getattr(site, n).detach().float().clone() for n in originals}
+        merged = {n: getattr(site, n).detach().float().clone() for n in matrices}
         module.unmerge_from(site)
-        for n, original in originals.items():
+        for n, original in originals.items():  # biases too: (IA)3 rescales them
             getattr(site, n).copy_(original)
-    return {n: merged[n] - originals[n].float() for n in originals}
+    return {n: merged[n] - originals[n].float() for n in matrices}
 
 
 def _places(backbone: Backbone) -> dict[str, Place]:
