@@ -28,12 +28,10 @@ from adaptlab.analysis.spectrum import (
     EPSILON,
     TOP_K,
     check_intruder_options,
-    layer_summaries,
-    update_spectrum,
 )
 from adaptlab.analysis.target import load_target
 from adaptlab.analysis.tokens import DEFAULT_TOKENS, sample_tokens
-from adaptlab.analysis.updates import weight_updates
+from adaptlab.analysis.updates import model_spectrum
 from adaptlab.engine.outputs import ADAPTER_FOLDER, ANALYSIS_FOLDER
 from adaptlab.engine.restore import load_trained
 from adaptlab.errors import ConfigError
@@ -51,6 +49,9 @@ from adaptlab.paths import (
 from adaptlab.tasks.fusion_weights import mean_fusion_weights
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+OTHER_ANALYSES = ("landscape", "fusion", "spectrum", "forgetting")
+"""What analyses other than the similarity measures name their files (`forgetting.json` is
+`adaptlab.forgetting`'s), which an analysis folder may hold."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +80,13 @@ def similarity_analysis(
     """Per-layer `measure` (rsa, cka, cka-debiased) of the trained run against its base."""
     get_measure(measure)  # an unknown measure, or too few tokens, fails before anything loads
     check_tokens(measure, tokens)
-    folder = _output_folder(path, out, measure, data, model)
+    folder = output_folder(path, out, measure, data, model)
     started = time.perf_counter()
     target = load_target(path, data, data_options, split=split, device=device, model=model)
     sample = sample_tokens(target.features, target.special_ids, tokens, seed)
     scores = compare_to_base(
         target.model,
-        target.encoder,
+        target.collator,
         target.features,
         sample,
         (measure,),
@@ -100,7 +101,7 @@ def similarity_analysis(
         "seconds": time.perf_counter() - started,
     }
     fig = layer_figure({str(path): scores.scores}, measure, f"{measure.upper()}: {target.data}")
-    return _write(result, fig, folder, measure, "the representations are not finite")
+    return write_analysis(result, fig, folder, measure, "the representations are not finite")
 
 
 def landscape_analysis(
@@ -119,12 +120,12 @@ def landscape_analysis(
 ) -> Written:
     """The loss along theta0 + a (theta1 - theta0) on `split` (§5)."""
     grid = alphas(points, span)
-    folder = _output_folder(path, out, "landscape", data, model)
+    folder = output_folder(path, out, "landscape", data, model)
     started = time.perf_counter()
     target = load_target(path, data, data_options, split=split, device=device, model=model)
     curve = loss_landscape(
         target.model,
-        target.encoder,
+        target.labelled("landscape"),
         target.features,
         target.task,
         target.label_names,
@@ -141,7 +142,9 @@ def landscape_analysis(
         "seconds": time.perf_counter() - started,
     }
     fig = landscape_figure({str(path): (curve.alphas, curve.losses)}, f"loss: {target.data}")
-    return _write(result, fig, folder, "landscape", "the losses are not finite; lower --span")
+    return write_analysis(
+        result, fig, folder, "landscape", "the losses are not finite; lower --span"
+    )
 
 
 def fusion_analysis(
@@ -156,13 +159,14 @@ def fusion_analysis(
     batch_size: int = 64,
 ) -> Written:
     """A trained fusion's mean weight per adapter at each fusion layer on `split`."""
-    folder = _output_folder(path, out, "fusion", data, model)
+    folder = output_folder(path, out, "fusion", data, model)
     started = time.perf_counter()
     target = load_target(path, data, data_options, split=split, device=device, model=model)
+    encoder = target.labelled("fusion")
     fusion = get_handle(target.model)
     if not fusion.is_fusion:
         raise ConfigError(f"{path}: not a fusion run ({'+'.join(fusion.method_names)})")
-    sites = mean_fusion_weights(target.model, fusion, target.encoder, target.features, batch_size)
+    sites = mean_fusion_weights(target.model, fusion, encoder, target.features, batch_size)
     result = {
         "analysis": "fusion",
         "adapter": str(path),
@@ -173,7 +177,7 @@ def fusion_analysis(
     layers = {a: [site.weights[a] for site in sites] for a in fusion.fused}
     fig = fusion_figure(layers, f"fusion weights: {target.data}")
     hint = "the fusion's weights are not finite, so the run diverged; train it again"
-    return _write(result, fig, folder, "fusion", hint)
+    return write_analysis(result, fig, folder, "fusion", hint)
 
 
 def spectrum_analysis(
@@ -189,45 +193,30 @@ def spectrum_analysis(
     ΔW's singular values and effective ranks, its norm against W, the intruder dimensions of
     W + ΔW among its top `top_k` singular vectors at threshold `epsilon`."""
     check_intruder_options(top_k, epsilon)
-    folder = _output_folder(path, out, "spectrum", "", model)
+    folder = output_folder(path, out, "spectrum", "", model)
     started = time.perf_counter()
     loaded, _ = load_trained(path, device, model=model)
-    handle = get_handle(loaded.model)
-    updates = weight_updates(loaded.model, handle)
-    if not updates.matrices:
+    spectrum = model_spectrum(loaded.model, top_k, epsilon)
+    if not spectrum["matrices"]:
         raise ConfigError(
-            f"{path}: {'+'.join(handle.method_names)} changes no weight matrix (it inserts "
+            f"{path}: {'+'.join(spectrum['methods'])} changes no weight matrix (it inserts "
             "modules beside the weights or trains vectors), so its update has no spectrum; "
             "measure what it changed with adaptlab analyze rsa or cka"
         )
-    matrices = [
-        {
-            "name": m.name,
-            "layer": m.layer,
-            "role": m.role,
-            "kind": m.kind,
-            "shape": list(m.weight.shape),
-            **update_spectrum(m.weight, m.delta, top_k, epsilon).to_dict(),
-        }
-        for m in updates.matrices
-    ]
-    layers = layer_summaries(matrices)
+    layers = spectrum["layers"]
     result = {
         "analysis": "spectrum",
         "adapter": str(path),
-        "methods": list(handle.method_names),
-        "without_matrix": updates.without_matrix,
-        "top_k": top_k,
-        "epsilon": epsilon,
-        "matrices": matrices,
-        "layers": layers,
+        **spectrum,
         "seconds": time.perf_counter() - started,
     }
     fig = spectrum_figure(layers, f"update spectrum: {path}")
-    return _write(result, fig, folder, "spectrum", "the update is not finite: the run diverged")
+    return write_analysis(
+        result, fig, folder, "spectrum", "the update is not finite: the run diverged"
+    )
 
 
-def _output_folder(
+def output_folder(
     path: str | os.PathLike[str],
     out: str | os.PathLike[str] | None,
     name: str,
@@ -259,13 +248,13 @@ def _output_folder(
 
 def _earlier_analysis(path: Path) -> bool:
     """Whether `path` is a result or plot an analysis writes (what a folder of them holds)."""
-    names = (*MEASURES, "landscape", "fusion", "spectrum")
+    names = (*MEASURES, *OTHER_ANALYSES)
     if path.suffix == ".json" and path.stem in names:
         return json_with_key(path, "analysis")
     return path.suffix == ".png" and path.stem in names and has_prefix(path, PNG_SIGNATURE)
 
 
-def _write(result: dict[str, Any], fig: Any, folder: Path, name: str, hint: str) -> Written:
+def write_analysis(result: dict[str, Any], fig: Any, folder: Path, name: str, hint: str) -> Written:
     """The result as `name`.json and the figure as `name`.png in `folder`; nothing is written
     when a number of the result is NaN or infinite (a DataError naming it, then `hint`)."""
     json_path, png_path = folder / f"{name}.json", folder / f"{name}.png"

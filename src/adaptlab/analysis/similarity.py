@@ -19,6 +19,7 @@ from adaptlab.analysis.features import layer_features, layer_names
 from adaptlab.analysis.rsa import rsa
 from adaptlab.analysis.tokens import TokenSample
 from adaptlab.data.encoding import TextEncoder
+from adaptlab.engine.trained_run import Collator
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods.adapt import disabled
 
@@ -74,14 +75,15 @@ class LayerScores:
 
 def base_and_adapted(
     model: nn.Module,
-    encoder: TextEncoder,
-    features: Sequence[dict[str, Any]],
+    encoder: TextEncoder | Collator,
+    features: Sequence[Any],
     sample: TokenSample,
     *,
     batch_size: int = 32,
     progress: bool = False,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per-layer features of the sampled tokens with adaptation switched off, then on."""
+    """Per-layer features of the sampled tokens with adaptation switched off, then on
+    (`encoder` batches `features`: see `layer_features`)."""
     with disabled(model):
         base = layer_features(
             model, encoder, features, sample, batch_size=batch_size, progress=progress, desc="base"
@@ -94,8 +96,8 @@ def base_and_adapted(
 
 def compare_to_base(
     model: nn.Module,
-    encoder: TextEncoder,
-    features: Sequence[dict[str, Any]],
+    encoder: TextEncoder | Collator,
+    features: Sequence[Any],
     sample: TokenSample,
     measures: Sequence[str] = ("rsa",),
     *,
@@ -103,7 +105,9 @@ def compare_to_base(
     batch_size: int = 32,
     progress: bool = False,
 ) -> dict[str, LayerScores]:
-    """For each measure, the per-layer score of the adapted model against its base."""
+    """For each measure, the per-layer score of the adapted model against its base, on the
+    sampled tokens of `features` (an encoder's feature dicts or a decoder's examples), which
+    `encoder` batches (see `layer_features`)."""
     chosen = {name: get_measure(name) for name in measures}
     base, adapted = base_and_adapted(
         model, encoder, features, sample, batch_size=batch_size, progress=progress

@@ -18,13 +18,16 @@ each expert of a mixture (its slice of a 3-D weight).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
+from adaptlab.analysis.spectrum import EPSILON, TOP_K, layer_summaries, update_spectrum
 from adaptlab.backbone.linear import is_conv1d
 from adaptlab.backbone.parts import Backbone, get_module
 from adaptlab.backbone.roles import ROLES
+from adaptlab.methods.adapt import get_handle
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.registry import get_method
 from adaptlab.methods.site import SiteModule
@@ -140,3 +143,32 @@ def _matrices(
         for part, rows in sliced
         if bool(delta[rows].any())
     ]
+
+
+def model_spectrum(
+    model: nn.Module, top_k: int = TOP_K, epsilon: float = EPSILON
+) -> dict[str, Any]:
+    """The spectrum of every weight matrix the adapted `model` changes (`update_spectrum`):
+    the methods, those that change no matrix, each matrix's figures and their per-layer
+    summaries (no matrix at all where the methods change none)."""
+    handle = get_handle(model)
+    updates = weight_updates(model, handle)
+    matrices = [
+        {
+            "name": m.name,
+            "layer": m.layer,
+            "role": m.role,
+            "kind": m.kind,
+            "shape": list(m.weight.shape),
+            **update_spectrum(m.weight, m.delta, top_k, epsilon).to_dict(),
+        }
+        for m in updates.matrices
+    ]
+    return {
+        "methods": list(handle.method_names),
+        "without_matrix": updates.without_matrix,
+        "top_k": top_k,
+        "epsilon": epsilon,
+        "matrices": matrices,
+        "layers": layer_summaries(matrices),
+    }

@@ -1,8 +1,9 @@
 """`adaptlab analyze`: what adaptation changed: per-layer RSA / CKA, loss landscapes, the
-spectrum of weight updates, AdapterFusion weights."""
+spectrum of weight updates, forgetting of what the base could do, AdapterFusion weights."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -37,10 +38,12 @@ from adaptlab.cli.data_file_options import (
     with_data_file_options,
 )
 from adaptlab.cli.options import BaseModel, Device, at_least_two, positive, positive_finite, seed
+from adaptlab.forgetting.options import DEFAULT_LIMIT, DEFAULT_WINDOW, ProbeOptions
 
 app = typer.Typer(
     help="See what adaptation changed: per-layer RSA / CKA against the base, loss landscapes, "
-    "the spectrum of weight updates, AdapterFusion weights.",
+    "the spectrum of weight updates, forgetting of what the base could do, AdapterFusion "
+    "weights.",
     no_args_is_help=True,
 )
 
@@ -184,6 +187,70 @@ def spectrum(
     console().print(table)
     if result["without_matrix"]:
         print(f"no weight matrix changed by: {', '.join(result['without_matrix'])}")
+    _print_files(written)
+
+
+@app.command("forgetting")
+def forgetting(
+    adapter: AdapterOption,
+    probes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--probe",
+            "--probes",
+            help="kind:value, repeatable: text:fairy-tales or text:FILE.txt, facts:countries or "
+            "facts:FILE, harness:TASK (lm-eval), data:DATA (its test split, encoded for the "
+            "run's task). Default: the built-in probes.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(help="Most items per probe (a seeded sample).", callback=positive)
+    ] = DEFAULT_LIMIT,
+    seed: Seed = 0,
+    window: Annotated[
+        int, typer.Option(help="Tokens per window of a text probe.", callback=at_least_two)
+    ] = DEFAULT_WINDOW,
+    harness_include: Annotated[
+        Path | None,
+        typer.Option(help="Folder of lm-eval task YAML for harness: probes (default: adaptlab's)."),
+    ] = None,
+    batch_size: BatchSize = 8,
+    model: BaseModel = None,
+    out: Out = None,
+    device: Device = "auto",
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """What a causal-LM run lost of what its base could do: each probe scored on the base
+    (adaptation off) and the adapted model, the difference (positive: a loss) with its paired
+    standard error.
+
+    Example:
+
+        adaptlab analyze forgetting --adapter runs/smollm2-lora --probe text:fairy-tales
+    """
+    from adaptlab.forgetting.api import forgetting_analysis
+
+    options = ProbeOptions(
+        limit=limit, seed=seed, window=window, include=harness_include, batch_size=batch_size
+    )
+    written = forgetting_analysis(
+        adapter, probes, options=options, out=out, device=device, model=model, progress=progress
+    )
+    result = written.result
+    table = Table(title=f"forgetting of {adapter} ({'+'.join(result['methods'])})")
+    for name in ("probe", "measure", "items", "base", "adapted", "forgetting", "± se"):
+        table.add_column(name, justify="left" if name in ("probe", "measure") else "right")
+    for row in result["probes"]:
+        table.add_row(
+            row["probe"],
+            row["measure"],
+            str(row["items"]),
+            f"{row['base']:.4f}",
+            f"{row['adapted']:.4f}",
+            f"{row['forgetting']:+.4f}",
+            f"{row['standard_error']:.4f}",
+        )
+    console().print(table)
     _print_files(written)
 
 

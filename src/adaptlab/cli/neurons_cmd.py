@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from adaptlab.cli.options import Device
+from adaptlab.cli.options import BaseModel, Device
 from adaptlab.knowledge.editing import LAMBDA1, LAMBDA2
 from adaptlab.knowledge.effects import AMPLIFY, SUPPRESS
 from adaptlab.knowledge.neuron_file import NEURONS_FILE
@@ -17,7 +17,8 @@ from adaptlab.knowledge.quadrature import DEFAULT_RULE, DEFAULT_STEPS, DEFAULT_T
 from adaptlab.knowledge.runs import run_erase, run_find, run_scaling, run_update
 
 app = typer.Typer(
-    help="Knowledge neurons: find, suppress, amplify, edit, erase.", no_args_is_help=True
+    help="Knowledge neurons: find, suppress, amplify, edit, erase; compare a run with its base.",
+    no_args_is_help=True,
 )
 
 NeuronsFile = Annotated[
@@ -121,6 +122,120 @@ def find(
         table.add_row(str(layer), str(count), "█" * count)
     console.print(table)
     _files(console, report.files)
+
+
+@app.command("compare")
+def compare(
+    adapter: Annotated[
+        Path, typer.Option(help="Run folder (or adapter folder) of a trained causal or masked LM.")
+    ],
+    facts: Annotated[
+        str, typer.Option(help="builtin:countries, a facts JSON file or a facts CSV file.")
+    ] = "builtin:countries",
+    relation: Annotated[
+        str | None, typer.Option(help="The relation whose facts to compare (default: all).")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(help="Stop after this many facts the base or the adapted model answers."),
+    ] = None,
+    quadrature: Annotated[
+        str, typer.Option(help="adaptive or riemann, as for `adaptlab neurons find`.")
+    ] = DEFAULT_RULE,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help=f"Integrated-gradient steps m of --quadrature riemann ({DEFAULT_STEPS})."
+        ),
+    ] = None,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            help="Estimated error over the scores' norm that --quadrature adaptive aims at "
+            f"({DEFAULT_TOLERANCE:g})."
+        ),
+    ] = None,
+    templates: Annotated[
+        str | None, typer.Option(help="JSON of {relation: [templates]} (needed for CSV facts).")
+    ] = None,
+    min_correct: Annotated[
+        float,
+        typer.Option(help="A fact is answered when correct under this share of its templates."),
+    ] = 0.5,
+    model: BaseModel = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for compare.json and compare.png; default: <adapter>/neurons-compare."
+        ),
+    ] = None,
+    device: Device = "auto",
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """The base model (adaptation off) against the adapted one on the same facts: the facts
+    each answers, those lost and gained, and how each fact's knowledge neurons moved.
+
+    Example:
+
+        adaptlab neurons compare --adapter runs/qa-lora --facts builtin:countries --limit 10
+    """
+    from adaptlab.knowledge.compare_run import run_compare
+
+    report = run_compare(
+        adapter, facts, relation, out, limit, steps, templates, min_correct, progress,
+        device=device, rule=quadrature, tolerance=tolerance, model=model,
+    )  # fmt: skip
+    console = _console()
+    summary = report.summary
+    answered = summary["answered"]
+    console.print(
+        f"{summary['checked']} facts checked: the base answers {answered['base']}, the adapted "
+        f"model {answered['adapted']}; kept {answered['kept']}, lost {answered['lost']}, "
+        f"gained {answered['gained']}"
+    )
+    table = Table(title="facts either model answers: answer (probability), neurons base -> adapted")
+    for column in ("fact", "base", "adapted", "outcome", "neurons", "kept/lost/new", "Jaccard"):
+        table.add_column(column, justify="left" if column == "fact" else "right")
+    for row in report.rows:
+        found = row.neurons
+        if found is None:
+            continue
+        fact = row.fact
+        table.add_row(
+            f"<{fact.subject}, {fact.relation}, {fact.object}>",
+            _answer_cell(row.base.answered, row.base.probability),
+            _answer_cell(row.adapted.answered, row.adapted.probability),
+            row.outcome,
+            f"{len(found.base)} -> {len(found.adapted)}",
+            f"{found.kept}/{found.lost}/{found.new}",
+            _cell(found.jaccard),
+        )
+    console.print(table)
+    for group, who in (("base_known", "the base"), ("adapted_known", "the adapted model")):
+        part = summary[group]
+        counts = part["neurons"]
+        console.print(
+            f"facts {who} answers ({part['facts']}): mean Jaccard {_cell(part['mean_jaccard'])}; "
+            f"neurons {counts['base']} -> {counts['adapted']} (kept {counts['kept']}, lost "
+            f"{counts['lost']}, new {counts['new']})"
+        )
+    layers = Table(title="knowledge neurons per layer, base -> adapted")
+    layers.add_column("layer", justify="right")
+    layers.add_column("facts the base answers", justify="right")
+    layers.add_column("facts the adapted model answers", justify="right")
+    base_known, adapted_known = summary["base_known"]["layers"], summary["adapted_known"]["layers"]
+    for layer in range(report.num_layers):
+        layers.add_row(
+            str(layer),
+            f"{base_known['base'][layer]} -> {base_known['adapted'][layer]}",
+            f"{adapted_known['base'][layer]} -> {adapted_known['adapted'][layer]}",
+        )
+    console.print(layers)
+    _files(console, report.files)
+
+
+def _answer_cell(answered: bool, probability: float) -> str:
+    return f"{'right' if answered else 'wrong'} ({probability:.2g})"
 
 
 def _scaling_command(name: str, factor: float, effect: str) -> None:

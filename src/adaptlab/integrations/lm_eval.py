@@ -15,6 +15,7 @@ lm-eval's own layout (`adaptlab.integrations.lm_eval_results`).
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -282,6 +283,14 @@ def task_manager(include: Path | None, builtin: bool) -> Any:
     if include is None and not builtin:
         raise ConfigError("with lm-eval's own tasks left out, give a folder of task YAML files")
     return TaskManager(include_path=str(include) if include else None, include_defaults=builtin)
+
+
+@functools.cache
+def task_index(include: Path | None) -> Any:
+    """lm-eval's index of its own tasks and those in `include`, built once per process (it
+    reads thousands of task files): a study's check and all its runs, or every model a probe
+    scores, share it."""
+    return task_manager(include, True)
 
 
 def load_tasks(manager: Any, names: Sequence[str]) -> HarnessTasks:

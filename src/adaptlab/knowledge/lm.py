@@ -20,6 +20,7 @@ from adaptlab.backbone.linear import features
 from adaptlab.backbone.parts import get_module
 from adaptlab.errors import ConfigError, ModelNotFoundError
 from adaptlab.methods.layer_weight import weight_matrix
+from adaptlab.methods.state import get_state
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.models.decoder import check_causal_lm
 from adaptlab.models.device import torch_device
@@ -65,7 +66,11 @@ class KnowledgeLM:
 def wrap_lm(
     model: nn.Module, tokenizer: PreTrainedTokenizerBase, kind: LMKind, model_id: str = ""
 ) -> KnowledgeLM:
-    """Find `model`'s FFN output projections (via backbone discovery) and put it in eval mode."""
+    """Find `model`'s FFN output projections (via backbone discovery) and put it in eval mode.
+
+    An adapted model's layout is the one found before its adapters' modules were inserted
+    (they sit inside the layers they adapt, where discovery could take them for parts).
+    """
     if kind not in ("masked", "causal"):
         raise ConfigError(f"unknown language-model kind {kind!r}; choose masked or causal")
     if kind == "masked" and tokenizer.mask_token_id is None:
@@ -77,7 +82,8 @@ def wrap_lm(
             f"{type(model).__name__}: final logit softcapping is not supported; attribution "
             "takes the logits to be the LM head's output W h + b"
         )
-    backbone = find_backbone(model)
+    state = get_state(model)
+    backbone = state.backbone if state is not None else find_backbone(model)
     if backbone.blocks[0].experts is not None:
         raise ConfigError(
             f"{type(model).__name__}: its FFN is a mixture of experts, and knowledge neurons "

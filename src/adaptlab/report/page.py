@@ -12,6 +12,7 @@ import adaptlab.report.generative as generative
 import adaptlab.report.harness as harness
 import adaptlab.report.sections as sections
 import adaptlab.report.temporal as temporal
+from adaptlab.report.learning_forgetting import learning_forgetting
 from adaptlab.report.markup import Html, join, tag
 from adaptlab.report.per_class import per_class
 from adaptlab.report.style import CSS
@@ -45,6 +46,7 @@ def render(view: StudyView, title: str, sequences: Sequence[StoredSequence] = ()
             sections.overfitting(view),
             generative.generative(view),
             harness.harness(view),
+            learning_forgetting(view),
             sections.analysis(view),
             fusion.fusion(view),
             combining.combining(view),

@@ -25,7 +25,7 @@ from adaptlab.continual.metrics import LOWER_IS_BETTER
 from adaptlab.report.aggregate import Cell, EpochCurve, MeanCurve, scored
 from adaptlab.report.spread import DIVERGED, finite
 
-_STYLE: dict[RcKeyType, Any] = {
+STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "path",
     "svg.hashsalt": "adaptlab-report",  # stable ids: the same study gives the same file
     "font.size": 9,
@@ -51,7 +51,7 @@ def plain(text: str) -> str:
 def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
     """Test score (mean ± std over seeds) against trainable parameters, log x; one point per
     method at its chosen learning rate (none for a method whose every run diverged)."""
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.6), layout="constrained")
         ax = fig.add_subplot()
         for c in scored(cells):
@@ -69,14 +69,14 @@ def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -
         ax.set_xlabel("trainable parameters (log scale)")
         ax.set_ylabel(_test_label(cells[0].metric))
         ax.set_title(plain(title))
-        _legend(ax)
+        legend(ax)
         return encode(fig)
 
 
 def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
     """Test score against the number of training examples, one line per method (fig. 3); a
     size where every run of a method diverged has no point."""
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.6), layout="constrained")
         ax = fig.add_subplot()
         methods = list(dict.fromkeys(c.method for c in cells))
@@ -104,7 +104,7 @@ def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str
         ax.set_xlabel("training examples")
         ax.set_ylabel(_test_label(cells[0].metric))
         ax.set_title(plain(title))
-        _legend(ax)
+        legend(ax)
         return encode(fig)
 
 
@@ -114,7 +114,7 @@ def learning_rates(cells: Sequence[Cell], colors: Mapping[str, Color], title: st
     rates = sorted({c.learning_rate for c in cells}, key=lambda r: -1.0 if r is None else r)
     methods = list(dict.fromkeys(c.method for c in cells))
     width = 0.8 / len(methods)
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.6), layout="constrained")
         ax = fig.add_subplot()
         for c in scored(cells):
@@ -145,7 +145,7 @@ def dev_curves(
     curves: Mapping[str, MeanCurve], metric: str, colors: Mapping[str, Color], title: str
 ) -> str:
     """Dev loss and dev metric against training steps, mean over seeds (figs. 5 and 9)."""
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.4), layout="constrained")
         loss_ax, metric_ax = fig.subplots(1, 2)
         for method, curve in curves.items():
@@ -168,7 +168,7 @@ def layer_similarity(
     curves: Mapping[str, Sequence[float]], measure: str, colors: Mapping[str, Color], title: str
 ) -> str:
     """Per-layer similarity of each method's model to its base (paper-effectiveness fig. 2)."""
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.4), layout="constrained")
         ax = fig.add_subplot()
         for method, scores in curves.items():
@@ -178,7 +178,7 @@ def layer_similarity(
         ax.set_xlabel("layer (0 = embeddings)")
         ax.set_ylabel(f"{measure.upper()} against the base model")
         ax.set_title(plain(title))
-        _legend(ax)
+        legend(ax)
         return encode(fig)
 
 
@@ -188,7 +188,7 @@ def landscapes(
     title: str,
 ) -> str:
     """Dev loss along theta0 + alpha (theta1 - theta0), one line per method (fig. 6)."""
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.4), layout="constrained")
         ax = fig.add_subplot()
         for method, (alphas, losses) in curves.items():
@@ -198,13 +198,13 @@ def landscapes(
         ax.set_xlabel("alpha (0 = start of training, 1 = trained)")
         ax.set_ylabel("dev loss")
         ax.set_title(plain(title))
-        _legend(ax)
+        legend(ax)
         return encode(fig)
 
 
 def fusion_weights(layers: Mapping[str, Sequence[float]], title: str) -> str:
     """A fusion's mean weight per adapter (rows) and fusion layer (columns), as a heat map."""
-    with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+    with matplotlib.rc_context({**STYLE, "axes.grid": False}):
         return encode(fusion_figure({plain(a): w for a, w in layers.items()}, plain(title)))
 
 
@@ -246,7 +246,7 @@ def _against(
     """One point per key with error bars on both axes, and the dotted diagonal y = x; a key
     without finite numbers (its runs diverged) has no point."""
     shown = {key: point for key, point in points.items() if len(finite(point)) == len(point)}
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.8), layout="constrained")
         ax = fig.add_subplot()
         for key, (x, x_std, y, y_std) in shown.items():
@@ -274,7 +274,7 @@ def _against(
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
         ax.set_title(plain(title))
-        _legend(ax)
+        legend(ax)
         return encode(fig)
 
 
@@ -287,7 +287,7 @@ def epoch_curves(
     """Dev `metric` against epochs: per method the mean over its runs (seeds) and, faint, each
     run's own curve; a log scale where lower is better (perplexity spans orders of
     magnitude)."""
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(8, 3.4), layout="constrained")
         ax = fig.add_subplot()
         values = []
@@ -305,7 +305,7 @@ def epoch_curves(
         ax.set_xlabel("epoch")
         ax.set_ylabel(f"dev {plain(fmt.metric(metric))}")
         ax.set_title(plain(title))
-        _legend(ax)
+        legend(ax)
         return encode(fig)
 
 
@@ -315,7 +315,7 @@ def _test_label(metric: str) -> str:
     return f"test {plain(fmt.metric(metric))}{lower}"
 
 
-def _legend(ax: Any) -> None:
+def legend(ax: Any) -> None:
     """The legend beside the axes; none when nothing was drawn (every run diverged)."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
@@ -341,7 +341,7 @@ def score_matrix(
     norm: Normalize = Normalize(0.0, 1.0)
     if lower_better and values:
         norm = LogNorm(min(values), max(values) * 1.0001)
-    with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+    with matplotlib.rc_context({**STYLE, "axes.grid": False}):
         fig = Figure(figsize=(1.4 * size + 2.6, 1.0 * size + 1.4), layout="constrained")
         ax = fig.add_subplot()
         image = ax.imshow(matrix, cmap="viridis_r" if lower_better else "viridis", norm=norm)

@@ -21,6 +21,7 @@ from adaptlab.records.harness import HarnessScores
 from adaptlab.records.result import EpochRecord, SiteWeights
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.transfer import ZeroShotScore
+from adaptlab.report.adaptation_records import RunForgetting, RunSpectrum
 from adaptlab.select.validate import Validation
 from adaptlab.study.store_rows import StoredRun
 from adaptlab.tasks.classes import ClassCounts
@@ -108,6 +109,10 @@ class Run:
     beside the store by its study)."""
     harness: HarnessScores | None = None
     """lm-evaluation-harness scores of its trained model (the study's `harness:`), if any."""
+    forgetting: RunForgetting | None = None
+    """What it learnt and forgot (the study's `forgetting:`), if measured."""
+    spectrum: RunSpectrum | None = None
+    """The spectrum of its weight updates (`analysis: [spectrum]`), if measured."""
 
 
 def approach(spec: RunSpec) -> str:
@@ -230,17 +235,28 @@ def _fusion(sites: Sequence[SiteWeights]) -> tuple[tuple[str, tuple[float, ...]]
 
 
 def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
-    """The `Run` fields of a result's analysis (study key `analysis: [rsa, landscape]`)."""
+    """The `Run` fields of a result's analysis (study keys `analysis: [rsa, landscape,
+    spectrum]` and `forgetting:`)."""
     scores = tuple(
         (name, tuple(float(row["score"]) for row in result["layers"]))
         for name, result in analysis.items()
-        if name != "landscape"
+        if name not in NOT_LAYER_SCORES
     )
     curve = analysis.get("landscape")
     landscape = None
     if curve is not None:
         landscape = (tuple(map(float, curve["alphas"])), tuple(map(float, curve["losses"])))
-    return {"layer_scores": scores, "landscape": landscape}
+    spectrum, forgetting = analysis.get("spectrum"), analysis.get("forgetting")
+    return {
+        "layer_scores": scores,
+        "landscape": landscape,
+        "spectrum": None if spectrum is None else RunSpectrum.of(spectrum),
+        "forgetting": None if forgetting is None else RunForgetting.of(forgetting),
+    }
+
+
+NOT_LAYER_SCORES = ("landscape", "spectrum", "forgetting")
+"""The analyses whose results are no per-layer similarity."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ keeps one.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +76,7 @@ def check_harness(
     missing, a built-in encoder, data whose runs train no language model, a task folder that
     is not there (read from the spec's `folder`; None: not known yet, checked when the study
     is planned) and a task lm-eval does not know."""
-    from adaptlab.integrations.lm_eval import check_task_names, require_lm_eval
+    from adaptlab.integrations.lm_eval import check_task_names, require_lm_eval, task_index
 
     try:
         require_lm_eval(ASKER)
@@ -87,7 +86,7 @@ def check_harness(
             _check_data(entry)
         if folder is not None:
             include = None if options.include is None else include_folder(options.include, folder)
-            check_task_names(_task_index(include), options.tasks)
+            check_task_names(task_index(include), options.tasks)
     except ConfigError as error:
         raise ValueError(str(error)) from None
 
@@ -138,15 +137,6 @@ def _check_data(entry: DataEntry) -> None:
         )
 
 
-@functools.cache
-def _task_index(include: Path | None) -> Any:
-    """lm-eval's index of its own tasks and those in `include`, built once per process (it
-    reads thousands of task files): the spec's check and every run of the study share it."""
-    from adaptlab.integrations.lm_eval import task_manager
-
-    return task_manager(include, True)
-
-
 @dataclass(frozen=True)
 class HarnessRequest:
     """The lm-eval tasks to score each trained model on, and how (`include`: the folder of
@@ -162,7 +152,12 @@ class HarnessRequest:
         """The scorer of the run of `spec` (its folder `out`, if the study keeps one), its
         tokenizer and tasks loaded now, before the run trains; a run that trains no language
         model is refused in one line naming it."""
-        from adaptlab.integrations.lm_eval import LANGUAGE_MODELS, load_tasks, model_head
+        from adaptlab.integrations.lm_eval import (
+            LANGUAGE_MODELS,
+            load_tasks,
+            model_head,
+            task_index,
+        )
         from adaptlab.models.loading import load_tokenizer
 
         task = run_task(spec.task)
@@ -172,7 +167,7 @@ class HarnessRequest:
                 f"{model_head(task.model_kind)} head), which lm-evaluation-harness cannot score"
             )
         include = None if self.include is None else Path(self.include)
-        tasks = load_tasks(_task_index(include), self.tasks)
+        tasks = load_tasks(task_index(include), self.tasks)
         described = {"pretrained": spec.model}
         if out is not None:
             described["adapter"] = str(Path(out) / "adapter")

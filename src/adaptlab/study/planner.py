@@ -53,7 +53,8 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
         return None if source in builtins else hashed(source)
 
     harness = None if spec.harness is None else spec.harness.request(base)
-    analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens, harness)
+    forgetting = None if spec.forgetting is None else spec.forgetting.request(base)
+    analysis = AnalysisRequest(tuple(spec.analysis), spec.analysis_tokens, harness, forgetting)
     runs: list[PlannedRun] = []
     sources: dict[tuple[str, Scale, str], PlannedRun] = {}
     scales = grid_scales(spec)

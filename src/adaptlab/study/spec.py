@@ -10,6 +10,7 @@
     epochs: 10
     analysis: [rsa, landscape]      # optional: per-layer RSA / CKA against the base, landscapes
     harness: {tasks: [arc_easy]}    # optional: lm-evaluation-harness scores of each trained LM
+    forgetting: {limit: 100}        # optional: each causal LM's forgetting on source probes
     metric: macro_f1                # optional: what judges methods (default: fits the data)
     device: auto                    # the best device here (cuda, mps, cpu), or one named
     precision: auto                 # bf16 on a GPU that has it, else fp32; or fp32, bf16, fp16
@@ -51,7 +52,8 @@ from adaptlab.continual.metrics import LOWER_IS_BETTER
 from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, is_default_objective
 from adaptlab.errors import ConfigError
 from adaptlab.records.scale import Scale
-from adaptlab.study.analysis import AnalysisName
+from adaptlab.study.analysis import AnalysisName, check_analysis
+from adaptlab.study.forgetting import ForgettingOptions, check_forgetting
 from adaptlab.study.harness import SPEC_FOLDER, HarnessOptions, check_harness
 from adaptlab.study.spec_data import DataEntry, DataOptions
 from adaptlab.study.spec_errors import describe_error
@@ -142,6 +144,7 @@ class StudySpec(StrictModel):
     test_size: PositiveInt | None = None
     single_stage: bool = False
     harness: HarnessOptions | None = None
+    forgetting: ForgettingOptions | None = None
 
     @property
     def is_sequence(self) -> bool:
@@ -182,6 +185,12 @@ class StudySpec(StrictModel):
                 if info.field_name == "metric"
                 else f"a sequence study takes no {info.field_name}:"
             )
+        return value
+
+    @field_validator("analysis")
+    @classmethod
+    def _analysis_fits_data(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        check_analysis(value, info.data.get("data") or [])
         return value
 
     @field_validator("strategies")
@@ -285,6 +294,15 @@ class StudySpec(StrictModel):
                 )
         return value
 
+    @field_validator("forgetting")
+    @classmethod
+    def _forgetting(
+        cls, value: ForgettingOptions | None, info: ValidationInfo
+    ) -> ForgettingOptions | None:
+        if value is not None:
+            check_forgetting(info.data.get("data", []))
+        return value
+
     @field_validator("harness")
     @classmethod
     def _harness(cls, value: HarnessOptions | None, info: ValidationInfo) -> HarnessOptions | None:
@@ -355,6 +373,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "resources": Resources,
     "zero_shot": ZeroShotEntry,
     "harness": HarnessOptions,
+    "forgetting": ForgettingOptions,
 }
 """The model of each top-level key's entries, whose keys an unknown-key error lists."""
 

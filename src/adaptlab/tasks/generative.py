@@ -32,9 +32,10 @@ class GenerativeTask(Task):
     """Whether dev and test generate answers to score (False: perplexity alone)."""
 
     def check_run(self, spec: RunSpec, analysed: bool) -> None:
-        if analysed:
+        if analysed and self.model_kind != "causal_lm":
             raise ConfigError(
-                f"analyses read a classifier's representations; a {self.name} run takes none"
+                f"analyses read a classifier's or a decoder's representations; a {self.name} "
+                "run (an encoder-decoder's) takes none"
             )
 
     def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:

@@ -2,7 +2,8 @@
 run's data sets each so, then united: `adaptlab.tasks.generative_union`), the model
 loaded as a causal LM with its adapter, every split encoded with the loss on its target tokens
 (`adaptlab.data.generative_encoding`, or document windows for plain text), the objective built
-(`GenerativeLm`), and after training the test scored with a sample of its generations kept."""
+(`GenerativeLm`), and after training the test scored with a sample of its generations kept;
+an analysis reads the trained model with every split's encoded examples (`trained`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.engine.adapters import attach_adapters
 from adaptlab.engine.run_objective import Tested
 from adaptlab.engine.scale_model import prepare_base
+from adaptlab.engine.trained_run import DecoderCollator, TrainedRun
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.models.decoder import check_causal_lm
@@ -38,8 +40,6 @@ from adaptlab.tasks.seq2seq_targets import check_windows
 
 class GenerativeRun(GenerativeLm):
     """`GenerativeLm` over a run's data, with what `execute` asks (`RunObjective`)."""
-
-    trained = None  # a generative run takes no analyses
 
     def __init__(
         self,
@@ -82,6 +82,16 @@ class GenerativeRun(GenerativeLm):
     @property
     def splits(self) -> SplitRecord:
         return SplitRecord.of(self.spec.data, self.encoded.origins)
+
+    @property
+    def trained(self) -> TrainedRun:
+        """The model, its tokenizer and every split's encoded examples; a decoder's batched
+        one a row, right-padded (`DecoderCollator`), an encoder-decoder's not read layer by
+        layer (no collator: its analyses are refused before it trains)."""
+        features = {name: split.encoded for name, split in self.encoded.splits.items()}
+        decoder = self.task.model_kind == "causal_lm"
+        collator = DecoderCollator(self.pad_id) if decoder else None
+        return TrainedRun(self.model, self.tokenizer, self.task.name, features, collator)
 
     def frozen_replay(self, mode: str, folder: Path | None) -> AbstractContextManager[None]:
         """Nothing to replay: the frozen front's outputs are not kept for generative runs."""

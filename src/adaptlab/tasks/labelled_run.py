@@ -79,7 +79,7 @@ class ClassificationRun(Classification):
 
     @property
     def trained(self) -> TrainedRun:
-        return TrainedRun(self.model, self.encoder, self.dataset, self.features)
+        return TrainedRun.labelled(self.model, self.encoder, self.dataset, self.features)
 
     def test(self) -> Tested:
         model, encoder, batch_size = self.model, self.encoder, self.eval_batch_size
