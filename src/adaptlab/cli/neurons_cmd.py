@@ -46,6 +46,22 @@ def _files(console: Console, files: list[Path]) -> None:
     console.print("wrote " + ", ".join(str(f) for f in files))
 
 
+Steps = Annotated[
+    int | None,
+    typer.Option(help=f"Integrated-gradient steps m of --quadrature riemann ({DEFAULT_STEPS})."),
+]
+Tolerance = Annotated[
+    float | None,
+    typer.Option(
+        help="Estimated error over the scores' norm that --quadrature adaptive aims at "
+        f"({DEFAULT_TOLERANCE:g})."
+    ),
+]
+Templates = Annotated[
+    str | None, typer.Option(help="JSON of {relation: [templates]} (needed for CSV facts).")
+]
+
+
 @app.command("find")
 def find(
     model: Annotated[str, typer.Option(help="Built-in name (smollm2-135m), folder or hub name.")],
@@ -63,22 +79,9 @@ def find(
             "right Riemann sum, to reproduce its numbers)."
         ),
     ] = DEFAULT_RULE,
-    steps: Annotated[
-        int | None,
-        typer.Option(
-            help=f"Integrated-gradient steps m of --quadrature riemann ({DEFAULT_STEPS})."
-        ),
-    ] = None,
-    tolerance: Annotated[
-        float | None,
-        typer.Option(
-            help="Estimated error over the scores' norm that --quadrature adaptive aims at "
-            f"({DEFAULT_TOLERANCE:g})."
-        ),
-    ] = None,
-    templates: Annotated[
-        str | None, typer.Option(help="JSON of {relation: [templates]} (needed for CSV facts).")
-    ] = None,
+    steps: Steps = None,
+    tolerance: Tolerance = None,
+    templates: Templates = None,
     kind: Annotated[
         str | None, typer.Option(help="masked or causal; inferred from the model when omitted.")
     ] = None,
@@ -142,22 +145,9 @@ def compare(
     quadrature: Annotated[
         str, typer.Option(help="adaptive or riemann, as for `adaptlab neurons find`.")
     ] = DEFAULT_RULE,
-    steps: Annotated[
-        int | None,
-        typer.Option(
-            help=f"Integrated-gradient steps m of --quadrature riemann ({DEFAULT_STEPS})."
-        ),
-    ] = None,
-    tolerance: Annotated[
-        float | None,
-        typer.Option(
-            help="Estimated error over the scores' norm that --quadrature adaptive aims at "
-            f"({DEFAULT_TOLERANCE:g})."
-        ),
-    ] = None,
-    templates: Annotated[
-        str | None, typer.Option(help="JSON of {relation: [templates]} (needed for CSV facts).")
-    ] = None,
+    steps: Steps = None,
+    tolerance: Tolerance = None,
+    templates: Templates = None,
     min_correct: Annotated[
         float,
         typer.Option(help="A fact is answered when correct under this share of its templates."),
