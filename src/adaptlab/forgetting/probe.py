@@ -34,7 +34,7 @@ class Probe(abc.ABC):
         return list(base.values)
 
     def compare(self, base: ItemScores, adapted: ItemScores) -> Forgetting:
-        """The forgetting from `base` to `adapted`, over every item."""
+        """The forgetting from `base` to `adapted` over the compared items."""
         items = self.compared_items(base)
         return paired_forgetting(self.name, base, adapted, items, self.details(base, adapted))
 
