@@ -94,7 +94,7 @@ def check_forgetting(data: Sequence[DataEntry]) -> None:
 @dataclass(frozen=True)
 class ForgettingRequest:
     """The probes each trained model is scored on, how they are built, and the base models'
-    scores measured so far in this process (by base model, then probe)."""
+    scores measured so far in this process (by `base_key`, then probe)."""
 
     probes: tuple[str, ...]
     options: ProbeOptions
@@ -120,7 +120,26 @@ class ForgettingRequest:
         options = replace(self.options, run_task=run_task)
         probes = build_probes(self.probes, tokenizer, options)
         target = LossProbe(TARGET, list(test)[: options.limit], options.batch_size)
-        cache = self.base_scores.setdefault(base_model, {})
+        cache = self.base_scores.setdefault(base_key(model, base_model, run_task), {})
         found = measure_forgetting(model, tokenizer, probes, base_scores=cache)
         (learnt,) = measure_forgetting(model, tokenizer, [target])  # each run's own test split
         return {"probes": [r.to_dict() for r in found], TARGET: learnt.to_dict()}
+
+
+def base_key(model: nn.Module, base_model: str, run_task: str) -> str:
+    """What makes two runs' bases score alike: the base model, the task a data probe encodes
+    for, its linear layers' kinds (a quantised base has bitsandbytes' own), its weights' dtype
+    and the autocast the analysis runs under (the run's precision)."""
+    import torch
+
+    layers = {
+        type(m).__name__
+        for m in model.modules()
+        if type(m).__module__.startswith(("torch.nn", "bitsandbytes"))
+        and "Linear" in type(m).__name__
+    }
+    dtype = next(model.parameters()).dtype  # the embeddings: the base's own
+    autocast = [
+        str(torch.get_autocast_dtype(d)) for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)
+    ]
+    return "|".join([base_model, run_task, *sorted(layers), str(dtype), *autocast])
