@@ -7,15 +7,11 @@ loads, so a mistake ends in one line with nothing written.
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from adaptlab.engine.restore import load_trained
 from adaptlab.errors import ConfigError, DataError
@@ -23,7 +19,6 @@ from adaptlab.fileio import atomic_write
 from adaptlab.finite import finite_json
 from adaptlab.knowledge.checks import check_count, check_fraction, check_output_folder
 from adaptlab.knowledge.compare import (
-    OUTCOMES,
     FactComparison,
     compare_facts,
     row_data,
@@ -32,6 +27,7 @@ from adaptlab.knowledge.compare import (
 from adaptlab.knowledge.fact_sources import load_facts
 from adaptlab.knowledge.hooks import lm_head
 from adaptlab.knowledge.lm import KnowledgeLM, LMKind, wrap_lm
+from adaptlab.knowledge.plots import compare_plot
 from adaptlab.knowledge.quadrature import DEFAULT_RULE, check_rule
 from adaptlab.knowledge.window import check_window
 from adaptlab.methods.adapt import get_handle
@@ -178,31 +174,3 @@ def run_compare(
     plot = folder / COMPARE_PLOT
     compare_plot(summary, f"base against adapted: {run}", plot)
     return CompareReport(rows, summary, lm.num_layers, [path, plot])
-
-
-def compare_plot(summary: dict[str, Any], title: str, path: Path) -> None:
-    """Knowledge neurons per layer, base against adapted, over the facts the base answers;
-    beside it the facts kept, lost and gained."""
-    figure = Figure(figsize=(10, 3.4))
-    layers_axes, facts_axes = figure.subplots(1, 2, width_ratios=(3, 1))
-    layers = summary["base_known"]["layers"]
-    positions = range(len(layers["base"]))
-    width = 0.4
-    layers_axes.bar([p - width / 2 for p in positions], layers["base"], width, label="base")
-    layers_axes.bar([p + width / 2 for p in positions], layers["adapted"], width, label="adapted")
-    layers_axes.set_xlabel("layer")
-    layers_axes.set_ylabel("knowledge neurons")
-    layers_axes.set_title("facts the base answers: neurons per layer")
-    layers_axes.legend()
-    counts = summary["answered"]
-    shown = [name for name in OUTCOMES if name != "neither"]
-    facts_axes.bar(shown, [counts[name] for name in shown], color=["#55a868", "#c44e52", "#4c72b0"])
-    facts_axes.set_ylabel("facts")
-    for axis in (layers_axes.xaxis, layers_axes.yaxis, facts_axes.yaxis):
-        axis.set_major_locator(MaxNLocator(integer=True))
-    facts_axes.set_title("answers")
-    figure.suptitle(title.replace("$", r"\$"))
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=120)
-    atomic_write(path, buffer.getvalue())

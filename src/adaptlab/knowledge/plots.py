@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from adaptlab.analysis.plots import save_png
+from adaptlab.knowledge.compare import OUTCOMES
 
 
 def layer_histogram_plot(counts: list[int], title: str, path: Path) -> None:
@@ -34,5 +37,31 @@ def effect_plot(knowledge: float, random: float, title: str, path: Path) -> None
     axes.axhline(0, color="black", linewidth=0.8)
     axes.set_ylabel("change of P(correct answer), %")
     axes.set_title(title)
+    figure.tight_layout()
+    save_png(figure, path)
+
+
+def compare_plot(summary: dict[str, Any], title: str, path: Path) -> None:
+    """Knowledge neurons per layer, base against adapted, over the facts the base answers;
+    beside it the facts kept, lost and gained."""
+    figure = Figure(figsize=(10, 3.4))
+    layers_axes, facts_axes = figure.subplots(1, 2, width_ratios=(3, 1))
+    layers = summary["base_known"]["layers"]
+    positions = range(len(layers["base"]))
+    width = 0.4
+    layers_axes.bar([p - width / 2 for p in positions], layers["base"], width, label="base")
+    layers_axes.bar([p + width / 2 for p in positions], layers["adapted"], width, label="adapted")
+    layers_axes.set_xlabel("layer")
+    layers_axes.set_ylabel("knowledge neurons")
+    layers_axes.set_title("facts the base answers: neurons per layer")
+    layers_axes.legend()
+    counts = summary["answered"]
+    shown = [name for name in OUTCOMES if name != "neither"]
+    facts_axes.bar(shown, [counts[name] for name in shown], color=["#55a868", "#c44e52", "#4c72b0"])
+    facts_axes.set_ylabel("facts")
+    for axis in (layers_axes.xaxis, layers_axes.yaxis, facts_axes.yaxis):
+        axis.set_major_locator(MaxNLocator(integer=True))
+    facts_axes.set_title("answers")
+    figure.suptitle(_plain(title))
     figure.tight_layout()
     save_png(figure, path)

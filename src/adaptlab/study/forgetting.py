@@ -13,7 +13,7 @@ run's record under `analysis` as `forgetting`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from adaptlab.engine.packing import Encoded
     from adaptlab.forgetting.paired import ItemScores
+    from adaptlab.forgetting.probe import Probe
 
 TARGET = "target"
 """How the result names the run's own test split, scored as a probe."""
@@ -93,11 +94,13 @@ def check_forgetting(data: Sequence[DataEntry]) -> None:
 
 @dataclass(frozen=True)
 class ForgettingRequest:
-    """The probes each trained model is scored on, how they are built, and the base models'
-    scores measured so far in this process (by `base_key`, then probe)."""
+    """The probes each trained model is scored on and how they are built; in this process,
+    the probes built so far (their items read once per base model and task) and the base
+    models' scores (by `base_key`, then probe)."""
 
     probes: tuple[str, ...]
     options: ProbeOptions
+    built: dict[str, list[Probe]] = field(default_factory=dict, compare=False, repr=False)
     base_scores: dict[str, dict[str, ItemScores]] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -111,14 +114,15 @@ class ForgettingRequest:
         test: Sequence[Encoded],
     ) -> dict[str, Any]:
         """The forgetting of trained `model` on every probe, and on its own `test` split."""
-        from dataclasses import replace
-
         from adaptlab.forgetting.loss_probe import LossProbe
         from adaptlab.forgetting.measure import measure_forgetting
         from adaptlab.forgetting.probes import build_probes
 
         options = replace(self.options, run_task=run_task)
-        probes = build_probes(self.probes, tokenizer, options)
+        built_for = f"{base_model}|{run_task}"
+        if built_for not in self.built:
+            self.built[built_for] = build_probes(self.probes, tokenizer, options)
+        probes = self.built[built_for]
         target = LossProbe(TARGET, list(test)[: options.limit], options.batch_size)
         cache = self.base_scores.setdefault(base_key(model, base_model, run_task), {})
         found = measure_forgetting(model, tokenizer, probes, base_scores=cache)
