@@ -3,12 +3,15 @@ every layer beside PEFT's `add_weighted_adapter` on the same adapters, in one pr
 
 The model is a random-weight LlamaForCausalLM built from a config of TinyLlama-1.1B's shape
 (hidden 2048, intermediate 5632, 32 heads, 4 key-value heads, vocabulary 32000; nothing is
-downloaded) with `--layers` of its 22 blocks (default 1: ties_svd takes one to three minutes
-per block and library on 2 shared cores, nearly all of it in the SVDs). Every block has the
-same shapes, so the full model's time is about 22 / layers times the one measured; the memory
-peaks are those of one layer's work plus the results. Three PEFT LoRA adapters of rank 16
-(alphas 16, 32, 8) sit on q/k/v/o/gate/up/down, with random A and B (seed 0). Rows: ties_svd
-(rank 16, density 0.5), linear and cat, weights (0.5, 0.3, -0.2).
+downloaded) with `--layers` of its 22 blocks (default 1: an _svd how takes 10 to 30 s per
+block and library on 2 idle cores, most of it in the SVDs of the 7 merged updates). Every
+block has the same shapes, so the full model's time is about 22 / layers times the one
+measured; the memory peaks are those of one layer's work plus the results. Three PEFT LoRA
+adapters of rank 16 (alphas 16, 32, 8) sit on q/k/v/o/gate/up/down, with random A and B
+(seed 0). Rows: every how PEFT has (`--hows` picks some), weights (0.5, 0.3, -0.2), density 0.5
+where the rule prunes, rank 16 for the _svd hows; the dare hows draw their masks from seed 0
+on both sides (torch's global generator is seeded with it just before PEFT's merge loop, as
+`combine_math` documents), so their pairs compare too.
 
 For each row the two libraries run `--repeats` times each (default 2), in turns (PEFT then
 adaptlab, adaptlab then PEFT, ...), on 2 threads; the lowest of each figure is kept, the
@@ -26,9 +29,15 @@ others are in the JSON:
 The combined pairs of the two are compared (largest difference of A, B and B A over all
 layers). The table prints, the JSON goes to benchmarks/results/combine.json.
 
-Usage (from the repository root)::
+Usage (from the repository root; about 10 minutes on 2 cores at load 1-2 with `--repeats 3`)::
 
-    .venv/bin/python benchmarks/combine.py [--layers 1] [--repeats 2]
+    OMP_WAIT_POLICY=PASSIVE flock /tmp/adaptlab-bench.lock .venv/bin/python benchmarks/combine.py
+
+with `--layers N` (default 1), `--repeats N` (default 2) and `--hows ties_svd,svd` (default:
+all). OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep rather than spin, so a busy neighbour
+core does not stall the SVDs; the lock keeps other benchmarks that take it from running
+alongside. The JSON records the wait policy, the command of the process that started this one
+(flock's, run so) and the load average around each row.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import datetime as dt
 import gc
 import importlib.metadata
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +58,8 @@ import torch
 from analysis_similarity import rss_kib
 from tensor_bytes import LiveBytes
 
-from adaptlab.methods.combine_math import Combination, combine_lora, result_rank
+from adaptlab.methods.combination import Combination
+from adaptlab.methods.combine_math import combine_lora, result_rank
 
 OUT = Path(__file__).resolve().parent / "results" / "combine.json"
 THREADS = 2
@@ -64,11 +75,22 @@ SOURCES = ("first", "second", "third")
 RANK = 16
 ALPHAS = (16, 32, 8)
 WEIGHTS = (0.5, 0.3, -0.2)
+DENSITY = 0.5
 ROWS = (
-    Combination("ties_svd", WEIGHTS, density=0.5, rank=RANK),
     Combination("linear", WEIGHTS),
     Combination("cat", WEIGHTS),
+    Combination("svd", WEIGHTS, rank=RANK),
+    Combination("ties", WEIGHTS, density=DENSITY),
+    Combination("ties_svd", WEIGHTS, density=DENSITY, rank=RANK),
+    Combination("dare_linear", WEIGHTS, density=DENSITY),
+    Combination("dare_ties", WEIGHTS, density=DENSITY),
+    Combination("dare_linear_svd", WEIGHTS, density=DENSITY, rank=RANK),
+    Combination("dare_ties_svd", WEIGHTS, density=DENSITY, rank=RANK),
+    Combination("magnitude_prune", WEIGHTS, density=DENSITY),
+    Combination("magnitude_prune_svd", WEIGHTS, density=DENSITY, rank=RANK),
 )
+RATIO_FLOORS = {"seconds": 0.01, "cpu_seconds": 0.01, "tensor_peak_mb": 1.0, "rss_peak_mb": 1.0}
+"""The least figure of PEFT's a ratio is taken over (below 1 MB a peak is the allocator's noise)."""
 Pairs = list[tuple[torch.Tensor, torch.Tensor, float]]
 
 
@@ -125,15 +147,30 @@ def ours(
 
 
 def theirs(model: Any, combination: Combination) -> None:
-    """PEFT's combined adapter, named after the how."""
-    model.add_weighted_adapter(
-        list(SOURCES),
-        list(combination.weights),
-        combination.how,
-        combination_type=combination.how,
-        svd_rank=combination.rank,
-        density=combination.density,
-    )
+    """PEFT's combined adapter, named after the how. For a dare how torch's global generator
+    is seeded with the combination's seed right after PEFT has added the new adapter's modules
+    (which draw their initial weights), before its merge loop draws the masks."""
+    lora = model.base_model
+    inject = lora.inject_adapter
+
+    def inject_then_seed(*args: Any, **kwargs: Any) -> None:
+        inject(*args, **kwargs)
+        torch.manual_seed(combination.seed)
+
+    if combination.random:
+        lora.inject_adapter = inject_then_seed
+    try:
+        model.add_weighted_adapter(
+            list(SOURCES),
+            list(combination.weights),
+            combination.how,
+            combination_type=combination.how,
+            svd_rank=combination.rank,
+            density=combination.density,
+            majority_sign_method=combination.majority_sign,
+        )
+    finally:
+        lora.__dict__.pop("inject_adapter", None)
 
 
 def measure(call: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
@@ -177,6 +214,7 @@ def row(
     """One how, each library `repeats` times in turns (PEFT first, then adaptlab first, ...),
     the lowest of each figure kept; then how far apart their pairs are."""
     runs: dict[str, list[dict[str, float]]] = {"peft": [], "adaptlab": []}
+    load_before = os.getloadavg()
     combined: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for repeat in range(repeats):
         for library in ("peft", "adaptlab")[:: 1 if repeat % 2 == 0 else -1]:
@@ -202,10 +240,13 @@ def row(
         "adaptlab": ours_lowest,
         "peft": peft_lowest,
         "ratio": {
-            key: ours_lowest[key] / peft_lowest[key] if peft_lowest[key] >= 1 else None
+            key: ours_lowest[key] / peft_lowest[key]
+            if peft_lowest[key] >= RATIO_FLOORS[key]
+            else None
             for key in ours_lowest
         },
         "max_abs_difference": found,
+        "load_average": {"before": load_before, "after": os.getloadavg()},
         "runs": runs,
     }
 
@@ -213,8 +254,8 @@ def row(
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a plain-text table."""
     lines = [
-        f"{'how':10} {'library':9} {'seconds':>9} {'CPU s':>8} {'tensor MB':>10} {'RSS MB':>9} "
-        f"{'time / peft':>12} {'tensor / peft':>14} {'RSS / peft':>11} {'max |dBA|':>10}"
+        f"{'how':19} {'library':9} {'seconds':>9} {'CPU s':>8} {'tensor MB':>10} {'RSS MB':>9} "
+        f"{'time / peft':>12} {'tensor / peft':>14} {'RSS / peft':>11} {'max |d|':>10}"
     ]
     for item in rows:
         for library in ("peft", "adaptlab"):
@@ -227,10 +268,10 @@ def table(rows: list[dict[str, Any]]) -> str:
                         "-" if ratio[key] is None else f"{ratio[key]:.2f}"
                         for key in ("seconds", "tensor_peak_mb", "rss_peak_mb")
                     ),
-                    f"{item['max_abs_difference']['delta']:.1e}",
+                    f"{max(item['max_abs_difference'].values()):.1e}",
                 ]
             lines.append(
-                f"{item['how']:10} {library:9} {figures['seconds']:9.2f} "
+                f"{item['how']:19} {library:9} {figures['seconds']:9.2f} "
                 f"{figures['cpu_seconds']:8.2f} "
                 f"{figures['tensor_peak_mb']:10.1f} {figures['rss_peak_mb']:9.1f} "
                 f"{ratios[0]:>12} {ratios[1]:>14} {ratios[2]:>11} {ratios[3]:>10}"
@@ -243,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=1, help="blocks of the model (of 22)")
     parser.add_argument("--repeats", type=int, default=2, help="calls of each library per how")
+    parser.add_argument(
+        "--hows",
+        type=lambda text: text.split(","),
+        default=[combination.how for combination in ROWS],
+        help="the hows to measure, comma-separated (default: all)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     torch.set_num_threads(THREADS)
@@ -250,12 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     model = build(args.layers)
     build_seconds = time.perf_counter() - began
     pairs = source_pairs(model)
-    rows = [row(model, pairs, combination, args.repeats) for combination in ROWS]
+    chosen = [combination for combination in ROWS if combination.how in args.hows]
+    if len(chosen) != len(set(args.hows)):
+        parser.error(f"--hows: choose among {', '.join(c.how for c in ROWS)}")
+    rows = [row(model, pairs, combination, args.repeats) for combination in chosen]
     print(table(rows))
     report = {
         "benchmark": "combine",
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": [Path(sys.executable).name, *sys.argv],
+        "started_by": Path(f"/proc/{os.getppid()}/cmdline").read_text().rstrip("\0").split("\0"),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "settings": {
             "shape": SHAPE,
             "layers": args.layers,
@@ -263,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             "lora_layers": len(pairs),
             "source_rank": RANK,
             "source_alphas": list(ALPHAS),
+            "weights": list(WEIGHTS),
             "threads": THREADS,
             "repeats": args.repeats,
             "order": "per row, in turns: peft then adaptlab, adaptlab then peft, ...; "

@@ -13,14 +13,9 @@ import torch
 from tiny_models import tiny_model
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods.combine_math import (
-    HOWS,
-    Combination,
-    combine_deltas,
-    combine_lora,
-    merge_tensors,
-    result_rank,
-)
+from adaptlab.methods.combination import HOWS, Combination
+from adaptlab.methods.combine_math import combine_deltas, combine_lora, result_rank
+from adaptlab.methods.combine_rules import merge_tensors
 
 NAMES = ("task1", "task2", "task3")
 WEIGHTS = (0.5, 0.3, -0.2)
@@ -190,6 +185,25 @@ def test_magnitude_trim_keeps_exactly_its_share_when_magnitudes_tie() -> None:
     kept = merge_tensors([tensor], (1.0,), pruned, None)
     assert int((kept != 0).sum()) == 3
     assert torch.equal(kept, torch.tensor([3.0, -1.0, 1.0, 0.0, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize("pattern", ["random", "ties", "strided"])
+def test_magnitude_trim_of_a_large_tensor_keeps_its_largest_entries(pattern: str) -> None:
+    # large enough to be selected from a sample; ties at the cut, and every 4th entry large
+    # (a strided sample over-counts them, so its bracket misses and the whole is selected from)
+    tensor = torch.randn(600, 700, generator=torch.Generator().manual_seed(0))
+    if pattern == "ties":
+        tensor = tensor.round()
+    elif pattern == "strided":
+        tensor.view(-1)[::4] *= 1000
+    kept = merge_tensors(
+        [tensor], (1.0,), Combination("magnitude_prune", (1.0,), density=0.3), None
+    )
+    order = tensor.abs().flatten().sort(descending=True, stable=True).indices
+    largest = order[: int(0.3 * tensor.numel())]  # the first in flat order where they tie
+    expected = torch.zeros(tensor.numel())
+    expected[largest] = tensor.flatten()[largest]
+    assert torch.equal(kept, expected.view_as(tensor))
 
 
 def test_density_one_prunes_nothing_and_draws_nothing() -> None:

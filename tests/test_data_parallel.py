@@ -21,6 +21,7 @@ from cli_cases import refused, run_cli, write_reviews
 from safetensors.torch import load_file
 from tiny_models import save_tiny_bert
 
+from adaptlab.cpus import cpu_budget
 from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
 
@@ -76,6 +77,9 @@ def test_two_processes_train_as_one(
     assert moved
     first, second = (json.loads((r / "metrics.json").read_text()) for r in (one, two))
     assert second["test_loss"] == pytest.approx(first["test_loss"], rel=1e-4, abs=1e-5)
+    shared_cpus = max(1, cpu_budget().cpus // 2)  # each process, started fresh, its share
+    assert second["threads"]["threads"] == int(os.environ.get("OMP_NUM_THREADS", shared_cpus))
+    assert second["threads"]["wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
     for epoch_one, epoch_two in zip(first["epochs"], second["epochs"], strict=True):
         assert epoch_two["train_loss"] == pytest.approx(epoch_one["train_loss"], rel=1e-4)
         assert epoch_two["dev_loss"] == pytest.approx(epoch_one["dev_loss"], rel=1e-4, abs=1e-5)

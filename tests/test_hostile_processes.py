@@ -19,8 +19,9 @@ import torch
 from cli_cases import refused, run_cli, train_run, unchanged, write_reviews
 
 import adaptlab.engine.process_group as process_group
+from adaptlab.cpus import cpu_budget
 from adaptlab.engine.launched import ERRORS_VARIABLE, read_errors, recorded_errors
-from adaptlab.engine.process_group import check_process_count, usable_cores
+from adaptlab.engine.process_group import check_process_count
 from adaptlab.errors import ConfigError
 
 
@@ -74,18 +75,18 @@ def test_more_processes_than_cores_are_refused_before_any_starts(
     no_launch: list[list[str]],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    cores = usable_cores()
+    cores = cpu_budget().cpus
     for count in (cores + 1, 1000, 10**30):
         with unchanged(work):
             args = COMMANDS[command](tiny_model, "out", "--nproc", str(count))
-            refused(args, capsys, f"--nproc {count} is more processes than the {cores} CPU cores")
+            refused(args, capsys, f"--nproc {count} is more processes than the {cores} CPUs")
     assert no_launch == []
 
 
 def test_oversubscribe_lets_processes_share_the_cores(
     work: Path, tiny_model: Path, no_launch: list[list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    count = str(usable_cores() + 1)
+    count = str(cpu_budget().cpus + 1)
     args = train_args(tiny_model, "out", "--nproc", count, "--oversubscribe")
     code, _, err = run_cli(args, capsys)
     assert code == 0, err

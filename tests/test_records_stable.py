@@ -156,9 +156,18 @@ def test_spec_writes_and_hashes_as_stored(name: str) -> None:
 
 # --- a tiny run's metrics.json ---------------------------------------------------------------
 
-VOLATILE = {"wall_seconds", "seconds", "host", "versions", "peak_memory_bytes", "adapter_bytes"}
-"""What differs between two identical runs: times, the machine, the library versions, and the
-folder's bytes (its manifest names the model folder, whose path is the test's own)."""
+VOLATILE = {
+    "wall_seconds",
+    "seconds",
+    "host",
+    "versions",
+    "threads",
+    "peak_memory_bytes",
+    "adapter_bytes",
+}
+"""What differs between two identical runs: times, the machine and its CPU threads, the library
+versions, and the folder's bytes (its manifest names the model folder, whose path is the test's
+own)."""
 
 
 def tiny_run_metrics(folder: Path) -> dict[str, Any]:

@@ -59,7 +59,9 @@ def test_ray_serve_replicas_answer_like_the_local_service(local_ray: None, tmp_p
         for _ in range(4):
             denied = httpx.post(f"{url}/predict", json=body, headers=headers, timeout=120)
             assert denied.status_code == 401 and "key" in denied.json()["error"]
-    assert httpx.get(f"{url}/health", timeout=60).status_code == 200
+    health = httpx.get(f"{url}/health", timeout=60)
+    assert health.status_code == 200  # a replica's threads were set before its torch loaded
+    assert (health.json()["threads"], health.json()["wait_policy"]) == (1, "PASSIVE")
     local = AdapterService(options)
     try:
         expected = [p.to_dict() for p in local.predict("rt-lora", TEXTS).result(120)]

@@ -51,6 +51,10 @@ def test_runs_as_ray_tasks_into_the_store(local_ray: None, tmp_path: Path) -> No
     assert {r.method_label for r in records} == {"lora"}
     assert {r.result.spec.train.seed for r in records} == {0, 1}
     assert all(r.result.epochs and r.result.test for r in records)
+    for record in records:  # each task's threads were set before its torch loaded
+        threads = record.result.threads
+        assert threads is not None and threads.wait_policy == "PASSIVE", threads
+        assert (threads.threads, threads.source) == (1, "the CPUs Ray gives it: 1"), threads
     assert integrity(store) == "ok"
 
     again = run_study(spec, executor=RayExecutor(Resources(cpus=1)))

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from adaptlab.errors import AdaptlabError
     from adaptlab.integrations.hf import AdapterCheckpointCallback
     from adaptlab.methods import *  # noqa: F403
+    from adaptlab.threads import share_cpus
     from adaptlab.version import __version__
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "BackboneOverrides",
     "__version__",
     "find_backbone",
+    "share_cpus",
 ]
 __all__ += methods.__all__
 

@@ -16,6 +16,7 @@ from adaptlab.cli.lazy_group import Target, lazy_group
 from adaptlab.cli.relaunch import remember_command_line
 from adaptlab.engine.launched import follow_launcher
 from adaptlab.errors import AdaptlabError
+from adaptlab.threads import parse_threads, share_cpus, use_threads
 
 COMMANDS: dict[str, Target] = {
     "train": ("train_cmd", "train"),
@@ -36,6 +37,9 @@ COMMANDS: dict[str, Target] = {
 }
 """Each command, in listing order: its module in adaptlab.cli and the function there (or the
 typer app of a group of commands)."""
+TRAINING_COMMANDS = ("train", "sequence", "study")
+"""The commands that train through adaptlab's loop, whose thread governor guards them on a
+busy machine: their OpenMP threads keep OpenMP's default wait (`adaptlab.threads.share_cpus`)."""
 
 app = typer.Typer(
     name="adaptlab",
@@ -50,6 +54,12 @@ app = typer.Typer(
 @app.callback()
 def _options(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+    threads: int | None = typer.Option(
+        None,
+        "--threads",
+        help="CPU threads each process computes with (default: the CPUs this command may use, "
+        "its affinity and cgroup quota, shared among its processes; or ADAPTLAB_THREADS).",
+    ),
 ) -> None:
     """Adapt pretrained transformers with few trainable parameters, compare, analyse."""
 
@@ -71,6 +81,32 @@ for _notes in map(logging.getLogger, ("adaptlab.device", "adaptlab.study")):
         _notes.setLevel(logging.INFO)
 
 
+def _set_threads(args: list[str]) -> list[str]:
+    """Choose this process's CPU threads and OpenMP wait policy before torch loads
+    (`adaptlab.threads`), from `--threads` wherever it stands; the arguments with it handed to
+    the top-level option. Called where torch is loaded already (the CLI run from Python), only
+    a `--threads` given changes anything."""
+    threads, rest = _take_threads(args)
+    command = next((arg for arg in rest if not arg.startswith("-")), None)
+    if "torch" not in sys.modules:
+        count = None if threads is None else parse_threads(threads)
+        share_cpus(count, training=command in TRAINING_COMMANDS)
+    elif threads is not None:
+        use_threads(parse_threads(threads))
+    return rest if threads is None else ["--threads", threads, *rest]
+
+
+def _take_threads(args: list[str]) -> tuple[str | None, list[str]]:
+    """The value of `--threads N` (or `--threads=N`) wherever it stands, and the other
+    arguments; a `--threads` with no value is left for typer to refuse."""
+    for index, arg in enumerate(args):
+        if arg.startswith("--threads="):
+            return arg.partition("=")[2], args[:index] + args[index + 1 :]
+        if arg == "--threads" and index + 1 < len(args):
+            return args[index + 1], args[:index] + args[index + 2 :]
+    return None, args
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user errors print one line (a traceback only with --debug) and exit 1.
 
@@ -83,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     remember_command_line(args)
     follow_launcher()  # in a process of `--nproc N`: end with the command that started it
     try:
+        args = _set_threads(args)
         app(args=args, prog_name="adaptlab")
     except AdaptlabError as error:
         if debug:

@@ -49,8 +49,8 @@ Processes = Annotated[
 Oversubscribe = Annotated[
     bool,
     typer.Option(
-        help="Let --nproc start more processes than the CPU cores this command may run on "
-        "(they share the cores; slower, and memory grows with each)."
+        help="Let --nproc start more processes than the CPUs this command may run on "
+        "(its affinity and cgroup quota; they share them: slower, and memory grows with each)."
     ),
 ]
 

@@ -11,6 +11,7 @@ from adaptlab.continual.spec import SequenceSpec
 from adaptlab.errors import ConfigError
 from adaptlab.records.jsonfields import JsonObject
 from adaptlab.records.result import EpochRecord, Versions
+from adaptlab.records.threads import ThreadUse
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,12 @@ class SequenceResult:
     versions: Versions
     single_stage: tuple[float, ...] | None = None
     wall_seconds: float | None = None
+    threads: ThreadUse | None = None
+    """The CPU threads the sequence computed with (None in records written before they were
+    kept)."""
 
     def to_dict(self) -> dict[str, Any]:
+        threads = {} if self.threads is None else {"threads": self.threads.to_dict()}
         return {
             "spec": self.spec.to_dict(),
             "stages": [stage.to_dict() for stage in self.stages],
@@ -131,6 +136,7 @@ class SequenceResult:
             "scores": self.scores.to_dict(),
             "versions": self.versions.to_dict(),
             "wall_seconds": self.wall_seconds,
+            **threads,
         }
 
     @classmethod
@@ -149,6 +155,7 @@ class SequenceResult:
                 "scores",
                 "versions",
                 "wall_seconds",
+                "threads",
             )
         )
         metric = result.text("metric")
@@ -177,6 +184,7 @@ class SequenceResult:
             versions=Versions.from_json(result.object("versions")),
             single_stage=single,
             wall_seconds=result.optional_number("wall_seconds"),
+            threads=ThreadUse.from_json(result.object("threads")) if "threads" in result else None,
         )
 
 
@@ -192,6 +200,7 @@ def sequence_result(spec: SequenceSpec, outcomes: list[StageOutcome]) -> Sequenc
         tests=tuple(outcome.tests for outcome in outcomes),
         scores=summarize(matrix, metric=metric),
         versions=Versions.current(),
+        threads=ThreadUse.current(),
     )
 
 

@@ -27,6 +27,7 @@ from adaptlab.engine.events import tell_epoch, tell_step
 from adaptlab.engine.history import BestEpoch, TrainHistory
 from adaptlab.engine.objective import Objective
 from adaptlab.engine.precision import Precision, keep_trained_in_float32
+from adaptlab.engine.thread_governor import ThreadGovernor
 from adaptlab.engine.training_checkpoint import (
     LoopState,
     Position,
@@ -103,7 +104,7 @@ def train_epochs(
 
     bar = Progress(total_steps, unit="step", enabled=progress, lines=0)  # a line per epoch
     bar.update(at.step)
-    with data_parallel(model, device) as parallel:
+    with data_parallel(model, device) as parallel, ThreadGovernor() as governor:
         if parallel.processes > 1:
             log.info(
                 "data parallel over %d processes: %d bytes of gradients all-reduced per step",
@@ -135,6 +136,7 @@ def train_epochs(
                 at.step, at.done = at.step + 1, at.done + 1
                 at.seconds = time.perf_counter() - started
                 tell_step(objective.title, at.step, at.losses[-1], rate)
+                governor.tick(at.step)
                 bar.update()
                 bar.show(loss=f"{at.losses[-1]:.4f}")
                 if at.done < per_epoch:

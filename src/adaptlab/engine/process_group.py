@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from adaptlab.cpus import cpu_budget
 from adaptlab.engine.launched import (
     ERRORS_VARIABLE,
     LAUNCHER_VARIABLE,
@@ -28,6 +29,7 @@ from adaptlab.engine.launched import (
     user_mistake,
 )
 from adaptlab.errors import AdaptlabError, ConfigError
+from adaptlab.threads import threads_for_processes
 
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -66,17 +68,10 @@ def process_group(device: torch.device) -> Iterator[torch.device]:
         dist.destroy_process_group()
 
 
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity, which containers and `taskset`
-    narrow), or all of the machine's where that cannot be asked."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def check_process_count(count: int, device: torch.device, oversubscribe: bool) -> None:
     """Fail unless this machine holds `count` processes training on `device`: one GPU each on
-    CUDA; on the CPU at most one per usable core, unless `oversubscribe` (--oversubscribe)."""
+    CUDA; on the CPU at most one per usable CPU (its affinity and cgroup quota, `adaptlab.cpus`),
+    unless `oversubscribe` (--oversubscribe)."""
     if device.type == "cuda":
         gpus = torch.cuda.device_count()
         if count > gpus:
@@ -84,10 +79,10 @@ def check_process_count(count: int, device: torch.device, oversubscribe: bool) -
                 f"--nproc {count}: each process needs a GPU of its own and this machine has "
                 f"{gpus}; give --nproc {gpus} at most, or --device cpu"
             )
-    elif count > (cores := usable_cores()) and not oversubscribe:
+    elif count > (cpus := cpu_budget().cpus) and not oversubscribe:
         raise ConfigError(
-            f"--nproc {count} is more processes than the {cores} CPU cores this command may "
-            f"run on; give --nproc {cores} at most, or add --oversubscribe to share the cores"
+            f"--nproc {count} is more processes than the {cpus} CPUs this command may "
+            f"run on; give --nproc {cpus} at most, or add --oversubscribe to share them"
         )
 
 
@@ -109,10 +104,9 @@ def launch_processes(count: int, arguments: Sequence[str]) -> None:
         max_restarts=0,
         monitor_interval=0.2,
     )
-    threads = os.environ.get("OMP_NUM_THREADS")  # the processes share this machine's cores
     with tempfile.TemporaryDirectory(prefix="adaptlab-launch-") as errors:
         variables = {
-            "OMP_NUM_THREADS": threads or str(max(1, usable_cores() // count)),
+            **threads_for_processes(count).environment(),  # they share this machine's CPUs
             LAUNCHER_VARIABLE: str(os.getpid()),
             ERRORS_VARIABLE: errors,
         }

@@ -42,6 +42,7 @@ from adaptlab.parallel.ranks import is_main_process
 from adaptlab.parallel.shared_evaluation import shared_evaluation
 from adaptlab.records.result import RunResult, Versions
 from adaptlab.records.spec import RunSpec
+from adaptlab.records.threads import ThreadUse
 from adaptlab.tasks.registry import get_task, run_task
 
 log = logging.getLogger("adaptlab.train")
@@ -160,6 +161,7 @@ def _execute(
         log.info("run %s", json.dumps(spec.to_dict()))
         log.info("data %s", objective.description)
         log.info("%s", handle.summary())
+        log.info("cpu %s", ThreadUse.current().describe())
         reset_peak_memory(device)
         with objective.frozen_replay(frozen_cache, folder.staging):
             history = train_epochs(
@@ -199,6 +201,7 @@ def _execute(
             peak_memory_bytes=peak_memory_bytes(device),
             versions=Versions.current(),
             host=socket.gethostname(),
+            threads=ThreadUse.current(),
             fusion_weights=tested.fusion_weights,
             zero_shot=tested.zero_shot,
             generations=tested.generations,

@@ -49,6 +49,7 @@ from adaptlab.models.loading import LoadedModel
 from adaptlab.records.generated import SAMPLE_SIZE
 from adaptlab.records.result import DataInfo, RunResult, Versions
 from adaptlab.records.spec import RunSpec
+from adaptlab.records.threads import ThreadUse
 from adaptlab.tasks.evaluation import evaluate
 from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.generative import GenerativeTask
@@ -114,6 +115,7 @@ def score_untrained(spec: RunSpec) -> RunResult:
         peak_memory_bytes=peak_memory_bytes(device),
         versions=Versions.current(),
         host=socket.gethostname(),
+        threads=ThreadUse.current(),
         wall_seconds=time.perf_counter() - started,
         generations=scores.test.generations,
     )

@@ -41,7 +41,8 @@ from adaptlab.backbone.roles import ROLES
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.methods.adapt import add_adapter, get_handle
-from adaptlab.methods.combine_math import Combination, combine_deltas, combine_lora, result_rank
+from adaptlab.methods.combination import Combination
+from adaptlab.methods.combine_math import combine_deltas, combine_lora, result_rank
 from adaptlab.methods.combine_sources import Source, read_sources, shares_head
 from adaptlab.methods.combined_heads import write_heads
 from adaptlab.methods.config import MethodConfig

@@ -1,7 +1,7 @@
 """The manifest fields of a combined adapter (`adaptlab.methods.combine`), read as untrusted input.
 
 `combined` says how the adapter was made: the combination (how, weights, density, rank, sign
-rule, seed: `adaptlab.methods.combine_math.Combination`) and each source (its name, the SHA-256
+rule, seed: `adaptlab.methods.combination.Combination`) and each source (its name, the SHA-256
 of its tensor file, its weight, task and label names). `heads`, written when the sources were
 trained on different labels, holds each source's head: a tensor file `heads/<name>.safetensors`
 with its task, label names, checksum and size; `--head NAME` picks one.
@@ -90,7 +90,7 @@ def parse_combined(value: Any, path: Path, task_names: Collection[str]) -> Combi
     where = f"{path}: combined"
     if not isinstance(value, dict) or set(value) != {"combination", "sources"}:
         raise AdapterFileError(f"{where} must be an object of combination and sources")
-    from adaptlab.methods.combine_math import Combination
+    from adaptlab.methods.combination import Combination
 
     combination = value["combination"]
     if not isinstance(combination, dict):

@@ -21,6 +21,7 @@ from adaptlab.records.generated import Generated
 from adaptlab.records.harness import HarnessScores
 from adaptlab.records.jsonfields import JsonObject
 from adaptlab.records.spec import RunSpec
+from adaptlab.records.threads import ThreadUse
 from adaptlab.records.transfer import ZeroShotScore
 from adaptlab.tasks.classes import ClassCounts
 from adaptlab.tasks.judging import MetricChoice
@@ -235,6 +236,8 @@ class RunResult:
     judged_by: MetricChoice | None = None
     harness: HarnessScores | None = None
     """lm-evaluation-harness scores of the trained model (a study's `harness:`), else None."""
+    threads: ThreadUse | None = None
+    """The CPU threads the run computed with (None in records written before they were kept)."""
 
     @property
     def best(self) -> EpochRecord:
@@ -265,6 +268,8 @@ class RunResult:
             "versions": self.versions.to_dict(),
             "host": self.host,
         }
+        if self.threads is not None:
+            result["threads"] = self.threads.to_dict()
         if self.analysis is not None:
             result["analysis"] = dict(self.analysis)
         if self.fusion_weights is not None:
@@ -332,6 +337,7 @@ class RunResult:
             harness=(
                 HarnessScores.from_json(result.object("harness")) if "harness" in result else None
             ),
+            threads=ThreadUse.from_json(result.object("threads")) if "threads" in result else None,
         )
 
 
@@ -355,6 +361,7 @@ _FIELDS = (
     "peak_memory_bytes",
     "versions",
     "host",
+    "threads",
     "analysis",
     "fusion_weights",
     "zero_shot",

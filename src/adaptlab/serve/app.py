@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 
 from adaptlab.checks import shown
 from adaptlab.errors import AdaptlabError
+from adaptlab.records.threads import ThreadUse
 from adaptlab.serve.errors import RequestError
 from adaptlab.serve.gate import RequestGate, error_response
 from adaptlab.serve.openai_routes import openai_router
@@ -107,12 +108,16 @@ def create_app(service: AdapterService) -> FastAPI:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        """The server is up: its base model, how many adapters it has and has loaded."""
+        """The server is up: its base model, how many adapters it has and has loaded, and the
+        CPU threads it computes with and how they wait (`adaptlab.threads`)."""
+        threads = ThreadUse.current()
         return {
             "status": "ok",
             "base_model": service.options.model,
             "adapters": len(service.registry.entries),
             "loaded": len(service.pool.names),
+            "threads": threads.threads,
+            "wait_policy": threads.wait_policy,
         }
 
     @app.get("/adapters")

@@ -16,6 +16,7 @@ from typing import Any
 from adaptlab.errors import ConfigError
 from adaptlab.serve.auth import check_listening
 from adaptlab.serve.options import ServeOptions
+from adaptlab.threads import threads_for_cpus
 
 RAY_SERVE_HINT = "--ray needs Ray Serve: `pip install -c constraints.txt 'ray[serve]==2.60.0'`"
 APP_NAME = "adaptlab"
@@ -27,8 +28,10 @@ def deployment(options: ServeOptions, replicas: int = 1, cpus: float = 1.0) -> A
         raise ConfigError(f"--replicas must be a whole number >= 1, got {replicas!r}")
     serve = _import_serve()
     options = replace(options, adapters=str(Path(options.adapters).resolve()))
+    threads = {"env_vars": threads_for_cpus(cpus).environment()}  # set before its torch loads
+    actor = {"num_cpus": cpus, "runtime_env": threads}
 
-    @serve.deployment(name=APP_NAME, num_replicas=replicas, ray_actor_options={"num_cpus": cpus})
+    @serve.deployment(name=APP_NAME, num_replicas=replicas, ray_actor_options=actor)
     @serve.ingress()
     class AdaptlabServer:
         def __init__(self, options: ServeOptions) -> None:

@@ -32,6 +32,7 @@ from adaptlab.study.executors import (
 from adaptlab.study.planned import Outcome, Planned, R
 from adaptlab.study.ray_nodes import WATCH_SECONDS, NodeWatch, lost_line
 from adaptlab.study.spec import Resources
+from adaptlab.threads import threads_for_cpus
 
 RAY_HINT = "the Ray executor needs `pip install ray==2.60.0`"
 
@@ -96,7 +97,9 @@ class RayExecutor:
                 while queue and len(pending) < width:
                     run = queue.popleft()
                     started(run)
-                    named = task.options(name=f"adaptlab run {run.run_id}")
+                    named = task.options(
+                        name=f"adaptlab run {run.run_id}", runtime_env=self._threads()
+                    )
                     arguments: tuple[Any, ...] = (run,)
                     if self.resources.nproc > 1:
                         arguments += (self.resources,)
@@ -128,6 +131,12 @@ class RayExecutor:
             max_retries=resources.max_retries,
             retry_exceptions=False,
         )(body)
+
+    def _threads(self) -> dict[str, dict[str, str]]:
+        """The runtime environment of a run's task: its threads and OpenMP wait policy, set
+        before its torch loads (`adaptlab.threads`), from the CPUs each of its processes asks
+        for (a Ray Train worker inherits it)."""
+        return {"env_vars": threads_for_cpus(self.resources.cpus).environment()}
 
     def _check_devices(self, runs: Sequence[Planned[R]]) -> None:
         """Ray places runs by the GPUs they ask for, and shows each only its own, from cuda:0."""

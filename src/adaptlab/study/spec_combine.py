@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from adaptlab.errors import ConfigError
-from adaptlab.methods.combine_math import Combination
+from adaptlab.methods.combination import Combination
 from adaptlab.study.spec_fields import Seed, StrictModel, options_label
 
 COMBINE = "combine"
