@@ -47,7 +47,8 @@ class ThreadGovernor:
     def __init__(self, interval: float | None = None, work: OtherWork | None = None) -> None:
         chosen = chosen_threads()
         self.chosen = 0 if chosen is None or chosen.given else chosen.threads
-        self.active = self.chosen > 1 and torch.get_num_threads() == self.chosen
+        readable = work is not None or hasattr(os, "sched_getaffinity")  # Linux's /proc
+        self.active = readable and self.chosen > 1 and torch.get_num_threads() == self.chosen
         self.interval = INTERVAL if interval is None else interval
         self.work = work
         if self.active and self.work is None:
