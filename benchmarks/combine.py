@@ -8,10 +8,11 @@ block and library on 2 idle cores, most of it in the SVDs of the 7 merged update
 block has the same shapes, so the full model's time is about 22 / layers times the one
 measured; the memory peaks are those of one layer's work plus the results. Three PEFT LoRA
 adapters of rank 16 (alphas 16, 32, 8) sit on q/k/v/o/gate/up/down, with random A and B
-(seed 0). Rows: every how PEFT has (`--hows` picks some), weights (0.5, 0.3, -0.2), density 0.5
-where the rule prunes, rank 16 for the _svd hows; the dare hows draw their masks from seed 0
-on both sides (torch's global generator is seeded with it just before PEFT's merge loop, as
-`combine_math` documents), so their pairs compare too.
+(seed 0). Rows: every how (`--hows` picks some), beside PEFT's combination_type that gives
+its pairs (`Combination.peft_type`: linear is PEFT's cat, peft_linear PEFT's linear), weights
+(0.5, 0.3, -0.2), density 0.5 where the rule prunes, rank 16 for the _svd hows; the dare hows
+draw their masks from seed 0 on both sides (torch's global generator is seeded with it just
+before PEFT's merge loop, as `combine_math` documents), so their pairs compare too.
 
 For each row the two libraries run `--repeats` times each (default 2), in turns (PEFT then
 adaptlab, adaptlab then PEFT, ...), on 2 threads; the lowest of each figure is kept, the
@@ -78,6 +79,7 @@ WEIGHTS = (0.5, 0.3, -0.2)
 DENSITY = 0.5
 ROWS = (
     Combination("linear", WEIGHTS),
+    Combination("peft_linear", WEIGHTS),
     Combination("cat", WEIGHTS),
     Combination("svd", WEIGHTS, rank=RANK),
     Combination("ties", WEIGHTS, density=DENSITY),
@@ -164,7 +166,7 @@ def theirs(model: Any, combination: Combination) -> None:
             list(SOURCES),
             list(combination.weights),
             combination.how,
-            combination_type=combination.how,
+            combination_type=combination.peft_type,
             svd_rank=combination.rank,
             density=combination.density,
             majority_sign_method=combination.majority_sign,

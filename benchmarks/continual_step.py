@@ -90,6 +90,7 @@ from adaptlab.errors import ConfigError
 from adaptlab.methods.compose import resolve
 from adaptlab.models.loading import load_model
 from adaptlab.records.config import TrainConfig
+from adaptlab.tasks.registry import get_task
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "continual_step.json"
@@ -181,7 +182,7 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     loaded = load_model(spec.model, "single_label", label_names=LABELS, seed=seed)
     model = loaded.model
     heads = StageHeads.install(model, [len(LABELS), len(LABELS)], seed)
-    encoder = TextEncoder(loaded.tokenizer, "single_label", len(LABELS), length)
+    encoder = TextEncoder(loaded.tokenizer, get_task("single_label"), len(LABELS), length)
     vocab = int(getattr(model, "config").vocab_size)  # noqa: B009 (untyped attribute)
     first_size = batch_size * config["first_batches"]
     second_size = batch_size * (config["warmup"] + config["steps"] + 1)

@@ -27,6 +27,7 @@ import torch
 import adaptlab
 from adaptlab.data import load_dataset
 from adaptlab.models.loading import load_model
+from adaptlab.tasks.registry import LABELLED
 
 OUT = Path(__file__).resolve().parent / "results" / "prefix_init.json"
 METHODS = [("prefix", {}), ("prefix", {"length": 10}), ("mam", {})]
@@ -62,7 +63,7 @@ def measure(method: str, options: dict[str, Any], texts: list[str]) -> dict[str,
 
 
 def main() -> int:
-    test = load_dataset("rotten-tomatoes").splits["test"][:64]
+    test = load_dataset("rotten-tomatoes", LABELLED).splits["test"][:64]
     texts = [str(example.text) for example in test]
     rows = [measure(method, options, texts) for method, options in METHODS]
     print(f"{'method':<22} {'l':>4} {'λ (prefix mass)':>16} {'|ΔH|/|H|':>10} {'max Δp':>8}")

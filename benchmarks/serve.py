@@ -283,7 +283,7 @@ def peft_comparison(registry: Path, texts: list[str], batches: int) -> dict[str,
     peft.eval()
     shutil.rmtree(peft_dir)
 
-    encoder = TextEncoder(tokenizer, "single_label", len(labels), 128)
+    encoder = TextEncoder(tokenizer, get_task("single_label"), len(labels), 128)
 
     def tensors(chunk: list[str]) -> dict[str, torch.Tensor]:
         features = encoder.encode([get_task("single_label").placeholder(t) for t in chunk])
@@ -354,8 +354,9 @@ def main() -> None:
     started = time.perf_counter()
     train_adapters(args.adapters, args.threads)
     from adaptlab.data import load_dataset
+    from adaptlab.tasks.registry import LABELLED
 
-    texts = [e.text for e in load_dataset(DATA).splits["test"]]
+    texts = [e.text for e in load_dataset(DATA, LABELLED).splits["test"]]
     assert all(isinstance(t, str) for t in texts)
     load_before = os.getloadavg()
     print("HTTP (adaptlab serve, one text per request)", flush=True)

@@ -88,8 +88,9 @@ def make_adapters(folder: Path) -> None:
 def prompts() -> list[str]:
     """Short prompts: the first eight words of each Rotten Tomatoes test review."""
     from adaptlab.data import load_dataset
+    from adaptlab.tasks.registry import LABELLED
 
-    texts = [str(e.text) for e in load_dataset("rotten-tomatoes").splits["test"]]
+    texts = [str(e.text) for e in load_dataset("rotten-tomatoes", LABELLED).splits["test"]]
     return [" ".join(text.split()[:8]) for text in texts if len(text.split()) >= 8]
 
 
@@ -228,9 +229,9 @@ def _all(model: torch.nn.Module) -> list[torch.Tensor]:
 def one_forward_or_four(registry: Path) -> dict[str, Any]:
     """A decode step of 32 sequences over four adapters: one forward with `Rows` or four."""
     import adaptlab
+    from adaptlab.engine.kv import KVRows, new_cache
+    from adaptlab.engine.rows import Rows
     from adaptlab.models.loading import load_model
-    from adaptlab.serve.kv import KVRows, new_cache
-    from adaptlab.serve.rows import Rows
 
     loaded = load_model(MODEL, "causal_lm")
     model = loaded.model.eval()

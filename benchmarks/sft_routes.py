@@ -1,7 +1,7 @@
 """The two routes `sft_throughput.py` compares, on the same examples in the same order.
 
 - adaptlab: the examples written as a data folder and trained as `adaptlab train --task sft|chat
-  --pack` trains them: the task's own preparation (`prepare_run`: data read and encoded, model
+  --pack` trains them: the task's preparer (`prepare_run`: data read and encoded, model
   loaded, LoRA attached, `GenerativeLm` packing the examples into rows) and the one epoch loop
   (`train_epochs`), one epoch of exactly the steps measured.
 - TRL: `SFTTrainer` + PEFT on the same examples (prompt / completion columns or `messages`),
@@ -37,7 +37,8 @@ from adaptlab.engine.loop import train_epochs
 from adaptlab.engine.packing import pack, target_tokens
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.spec import RunSpec
-from adaptlab.tasks.registry import run_task
+from adaptlab.runs.preparers import prepare_run
+from adaptlab.tasks.registry import LABELLED, run_task
 
 RANK, ALPHA = 16, 32.0
 LEARNING_RATE = 2e-4
@@ -111,7 +112,7 @@ def select(corpus: str, tokenizer: Any, settings: Settings) -> Workload:
     examples: list[GenerativeExample] = []
     encoded: list[EncodedExample] = []
     rows: list[list[int]] = []
-    for example in load_generative(corpus, shape=shape).splits["train"]:
+    for example in load_generative(corpus, LABELLED, shape=shape).splits["train"]:
         one = encoder.encode(example)
         if one is None or len(one.input_ids) >= settings.max_length:
             continue
@@ -238,7 +239,7 @@ def adaptlab_route(workload: Workload, settings: Settings) -> dict[str, Any]:
             data_options=options,
             device="cpu",
         )
-        objective = run_task(spec.task).prepare_run(spec, torch.device("cpu"))
+        objective = prepare_run(run_task(spec.task), spec, torch.device("cpu"))
         if tuple(objective.train_examples) != workload.encoded or objective.rows != workload.rows:
             raise SystemExit(f"{workload.corpus}: adaptlab's run encoded other examples")
         meter = StepMeter(settings.steps)

@@ -265,7 +265,8 @@ def run_epochs(model: nn.Module, args: argparse.Namespace, options: dict[str, An
     import adaptlab
     from adaptlab.data import TextEncoder
     from adaptlab.records.config import TrainConfig
-    from adaptlab.tasks.labelled_objective import train
+    from adaptlab.runs.labelled_objective import train
+    from adaptlab.tasks.registry import get_task
 
     handle = adaptlab.adapt(model, args.method, **options.get("method_options", {}))
     generator = torch.Generator().manual_seed(args.seed)
@@ -287,7 +288,7 @@ def run_epochs(model: nn.Module, args: argparse.Namespace, options: dict[str, An
     )
     history = train(
         model,
-        TextEncoder(tokenizer, "single_label", 2, max_length=args.seq_len),
+        TextEncoder(tokenizer, get_task("single_label"), 2, max_length=args.seq_len),
         examples(options["examples"]),
         examples(args.batch_size),
         "single_label",

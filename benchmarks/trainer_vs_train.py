@@ -40,10 +40,11 @@ import numpy as np
 import torch
 from transformers import EvalPrediction, Trainer, TrainingArguments
 
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.integrations.hf import AdapterCheckpointCallback
 from adaptlab.records.config import TrainConfig
-from adaptlab.tasks.labelled_run import prepare_classification
+from adaptlab.runs.labelled_run import prepare_classification
+from adaptlab.runs.run import RunSpec, execute
+from adaptlab.tasks.single_label import SINGLE_LABEL
 
 OUT = Path(__file__).resolve().parent / "results" / "trainer_vs_train.json"
 MODEL, DATA = "minilm-l6", "rotten-tomatoes"
@@ -70,7 +71,7 @@ def adaptlab_route(spec: RunSpec) -> dict[str, Any]:
 def trainer_route(spec: RunSpec) -> dict[str, Any]:
     """The same model and data under `transformers.Trainer` with adaptlab's settings."""
     started = time.perf_counter()
-    objective = prepare_classification(spec, torch.device("cpu"))
+    objective = prepare_classification(SINGLE_LABEL, spec, torch.device("cpu"))
     config = spec.train
     train, dev = objective.features["train"], objective.features["dev"]
     per_epoch = math.ceil(len(train) / config.batch_size)

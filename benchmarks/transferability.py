@@ -39,6 +39,7 @@ import adaptlab
 from adaptlab.data import load_dataset
 from adaptlab.select import ESTIMATORS, FeatureOptions, make_estimators, parse_candidate, rank
 from adaptlab.study.store import load_records
+from adaptlab.tasks.registry import LABELLED
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "transferability.json"
@@ -87,7 +88,7 @@ def ranking_seconds(
 ) -> dict[str, float]:
     """Seconds to rank `models` from scratch as `adaptlab rank` does by default (load, extract
     every layer, all estimators on the last layer): in all, extracting, scoring."""
-    dataset = load_dataset(data)
+    dataset = load_dataset(data, LABELLED)
     options = FeatureOptions(
         sample=sample, seed=seed, max_length=length, use_cache=False, progress=False
     )

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from adaptlab.cli.app import main
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 WORDS = {"fresh": ["great", "lovely", "superb", "fun"], "rotten": ["dull", "awful", "bad"]}
 

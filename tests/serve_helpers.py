@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import adaptlab
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.models.loading import load_model, load_tokenizer
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 MOODS = {
     "fresh": ["great", "lovely", "fun", "superb"],
@@ -174,14 +174,19 @@ def tiny_chat_llama(root: Path, template: str = CHAT_TEMPLATE) -> str:
     return model_dir
 
 
+def save_lm_adapter(model_dir: str, folder: Path, template: str | None = None) -> Path:
+    """A causal-LM LoRA (an identity: it generates as the base does) saved with `template`."""
+    model = load_model(model_dir, "causal_lm").model
+    adaptlab.add_adapter(model, "default", "lora", seed=0, train_head=False)
+    return adaptlab.save_adapter(model, folder, base_model_id=model_dir, chat_template=template)
+
+
 def chat_registry(root: Path, template: str = CHAT_TEMPLATE) -> dict[str, Any]:
     """A tiny chat Llama and a registry holding a causal-LM LoRA `lm` (an identity, so it
     generates as the base does) and a random classifier `labels`."""
     model_dir = tiny_chat_llama(root, template)
     registry = root / "registry"
     registry.mkdir()
-    model = load_model(model_dir, "causal_lm").model
-    adaptlab.add_adapter(model, "default", "lora", seed=0, train_head=False)
-    adaptlab.save_adapter(model, registry / "lm", base_model_id=model_dir)
+    save_lm_adapter(model_dir, registry / "lm")
     save_random_adapter(model_dir, registry / "labels", "lora")
     return {"root": root, "model": model_dir, "registry": registry}

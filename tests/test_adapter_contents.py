@@ -16,8 +16,8 @@ import torch
 from cli_cases import copy_tree, refused, run_cli, train_run, unchanged, write_reviews
 from tiny_models import save_tiny_bert
 
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 Tensors = dict[str, torch.Tensor]
 TensorEdit = Callable[[Tensors], Tensors]

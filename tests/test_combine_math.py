@@ -1,6 +1,7 @@
 """Combining adapters' tensors: the same LoRA pairs as PEFT's add_weighted_adapter for every
-how (DARE's masks included, from the same seed), the rules on hand-built tensors, and every
-option of a Combination refused in one line when it is wrong."""
+how (under the combination_type `Combination.peft_type` names; DARE's masks included, from the
+same seed), linear as the exact weighted sum of the updates, the rules on hand-built tensors,
+and every option of a Combination refused in one line when it is wrong."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def peft_combined(model: Any, combination: Combination) -> str:
             list(NAMES),
             list(combination.weights),
             combination.how,
-            combination_type=combination.how,
+            combination_type=combination.peft_type,
             svd_rank=combination.rank,
             density=combination.density,
             majority_sign_method=combination.majority_sign,
@@ -132,19 +133,21 @@ def test_the_frequency_sign_election_gives_peft_s_pairs(how: str) -> None:
     assert compare_with_peft((4, 4, 4), combination) == 6
 
 
-@pytest.mark.parametrize("how", ["cat", "svd", "ties_svd", "dare_linear_svd"])
+@pytest.mark.parametrize("how", ["linear", "cat", "svd", "ties_svd", "dare_linear_svd"])
 def test_sources_of_different_ranks_give_peft_s_pairs(how: str) -> None:
     assert compare_with_peft((2, 4, 6), combination_for(how, rank=None)) == 6
 
 
 def test_different_ranks_are_refused_where_a_and_b_merge_apart() -> None:
-    with pytest.raises(ConfigError, match=r"ranks 4, 8; use cat or ties_svd") as caught:
+    use = r"ranks 4, 8; use linear \(the exact weighted sum\) or"
+    with pytest.raises(ConfigError, match=f"{use} ties_svd") as caught:
         result_rank([4, 8], Combination("ties", (1.0, 1.0), density=0.5))
     assert "\n" not in str(caught.value)
     a, b = torch.ones(4, 6), torch.ones(5, 4)
-    with pytest.raises(ConfigError, match="ranks 4, 8; use cat or svd"):
-        combine_lora([(a, b, 1.0), (torch.ones(8, 6), torch.ones(5, 8), 1.0)], lin(2), None)
-    assert result_rank([4, 8], Combination("cat", (1.0, 1.0))) == 12
+    peft_linear = Combination("peft_linear", (1.0, 1.0))
+    with pytest.raises(ConfigError, match=f"{use} svd"):
+        combine_lora([(a, b, 1.0), (torch.ones(8, 6), torch.ones(5, 8), 1.0)], peft_linear, None)
+    assert result_rank([4, 8], lin(2)) == result_rank([4, 8], Combination("cat", (1.0, 1.0))) == 12
     assert result_rank([4, 8], Combination("svd", (1.0, 1.0))) == 8
     assert result_rank([4, 8], Combination("svd", (1.0, 1.0), rank=2)) == 2
 
@@ -256,11 +259,34 @@ def test_half_precision_pairs_combine_in_float32() -> None:
     generator = torch.Generator().manual_seed(0)
     a, b = torch.randn(2, 3, generator=generator), torch.randn(4, 2, generator=generator)
     pairs = [(a.half(), b.half(), 1.0), (a.half(), b.half(), 3.0)]
+    update = b.half().float() @ a.half().float()
     new_a, new_b = combine_lora(pairs, lin(2), None)
     assert new_a.dtype == new_b.dtype == torch.float32
+    torch.testing.assert_close(new_b @ new_a, (1 + 3) * update)  # the sum of the updates
+    new_a, new_b = combine_lora(pairs, Combination("peft_linear", (1.0, 1.0)), None)
+    assert new_a.dtype == new_b.dtype == torch.float32
     # A and B merge apart: (A + sqrt(3) A) and (B + sqrt(3) B), not the sum of the updates
-    expected = (1 + 3**0.5) ** 2 * b.half().float() @ a.half().float()
-    torch.testing.assert_close(new_b @ new_a, expected)
+    torch.testing.assert_close(new_b @ new_a, (1 + 3**0.5) ** 2 * update)
+
+
+@pytest.mark.parametrize("weights", [(0.5, 0.5), (0.7, -1.2, 2.0)])
+def test_linear_is_the_weighted_sum_of_the_updates_of_any_ranks(
+    weights: tuple[float, ...],
+) -> None:
+    generator = torch.Generator().manual_seed(0)
+    ranks = (4, 8, 2)[: len(weights)]
+    scalings = (2.0, 0.5, 1.0)
+    pairs = [
+        (torch.randn(r, 6, generator=generator), torch.randn(5, r, generator=generator), s)
+        for r, s in zip(ranks, scalings, strict=False)
+    ]
+    a, b = combine_lora(pairs, lin(len(weights), *weights), None)
+    expected = sum(w * s * b_ @ a_ for w, (a_, b_, s) in zip(weights, pairs, strict=True))
+    assert a.shape == (sum(ranks), 6) and b.shape == (5, sum(ranks))
+    torch.testing.assert_close(b @ a, expected, atol=1e-5, rtol=1e-5)
+    a, b, scaling = pairs[0]
+    same = combine_lora([pairs[0], pairs[0]], lin(2, 0.5, 0.5), None)  # an update and its copy
+    torch.testing.assert_close(same[1] @ same[0], scaling * b @ a)
 
 
 def test_other_parameters_combine_their_change_from_the_base() -> None:
@@ -276,7 +302,7 @@ def test_other_parameters_combine_their_change_from_the_base() -> None:
     assert torch.allclose(combine_deltas(tensors, lin(2, 1.0, -1.0), None), tensors[0] - tensors[1])
 
 
-@pytest.mark.parametrize("how", ["cat", "svd", "ties_svd"])
+@pytest.mark.parametrize("how", ["cat", "peft_linear", "svd", "ties_svd"])
 def test_other_parameters_refuse_the_lora_only_hows(how: str) -> None:
     density = 0.5 if how == "ties_svd" else None
     with pytest.raises(ConfigError, match=f"how {how} combines LoRA pairs only") as caught:
@@ -300,7 +326,7 @@ def test_sources_that_do_not_fit_together_are_refused() -> None:
 
 
 BAD_OPTIONS = [
-    ({"how": "average"}, "how 'average' is unknown; hows: linear, cat, svd"),
+    ({"how": "average"}, "how 'average' is unknown; hows: linear, peft_linear, cat, svd"),
     ({"weights": ()}, "weights must be a list of at least one number"),
     ({"weights": "12"}, "weights must be a list of at least one number"),
     ({"weights": (1.0, float("nan"))}, "weights must be finite numbers, got nan (weight 2)"),
@@ -343,5 +369,7 @@ def test_a_combination_writes_json_and_reads_back() -> None:
     written = json.loads(json.dumps(combination.to_dict()))
     assert Combination(**written) == combination
     assert (combination.random, combination.svd, combination.rule) == (True, True, "dare_ties")
-    assert Combination("svd", (1.0,)).rule == "linear"
+    assert Combination("svd", (1.0,)).rule == Combination("peft_linear", (1.0,)).rule == "linear"
+    assert (lin(1).peft_type, Combination("peft_linear", (1.0,)).peft_type) == ("cat", "linear")
+    assert Combination("peft_linear", (1.0,)).lora_only and not lin(1).lora_only
     assert not Combination("ties", (1.0,), density=0.5).random

@@ -57,7 +57,7 @@ def edited(combined: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None
         (lambda m: m["heads"].update({"../x": m["heads"]["topics"]}), "is not an adapter name"),
         (lambda m: m["heads"].pop("topics"), "at least two heads"),
         (lambda m: m["heads"]["topics"].update(bytes=-1), "bytes must be a positive integer"),
-        (lambda m: m["heads"]["topics"].update(task="poetry"), "task must be a task name"),
+        (lambda m: m["heads"]["topics"].update(task="poetry"), "unknown task .poetry."),
         (lambda m: m["heads"]["topics"].update(sha256="0" * 64), "do not match the manifest"),
         (lambda m: m["heads"]["topics"].update(label_names=["x", "x"]), "distinct labels"),
         (lambda m: m.update(train_head=True), "train_head must be false"),

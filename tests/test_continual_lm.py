@@ -12,11 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from study_helpers import one_thread
-from test_continual_resume import Stop
+from test_continual_resume import stopped_and_resumed
 from tiny_models import save_tiny_llama, tiny_model
 
 from adaptlab.continual import SequenceSpec, run_sequence, summarize
-from adaptlab.continual.checkpoint import SequenceCheckpoint
 from adaptlab.continual.corpus_run import TextStage, TextStageRun, collate, perplexity
 from adaptlab.continual.distillation import (
     TEACHER_TOP_K,
@@ -27,7 +26,7 @@ from adaptlab.continual.distillation import (
     teacher_tokens,
 )
 from adaptlab.continual.replay import Replay, ReplayConfig
-from adaptlab.continual.result import SequenceResult, StageOutcome
+from adaptlab.continual.result import SequenceResult
 from adaptlab.engine.lm_head_capture import lm_head_input
 from adaptlab.errors import ConfigError
 from adaptlab.methods import add_adapter, train_adapter
@@ -199,20 +198,9 @@ def test_a_causal_lm_sequence_resumes_after_a_stage(
 ) -> None:
     model, stages = setup
     spec = lm_sequence(model, stages, "kd-logit")
-    with one_thread():
-        whole = run_sequence(spec, progress=False)
-
-        def stop(index: int, outcome: StageOutcome) -> None:
-            raise Stop
-
-        with pytest.raises(Stop):
-            run_sequence(spec, progress=False, checkpoint=tmp_path, on_stage=stop)
-        assert len(SequenceCheckpoint.open(tmp_path, spec).completed) == 1
-        called: list[int] = []
-        resumed = run_sequence(
-            spec, progress=False, checkpoint=tmp_path, on_stage=lambda i, _: called.append(i)
-        )
-    assert called == [1]
+    run = stopped_and_resumed(spec, tmp_path)
+    whole, resumed = run.whole, run.resumed
+    assert run.trained == [1]
     for row, expected in zip(resumed.tests, whole.tests, strict=True):
         assert [c["loss"] for c in row] == pytest.approx([c["loss"] for c in expected], abs=1e-5)
 

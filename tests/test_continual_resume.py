@@ -3,6 +3,7 @@ trained again, and the result is the one an uninterrupted sequence gives."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from study_helpers import one_thread
 from test_continual_sequence import sequence, write_stage
 from tiny_models import save_tiny_bert
 
-from adaptlab.continual import run_sequence
+from adaptlab.continual import SequenceSpec, run_sequence
 from adaptlab.continual.checkpoint import STATE_FILE, SequenceCheckpoint
 from adaptlab.continual.result import SequenceResult, StageOutcome
 from adaptlab.errors import ConfigError
@@ -18,6 +19,39 @@ from adaptlab.errors import ConfigError
 
 class Stop(Exception):
     """Stands for the process dying after a stage."""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A sequence run whole, and run with checkpoints, stopped after its first stage and
+    resumed: `saved` the first stage's record and files as the stop left them, `trained` the
+    stages the resumed run trained."""
+
+    whole: SequenceResult
+    resumed: SequenceResult
+    saved: StageOutcome
+    saved_files: list[str]
+    trained: list[int]
+
+
+def stopped_and_resumed(spec: SequenceSpec, folder: Path) -> Resumed:
+    """Run `spec` whole, then with checkpoints in `folder`, stopped after its first stage,
+    then resumed from `folder`."""
+
+    def stop(index: int, outcome: StageOutcome) -> None:
+        raise Stop
+
+    with one_thread():
+        whole = run_sequence(spec, progress=False)
+        with pytest.raises(Stop):
+            run_sequence(spec, progress=False, checkpoint=folder, on_stage=stop)
+        (saved,) = SequenceCheckpoint.open(folder, spec).completed
+        files = sorted(path.name for path in (folder / "stage-0").iterdir())
+        trained: list[int] = []
+        resumed = run_sequence(
+            spec, progress=False, checkpoint=folder, on_stage=lambda i, _: trained.append(i)
+        )
+    return Resumed(whole, resumed, saved, files, trained)
 
 
 @pytest.fixture(scope="module")
@@ -34,23 +68,11 @@ def test_a_sequence_stopped_after_a_stage_resumes_from_it(
     model, stages = setup
     options = {"rate": 0.5} if strategy == "replay" else {}
     spec = sequence(model, stages, strategy, **options)
-    with one_thread():
-        whole = run_sequence(spec, progress=False)
-
-        def stop(index: int, outcome: StageOutcome) -> None:
-            raise Stop
-
-        with pytest.raises(Stop):
-            run_sequence(spec, progress=False, checkpoint=tmp_path, on_stage=stop)
-        saved = SequenceCheckpoint.open(tmp_path, spec)
-        assert len(saved.completed) == 1 and (tmp_path / "stage-0" / STATE_FILE).is_file()
-        first = saved.completed[0].record
-        called: list[int] = []
-        resumed = run_sequence(
-            spec, progress=False, checkpoint=tmp_path, on_stage=lambda i, _: called.append(i)
-        )
-    assert called == [1]  # stage 0 was not trained again
-    assert resumed.stages[0] == first  # its record, seconds included, is the saved one
+    run = stopped_and_resumed(spec, tmp_path)
+    whole, resumed = run.whole, run.resumed
+    assert STATE_FILE in run.saved_files
+    assert run.trained == [1]  # stage 0 was not trained again
+    assert resumed.stages[0] == run.saved.record  # its record, seconds included, is the saved one
     assert [sorted(p.name for p in tmp_path.iterdir())] == [["stage-1"]]
     losses = [[cell["loss"] for cell in row] for row in whole.tests]  # finer than accuracy
     for row, expected in zip(resumed.tests, losses, strict=True):

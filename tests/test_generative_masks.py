@@ -283,7 +283,12 @@ def test_a_template_that_fails_or_renders_the_past_differently_is_one_line(llama
     failing = "{{ raise_exception('roles must alternate\\nreally') }}"
     with pytest.raises(ConfigError) as error:
         GenerativeEncoder(tokenizer, 64, chat_template=failing).encode(CHATS[0])
-    one_line(error, "chat template cannot render", "roles must alternate", "--chat-template")
+    one_line(
+        error,
+        "the chat template passed as chat_template cannot render",
+        "roles must alternate",
+        "--chat-template",
+    )
     # marks the last message: a turn renders one way last and another with more after it
     shifting = (
         "{% for m in messages %}{% if loop.last %}last {% endif %}{{ m.role }}: {{ m.content }}"
@@ -291,13 +296,13 @@ def test_a_template_that_fails_or_renders_the_past_differently_is_one_line(llama
     )
     with pytest.raises(ConfigError) as error:
         GenerativeEncoder(tokenizer, 64, chat_template=shifting).encode(CHATS[1])
-    one_line(error, "message 3 (assistant) differently when more messages follow")
+    one_line(error, "passed as chat_template renders message 3 (assistant) differently")
     silent = (
         "{% for m in messages %}{% if m.role == 'user' %}{{ m.content }} {% endif %}{% endfor %}"
     )
     with pytest.raises(ConfigError) as error:
         GenerativeEncoder(tokenizer, 64, chat_template=silent).encode(CHATS[0])
-    one_line(error, "message 2 (assistant) as no tokens")
+    one_line(error, "does not write what the assistant says", "learn empty answers")
 
 
 def test_encoders_refuse_what_they_cannot_encode(llama: str) -> None:

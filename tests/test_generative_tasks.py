@@ -161,7 +161,7 @@ def test_answers_that_do_not_fit_are_left_out_and_counted(
             ["--data", "chats.jsonl", "--task", "chat", "--chat-template", "none.jinja"],
             "not a file",
         ),
-        (["--data", "reviews.csv", "--pack"], "--pack is an option of the generative tasks"),
+        (["--data", "reviews.csv", "--pack"], "--pack is for causal-lm, sft and chat runs"),
         (["--data", "pairs.jsonl", "--task", "chat"], "line 1"),
         (["--data", "pairs.jsonl", "--task", "sft", "--stop", ""], "stop"),
         (["--data", "pairs.jsonl", "--task", "sft", "--method", "head"], "head trains nothing"),
@@ -243,5 +243,5 @@ def test_generation_options_on_a_classifier_are_one_line(
     (work / "q.txt").write_text("a fine film\n")
     use = ["--adapter", "cls", "--model", decoder, "--max-new-tokens", "3"]
     with unchanged(work):
-        refused(["predict", *use, "--input", "q.txt"], capsys, "--max-new-tokens is for generative")
+        refused(["predict", *use, "--input", "q.txt"], capsys, "--max-new-tokens is for causal-lm")
         refused(["eval", *use, "--data", "reviews.csv"], capsys, "a single_label adapter")

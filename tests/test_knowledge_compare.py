@@ -19,7 +19,6 @@ from cli_cases import refused, run_cli, unchanged
 from generative_helpers import tiny_decoder
 
 import adaptlab
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.errors import ConfigError
 from adaptlab.knowledge.attribution import attribute
 from adaptlab.knowledge.compare import (
@@ -39,6 +38,7 @@ from adaptlab.knowledge.scoring import fact_scores
 from adaptlab.methods.adapt import disabled
 from adaptlab.models.loading import load_model
 from adaptlab.records.config import TrainConfig
+from adaptlab.runs.run import RunSpec, execute
 
 TEMPLATES = ["The capital of [X] is [Y]", "[X]'s capital is [Y]"]
 SUBJECTS = [

@@ -276,6 +276,24 @@ def test_eval_harness_refuses_an_unknown_task_naming_it_and_how_to_list_tasks(
         refused(cli_args(setup, run, *args), capsys, "'adaptlab_reveiws'", "lm-eval ls tasks")
 
 
+def test_eval_harness_says_why_a_task_of_a_yaml_that_does_not_parse_is_unknown(
+    setup: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = copy_tree(setup["include"], tmp_path / "tasks")
+    broken = folder / "broken.yaml"
+    broken.write_text("task: adaptlab_broken\ndataset_path: json\n  output_type: multiple_choice\n")
+    adapter = copy_tree(setup["lora"], tmp_path / "adapter")
+    args = ["--harness", "adaptlab_broken", INCLUDE, str(folder)]
+    with unchanged(tmp_path):
+        line = refused(
+            cli_args(setup, adapter, *args),
+            capsys,
+            "lm-eval has no task 'adaptlab_broken'",
+            f"{broken} line 3: mapping values are not allowed here",
+        )
+    assert "ls tasks" not in line
+
+
 @pytest.fixture(scope="module")
 def classifier(tiny_model_dir: str, setup: dict[str, Any]) -> Path:
     """A classifier's LoRA (a sequence-classification head) on the tiny BERT."""
@@ -390,9 +408,10 @@ def test_a_bad_quantisation_is_one_line(
 def test_a_combined_adapter_is_scored_as_the_adapters_it_adds_up_to(
     setup: dict[str, Any], tmp_path: Path
 ) -> None:
-    lora = setup["lora"]  # half of it twice, stacked by cat: the same update
+    lora = setup["lora"]  # half of it and half of its copy, stacked by cat: the same update
+    copy = copy_tree(lora, tmp_path / "copy")
     combined = adaptlab.combine_adapters(
-        [lora, lora], tmp_path / "c", how="cat", names=["x", "y"], model=setup["base"]
+        [lora, copy], tmp_path / "c", how="cat", names=["x", "y"], model=setup["base"]
     )
     alone = likelihoods(harness(setup, lora, tasks=[REVIEWS]).results)
     both = likelihoods(harness(setup, combined, tasks=[REVIEWS]).results)

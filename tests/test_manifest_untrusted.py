@@ -16,6 +16,7 @@ from tiny_models import tiny_inputs, tiny_model, train_steps
 
 import adaptlab
 from adaptlab import Fuse
+from adaptlab.engine.restore import load_trained
 from adaptlab.errors import AdaptlabError
 
 
@@ -57,7 +58,7 @@ def load_edited(folder: Path, manifest: dict[str, Any], target: str = "manifest.
         (lambda m: m["methods"][0]["config"].update(temperature="hot"), "temperature"),
         (lambda m: m.update(label_names=["x", "x"]), "distinct labels"),
         (lambda m: m.update(label_names=["x"]), "label_names has 1 names, the model's head 3"),
-        (lambda m: m.update(task="poetry"), "task must be one of single_label"),
+        (lambda m: m.update(task=["poetry"]), "task must be a non-empty string"),
         (lambda m: m.update(format_version=True), "format version True"),
     ],
 )
@@ -68,6 +69,19 @@ def test_bad_manifests_are_one_line(saved, edit, message: str, tmp_path: Path) -
     edit(edited)
     with pytest.raises(AdaptlabError, match=message) as error:
         load_edited(folder, edited)
+    assert "\n" not in str(error.value)
+
+
+def test_a_task_no_one_registered_is_refused_in_one_line_where_the_task_is_read(
+    saved, tmp_path: Path
+) -> None:
+    """The methods read a manifest's task as a name (they sit below the tasks); what loads the
+    adapter for its task refuses a name no task has, before any model loads."""
+    source, manifest, _ = saved
+    folder = copy_folder(source, tmp_path)
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "task": "poetry"}))
+    with pytest.raises(AdaptlabError, match="unknown task 'poetry'") as error:
+        load_trained(folder, model="no-model-is-loaded")
     assert "\n" not in str(error.value)
 
 

@@ -13,12 +13,13 @@ import transformers as T
 from tiny_models import VOCAB, tiny_model
 
 import adaptlab
-import adaptlab.tasks.labelled_objective as loop
+import adaptlab.runs.labelled_objective as loop
 from adaptlab.data import TextEncoder
 from adaptlab.errors import ConfigError
 from adaptlab.records.config import TrainConfig
-from adaptlab.tasks.evaluation import Evaluation, evaluate
-from adaptlab.tasks.labelled_objective import train
+from adaptlab.runs.evaluation import Evaluation, evaluate
+from adaptlab.runs.labelled_objective import train
+from adaptlab.tasks.registry import get_task
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def run(arch: str, method: str, mode: str, tokenizer, folder: Path | None = None
     calls = []
     frozen.register_forward_pre_hook(lambda m, a: calls.append(m.training))
     config = TrainConfig(epochs=3, batch_size=8, eval_batch_size=8, seed=3)
-    encoder = TextEncoder(tokenizer, "single_label", 3)
+    encoder = TextEncoder(tokenizer, get_task("single_label"), 3)
     dev_logits: list[np.ndarray] = []
 
     def kept(*args: Any, **kwargs: Any) -> Evaluation:

@@ -19,14 +19,15 @@ from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts, sample_texts
 from adaptlab.engine.restore import load_trained
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.engine.stack_swap import parse_swaps, stack_swapped
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods import list_adapters
 from adaptlab.methods.compose import MethodSpec
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import read_result
-from adaptlab.tasks.mlm_objective import hidden_states_at, masked_lm_loss, masked_lm_scores
+from adaptlab.runs.mlm_objective import hidden_states_at, masked_lm_loss, masked_lm_scores
+from adaptlab.runs.run import RunSpec, execute
+from adaptlab.tasks.registry import LABELLED
 
 ENGLISH = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "big", "red", "blue"]
 OTHER = ["en", "film", "je", "bil", "zelo", "lep", "dolg", "pes", "mačka"]
@@ -99,7 +100,7 @@ def madx(tiny_bert: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 def test_a_text_file_is_one_document_a_line_split_80_10_10(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(f"document {i}" for i in range(50)) + "\n\n   \n")
-    corpus = load_texts(str(path))
+    corpus = load_texts(str(path), LABELLED)
     # the labelled-data rule: one document kept for train, then 10% dev and 10% test
     assert {k: len(v) for k, v in corpus.splits.items()} == {"train": 41, "dev": 5, "test": 4}
     every = [t for split in corpus.splits.values() for t in split]
@@ -114,21 +115,21 @@ def test_only_newlines_end_a_document(tmp_path):
     path = tmp_path / "corpus.txt"
     lines = [f"line {i} with\u2028a separator\x0cand a \x85 inside" for i in range(20)]
     path.write_text("\r\n".join(lines), newline="")
-    corpus = load_texts(str(path))
+    corpus = load_texts(str(path), LABELLED)
     assert sorted(t for split in corpus.splits.values() for t in split) == sorted(lines)
 
 
 def test_a_data_files_text_column_is_read_without_a_label_column(tmp_path):
     path = tmp_path / "notes.csv"
     path.write_text("body,other\n" + "".join(f"note {i},x\n" for i in range(20)))
-    corpus = load_texts(str(path), text_column="body")
+    corpus = load_texts(str(path), LABELLED, text_column="body")
     assert sum(map(len, corpus.splits.values())) == 20
     with pytest.raises(DataError, match="column 'text' not found"):
-        load_texts(str(path))
+        load_texts(str(path), LABELLED)
     with pytest.raises(ConfigError, match="reads only text; drop label-column"):
-        load_texts(str(path), text_column="body", label_column="other")
+        load_texts(str(path), LABELLED, text_column="body", label_column="other")
     with pytest.raises(DataError, match="unknown text source 'nowhere.txt'"):
-        load_texts("nowhere.txt")
+        load_texts("nowhere.txt", LABELLED)
 
 
 # --- masking ---

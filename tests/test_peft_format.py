@@ -12,7 +12,8 @@ from tiny_models import tiny_inputs, tiny_model, train_steps
 
 import adaptlab
 from adaptlab.errors import AdapterFileError
-from adaptlab.methods.peft_format import export_peft, import_peft
+from adaptlab.methods.peft_format import export_peft
+from adaptlab.methods.peft_import import import_peft
 
 peft = pytest.importorskip("peft", reason="peft comes with the bench extra")
 
@@ -200,8 +201,8 @@ def test_a_run_exported_by_the_cli_loads_in_peft_with_its_label_names(
     import transformers as T
     from cli_cases import run_cli, write_reviews
 
-    from adaptlab.engine.run import RunSpec, execute
     from adaptlab.records.config import TrainConfig
+    from adaptlab.runs.run import RunSpec, execute
 
     train = TrainConfig(epochs=1, batch_size=16, learning_rate=1e-3, seed=0)
     spec = RunSpec.build(

@@ -176,7 +176,7 @@ def tiny_run_metrics(folder: Path) -> dict[str, Any]:
     from cli_cases import write_reviews
     from tiny_models import save_tiny_bert
 
-    from adaptlab.engine.run import METRICS_FILE, execute
+    from adaptlab.runs.run import METRICS_FILE, execute
 
     model = save_tiny_bert(str(folder / "model"))
     data = write_reviews(folder / "reviews.csv", rows=160)

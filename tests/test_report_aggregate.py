@@ -140,18 +140,18 @@ def test_verdict_with_a_clear_winner() -> None:
     )
     assert v.gap == pytest.approx(0.10)
     assert v.clear is True
-    assert [c.method for c in v.tied] == ["houlsby(hidden_size=64)"]
+    assert [c.method for c in v.within_noise] == ["houlsby(hidden_size=64)"]
     text = sentence(v, with_model=False)
     assert "houlsby(hidden_size=64) wins with accuracy 0.910 ± 0.010" in text
     assert "0.100 above the runner-up full" in text
     assert "larger than the spread over seeds (two-sided Welch's t-test p < 0.001)" in text
 
 
-def test_verdict_within_noise_points_to_the_cheapest_tied_method() -> None:
+def test_verdict_within_noise_points_to_the_cheapest_method_within_it() -> None:
     v = verdict(chosen(cells_of(study([0.80, 0.90], [0.79, 0.89], [0.78, 0.88]))))
     assert v.winner.method == "houlsby(hidden_size=64)"
     assert v.clear is False
-    assert v.cheapest_tied.method == "bitfit"
+    assert v.cheapest_within_noise.method == "bitfit"
     text = sentence(v, with_model=False)
     assert "within the spread over seeds" in text
     assert "so bitfit, the cheapest method not clearly worse" in text

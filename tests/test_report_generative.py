@@ -36,10 +36,13 @@ def generative_record(
     generations: Sequence[tuple[str, str, str]] = (),
     dropped: dict[str, int] | None = None,
     study_metric: str | None = None,
+    trainable: int | None = None,
 ) -> StoredRun:
     """A finished causal-lm (or sft) run: dev perplexity per epoch, its test scores and a
     sample of (prompt, generation, reference)."""
-    row = make_row(method=method, seed=seed, learning_rate=learning_rate, data=data)
+    row = make_row(
+        method=method, seed=seed, learning_rate=learning_rate, data=data, trainable=trainable
+    )
     sft = task != "causal-lm"
     metric = "exact_match" if sft else "perplexity"
 

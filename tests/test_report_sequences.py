@@ -12,7 +12,8 @@ import pytest
 from adaptlab.cli.app import main
 from adaptlab.continual import SequenceResult, SequenceSpec, StageRecord, summarize
 from adaptlab.records.config import TrainConfig
-from adaptlab.records.result import EpochRecord, Versions
+from adaptlab.records.result import EpochRecord
+from adaptlab.records.versions import Versions
 from adaptlab.report.continual import arms
 from adaptlab.study.sequence_plan import PlannedSequence, sequence_id
 from adaptlab.study.store import ResultStore, load_sequences

@@ -17,18 +17,18 @@ from tiny_models import tiny_model
 from torch import nn
 
 import adaptlab.continual.labelled_stages as labelled_stages
-import adaptlab.tasks.labelled_run as labelled_run
+import adaptlab.runs.labelled_run as labelled_run
 from adaptlab.analysis.rsa import rsa
 from adaptlab.continual import SequenceSpec, run_sequence
 from adaptlab.continual.labelled_run import StageRun
 from adaptlab.engine.precision import autocast_at
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.engine.trained_run import TrainedRun
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
-from adaptlab.tasks.evaluation import evaluate
-from adaptlab.tasks.labelled_objective import Classification
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.runs.labelled_objective import Classification
+from adaptlab.runs.run import RunSpec, execute
 
 Pass = tuple[str, bool, bool, torch.dtype]
 """One forward pass seen: its phase, the model's training mode, whether CPU autocast was on,

@@ -28,6 +28,7 @@ from adaptlab.select import (
 from adaptlab.select.controls import first_blocks, load_candidate
 from adaptlab.select.features import pool
 from adaptlab.select.logme import LogME
+from adaptlab.tasks.registry import LABELLED
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,7 +61,7 @@ def test_features_hold_every_layer_and_match_the_models_own_hidden_states(
         for i in range(40)
     ]
     varied.write_text("text,label\n" + "\n".join(rows) + "\n")
-    dataset = load_dataset(str(varied))
+    dataset = load_dataset(str(varied), LABELLED)
     examples = sample_examples(dataset, None, 0)
     loaded = load_model(model, "base")
     features = extract(loaded, examples, dataset, batch_size=7, progress=False)
@@ -86,7 +87,7 @@ def test_first_token_pooling_takes_the_first_real_token_on_either_padding_side()
 
 
 def test_the_sample_is_a_studys_training_set_and_token_tasks_are_refused(reviews: str) -> None:
-    dataset = load_dataset(reviews)
+    dataset = load_dataset(reviews, LABELLED)
     sample = sample_examples(dataset, 20, seed=3)
     assert len(sample) == 20
     assert sorted({example.label for example in sample}) == [0, 1]
@@ -97,7 +98,7 @@ def test_the_sample_is_a_studys_training_set_and_token_tasks_are_refused(reviews
 def test_features_are_cached_and_changed_options_or_data_miss(
     model: str, reviews: str, tmp_path: Path
 ) -> None:
-    dataset = load_dataset(reviews)
+    dataset = load_dataset(reviews, LABELLED)
     candidates = [parse_candidate(model)]
     options = FeatureOptions(sample=None, progress=False)
     logme = make_estimators("logme")
@@ -115,9 +116,13 @@ def test_features_are_cached_and_changed_options_or_data_miss(
     assert other.cache_hits == 0
     copy = tmp_path / "reviews.csv"
     copy.write_text(Path(reviews).read_text())
-    assert rank(candidates, load_dataset(str(copy)), logme, options=options).cache_hits == 1
+    assert (
+        rank(candidates, load_dataset(str(copy), LABELLED), logme, options=options).cache_hits == 1
+    )
     copy.write_text(copy.read_text().replace("a ", "an ", 1))  # edited in place, same rows
-    assert rank(candidates, load_dataset(str(copy)), logme, options=options).cache_hits == 0
+    assert (
+        rank(candidates, load_dataset(str(copy), LABELLED), logme, options=options).cache_hits == 0
+    )
 
 
 def test_controls_reinitialise_or_cut_the_model_and_write_loadable_folders(
@@ -142,7 +147,7 @@ def test_controls_reinitialise_or_cut_the_model_and_write_loadable_folders(
 
 
 def test_first_k_features_equal_the_full_models_layer_k(model: str, reviews: str) -> None:
-    dataset = load_dataset(reviews)
+    dataset = load_dataset(reviews, LABELLED)
     examples = sample_examples(dataset, None, 0)[:10]
     full = extract(load_model(model, "base"), examples, dataset, progress=False)
     cut = extract(
@@ -184,7 +189,7 @@ def test_layer_aggregation_last_best_and_mean() -> None:
 
 
 def test_per_layer_rows_name_the_first_k_run_they_correspond_to(model: str, reviews: str) -> None:
-    dataset = load_dataset(reviews)
+    dataset = load_dataset(reviews, LABELLED)
     candidates = [parse_candidate(model), parse_candidate(f"{model}@reinit")]
     ranking = rank(
         candidates,
@@ -205,7 +210,7 @@ def test_per_layer_rows_name_the_first_k_run_they_correspond_to(model: str, revi
 
 @pytest.mark.real
 def test_pretrained_minilm_outranks_its_reinitialised_copy_on_rotten_tomatoes() -> None:
-    dataset = load_dataset("rotten-tomatoes")
+    dataset = load_dataset("rotten-tomatoes", LABELLED)
     candidates = [parse_candidate("minilm-l6"), parse_candidate("minilm-l6@reinit")]
     ranking = rank(
         candidates,

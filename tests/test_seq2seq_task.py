@@ -24,7 +24,7 @@ from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods.adapt import adapt
 from adaptlab.methods.state import get_state
 from adaptlab.models.loading import load_model
-from adaptlab.tasks.seq2seq_targets import collate_seq2seq, seq2seq_scores, target_count
+from adaptlab.runs.seq2seq_targets import collate_seq2seq, seq2seq_scores, target_count
 
 ARCHS = ("t5", "bart")
 TRAIN = ["train", "--method", "lora", "--epochs", "1", "--batch-size", "8", "--seed", "0"]
@@ -298,9 +298,9 @@ def test_train_eval_and_predict_run_end_to_end(
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--pack"], "does not pack examples"),
-        (["--train-on-prompt"], "drop --train-on-prompt"),
-        (["--chat-template", "t.jinja"], "not chats; drop --chat-template"),
+        (["--pack"], "--pack is for causal-lm, sft and chat runs; this one is a seq2seq run"),
+        (["--train-on-prompt"], "--train-on-prompt is for sft and chat runs"),
+        (["--chat-template", "t.jinja"], "--chat-template is for chat runs"),
         (["--model", "LLAMA"], "it is a LlamaForCausalLM; pick an encoder-decoder"),
         (["--model", "BERT"], "it is a BertModel; pick an encoder-decoder"),
         (["--data", "chats.jsonl"], "column 'prompt' not found"),

@@ -20,7 +20,12 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 from cli_cases import refused  # noqa: E402
-from serve_helpers import CHAT_TEMPLATE, running, tiny_chat_llama  # noqa: E402
+from serve_helpers import (  # noqa: E402
+    CHAT_TEMPLATE,
+    running,
+    save_lm_adapter,
+    tiny_chat_llama,
+)
 from tiny_models import save_tiny_llama  # noqa: E402
 
 import adaptlab  # noqa: E402
@@ -61,13 +66,6 @@ BROKEN = {
     "bad-empty": ("{% if false %}x{% endif %}", "rendered the messages as no tokens"),
 }
 """Adapters whose template fails on any chat: name -> (template, what the refusal says)."""
-
-
-def save_lm_adapter(model_dir: str, folder: Path, template: str | None = None) -> Path:
-    """A causal-LM LoRA (an identity: it generates as the base does) saved with `template`."""
-    model = load_model(model_dir, "causal_lm").model
-    adaptlab.add_adapter(model, "default", "lora", seed=0, train_head=False)
-    return adaptlab.save_adapter(model, folder, base_model_id=model_dir, chat_template=template)
 
 
 def serve(model_dir: str, registry: Path) -> AdapterService:

@@ -23,14 +23,14 @@ from serve_helpers import running, save_random_adapter, tiny_chat_llama  # noqa:
 from tiny_models import tiny_inputs, tiny_model  # noqa: E402
 
 import adaptlab  # noqa: E402
+from adaptlab.engine.rows import Rows, can_share_rows  # noqa: E402
+from adaptlab.engine.sampling import StopText  # noqa: E402
 from adaptlab.errors import ConfigError  # noqa: E402
 from adaptlab.methods.state import get_state  # noqa: E402
 from adaptlab.models.loading import load_model, load_tokenizer  # noqa: E402
 from adaptlab.serve import AdapterService, ServeOptions, create_app  # noqa: E402
 from adaptlab.serve.errors import RequestError  # noqa: E402
 from adaptlab.serve.prompts import Prompts  # noqa: E402
-from adaptlab.serve.rows import Rows, can_share_rows  # noqa: E402
-from adaptlab.serve.sampling import StopText  # noqa: E402
 
 CAUSAL = {"lora-a": "lora", "lora-b": "lora", "ia3": "ia3", "prefix": "prefix"}
 PROMPTS = ["the cat sat on the", "hello world", "one two three four five", "paris is"]
@@ -297,7 +297,7 @@ def test_a_tokenizer_without_a_chat_template_refuses_chats(setup: dict[str, Any]
     tokenizer.chat_template = None
     prompts = Prompts(tokenizer, window=64, max_chars=100, max_tokens=8)
     with pytest.raises(RequestError, match="has no chat template") as refused:
-        prompts.chat([{"role": "user", "content": "hi"}])
+        prompts.check_chat([{"role": "user", "content": "hi"}], None)
     assert refused.value.status == 400
 
 

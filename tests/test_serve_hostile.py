@@ -18,9 +18,9 @@ httpx = pytest.importorskip("httpx")
 
 from serve_helpers import chat_registry, running  # noqa: E402
 
+from adaptlab.engine.sampling import Sampling, StopText, pick  # noqa: E402
 from adaptlab.serve import AdapterService, ServeOptions, create_app  # noqa: E402
 from adaptlab.serve.openai_schema import MAX_STOP_CHARS  # noqa: E402
-from adaptlab.serve.sampling import Sampling, StopText, pick  # noqa: E402
 
 SURROGATE = '"\\ud800"'
 """A lone UTF-16 surrogate as JSON writes it: json.loads takes it, no tokenizer can."""

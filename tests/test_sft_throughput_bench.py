@@ -58,7 +58,7 @@ def test_smallest_run_trains_the_same_rows_and_counts_fake_as_real(
     tokenizer.save_pretrained(model)
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     routes = importlib.import_module("sft_routes")
-    monkeypatch.setattr(routes, "load_generative", lambda name, shape: corpus(name, shape))
+    monkeypatch.setattr(routes, "load_generative", lambda name, tasks, shape: corpus(name, shape))
     script = importlib.import_module("sft_throughput")
     out = tmp_path / "sft.json"
     argv = ["--quick", "--model", model, "--max-length", "96", "--fake-shape", "tiny"]

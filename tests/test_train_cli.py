@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from adaptlab.cli.app import main
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import read_result
+from adaptlab.runs.run import RunSpec, execute
 
 WORDS = {
     "fresh": ["great", "lovely", "superb", "fun"],
@@ -87,6 +87,20 @@ def test_same_seed_same_metrics(tiny_model_dir: str, reviews: Path) -> None:
 def test_default_learning_rates_follow_the_paper(tiny_model_dir: str, reviews: Path) -> None:
     assert RunSpec.build(tiny_model_dir, str(reviews), "full").learning_rate() == 2e-5
     assert RunSpec.build(tiny_model_dir, str(reviews), "houlsby").learning_rate() == 1e-4
+
+
+@pytest.mark.parametrize(
+    ("method", "rate"), [("lora", 2e-3), ("houlsby", 1e-3), ("ia3", 3e-2), ("prefix", 5e-4)]
+)
+def test_tasks_that_generate_take_each_methods_generation_default(method: str, rate: float) -> None:
+    from adaptlab.methods.registry import get_method
+
+    config = get_method(method).config_class
+    sft = RunSpec.build("m", "qa.jsonl", method, data_options={"task": "sft"})
+    assert sft.learning_rate() == rate != config.default_learning_rate
+    assert sft.to_dict()["train"]["learning_rate"] == rate
+    lm = RunSpec.build("m", "docs.txt", method, data_options={"task": "causal-lm"})
+    assert lm.learning_rate() == config.default_learning_rate
 
 
 def test_cli_train_eval_predict(
@@ -299,3 +313,19 @@ def test_train_on_skewed_classes_says_it_judges_by_macro_f1(
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert saved["data"]["train_counts"]["rotten"] < saved["data"]["train_counts"]["fresh"] / 3
     assert [c["label"] for c in saved["test_classes"]] == ["fresh", "rotten"]
+
+
+def test_lora_for_a_task_that_generates_adapts_every_linear_layer_at_alpha_two_r() -> None:
+    from adaptlab.backbone.roles import ROLES
+
+    def lora(method: object, task: str | None) -> dict[str, object]:
+        options = {} if task is None else {"task": task}
+        spec = RunSpec.build("m", "d.jsonl", method, data_options=options)  # type: ignore[arg-type]
+        return spec.methods[0].to_dict()
+
+    assert lora("lora", "sft") == {"rank": 8, "alpha": 16.0, "dropout": 0.0, "targets": list(ROLES)}
+    assert lora({"lora": {"rank": 4}}, "chat")["alpha"] == 8.0
+    assert lora({"lora": {"alpha": 4.0, "targets": ["query"]}}, "seq2seq")["targets"] == ["query"]
+    assert lora({"lora": {"alpha": 4.0}}, "sft")["alpha"] == 4.0
+    assert lora("lora", None)["targets"] == ["query", "value"]
+    assert lora("lora", "causal-lm")["targets"] == ["query", "value"]

@@ -16,7 +16,7 @@ from tiny_models import save_tiny_bert, save_tiny_llama
 
 from adaptlab.continual.result import SequenceResult
 from adaptlab.continual.run import SEQUENCE_FILE
-from adaptlab.methods.persistence import load_adapter
+from adaptlab.methods.adapter_loading import load_adapter
 from adaptlab.models.loading import load_model
 from adaptlab.records.result import read_result
 

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from adaptlab.errors import AdaptlabError
     from adaptlab.integrations.hf import AdapterCheckpointCallback
     from adaptlab.methods import *  # noqa: F403
+    from adaptlab.tasks.datasets import load_dataset, low_resource
     from adaptlab.threads import share_cpus
     from adaptlab.version import __version__
 
@@ -20,6 +21,8 @@ __all__ = [
     "BackboneOverrides",
     "__version__",
     "find_backbone",
+    "load_dataset",
+    "low_resource",
     "share_cpus",
 ]
 __all__ += methods.__all__

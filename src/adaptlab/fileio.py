@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import socket
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adaptlab.processes import process_alive
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 STAGING_OWNER = ".adaptlab-owner"
 """Inside a staging folder until it is published: `host pid` of the process building it."""
@@ -20,6 +25,13 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def save_png(fig: Figure, path: str | os.PathLike[str]) -> None:
+    """Write the matplotlib figure `fig` as a PNG, atomically."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    atomic_write(Path(path), buffer.getvalue())
 
 
 def atomic_write(path: Path, data: bytes) -> None:

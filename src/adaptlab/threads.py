@@ -38,6 +38,10 @@ WAIT_VARIABLE = "OMP_WAIT_POLICY"
 PASSIVE = "PASSIVE"
 USER_SOURCES = ("--threads", THREADS_VARIABLE, COUNT_VARIABLE)
 """Where a count the user set comes from; any other source is adaptlab's choice."""
+MAX_THREADS = 1024
+"""The most threads a process may be given: more than the cores of the machines adaptlab runs
+on, so a larger count is a slip (torch would start that many threads, and a count past a C
+int OpenMP ignores with a warning)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,8 @@ def choose_threads(
         return ThreadChoice(parse_threads(requested, "--threads"), wait_policy, "--threads", True)
     for variable in (THREADS_VARIABLE, COUNT_VARIABLE):
         if environ.get(variable):
-            count = parse_threads(environ[variable], variable)
+            nested = variable == COUNT_VARIABLE
+            count = parse_threads(environ[variable], variable, nested=nested)
             source = environ.get(SOURCE_VARIABLE) if variable == THREADS_VARIABLE else None
             source = source or variable  # a process adaptlab started keeps its parent's reason
             return ThreadChoice(count, wait_policy, source, source in USER_SOURCES)
@@ -88,14 +93,20 @@ def choose_threads(
     return ThreadChoice(threads, wait_policy, source, False)
 
 
-def parse_threads(value: object, name: str = "--threads") -> int:
-    """`value` as a thread count, or one line naming `name`."""
+def parse_threads(value: object, name: str = "--threads", *, nested: bool = False) -> int:
+    """`value` as a thread count from 1 to `MAX_THREADS`, or one line naming `name`.
+
+    `nested`: `value` may list OpenMP's nested levels, as `OMP_NUM_THREADS=4,2` does (4 threads,
+    each starting 2 of its own); torch computes on the first level's count."""
+    text = str(value).split(",", 1)[0] if nested else str(value)
     try:
-        count = int(str(value))
+        count = int(text)
     except ValueError:
         count = 0
-    if count < 1 or isinstance(value, bool):
-        raise ConfigError(f"{name} must be a whole number of threads >= 1, got {value!r}")
+    if not 1 <= count <= MAX_THREADS or isinstance(value, bool):
+        raise ConfigError(
+            f"{name} must be a whole number of threads from 1 to {MAX_THREADS}, got {value!r}"
+        )
     return count
 
 

@@ -20,7 +20,6 @@ from adaptlab.analysis.plots import (
     fusion_figure,
     landscape_figure,
     layer_figure,
-    save_png,
     spectrum_figure,
 )
 from adaptlab.analysis.similarity import MEASURES, check_tokens, compare_to_base, get_measure
@@ -35,9 +34,10 @@ from adaptlab.analysis.updates import model_spectrum
 from adaptlab.engine.outputs import ADAPTER_FOLDER, ANALYSIS_FOLDER
 from adaptlab.engine.restore import load_trained
 from adaptlab.errors import ConfigError
-from adaptlab.fileio import atomic_write
+from adaptlab.fileio import atomic_write, save_png
 from adaptlab.finite import finite_json
 from adaptlab.methods.adapt import get_handle
+from adaptlab.methods.manifest import adapter_folder, read_manifest_file
 from adaptlab.paths import (
     check_output_file,
     check_output_folder,
@@ -46,7 +46,7 @@ from adaptlab.paths import (
     has_prefix,
     json_with_key,
 )
-from adaptlab.tasks.fusion_weights import mean_fusion_weights
+from adaptlab.runs.fusion_weights import mean_fusion_weights
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 OTHER_ANALYSES = ("landscape", "fusion", "spectrum", "forgetting")
@@ -226,7 +226,9 @@ def output_folder(
     """The folder the results go to, checked before any work: writable, new or holding only
     earlier analysis results, apart from the adapter analysed (the default `analysis/` beside
     or inside it excepted), and `name`.json and .png in it new or earlier results of this
-    analysis (nothing else is replaced); apart from the `data` and `model` too."""
+    analysis (nothing else is replaced); apart from the `data` and `model` too. `path` is
+    checked first to be an adapter or run folder, so a wrong one is named as such."""
+    read_manifest_file(adapter_folder(path))
     default = Path(path) / ANALYSIS_FOLDER
     folder = Path(out) if out is not None else default
     adapter = Path(path) / ADAPTER_FOLDER if (Path(path) / ADAPTER_FOLDER).is_dir() else Path(path)

@@ -22,7 +22,7 @@ from adaptlab.data.encoding import TextEncoder
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.methods.adapt import get_handle
 from adaptlab.progress import track
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
 
 DEFAULT_POINTS = 20
 DEFAULT_SPAN = 2.0

@@ -4,16 +4,11 @@ landscapes (fig. 6), AdapterFusion weights and the spectrum of weight updates. B
 
 from __future__ import annotations
 
-import io
-import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
-
-from adaptlab.fileio import atomic_write
 
 
 def layer_figure(curves: Mapping[str, Sequence[float]], measure: str, title: str) -> Figure:
@@ -82,10 +77,3 @@ def spectrum_figure(layers: Sequence[Mapping[str, Any]], title: str) -> Figure:
         ax.grid(alpha=0.3)
         ax.legend()
     return fig
-
-
-def save_png(fig: Figure, path: str | os.PathLike[str]) -> None:
-    """Write `fig` as a PNG, atomically."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    atomic_write(Path(path), buffer.getvalue())

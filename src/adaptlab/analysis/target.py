@@ -6,7 +6,7 @@ initial values: the handle then holds theta0 for every trained tensor (§5's lan
 `disabled()` gives the base model from the same object, full fine-tuning included.
 
 A labelled run's data is read as labelled data (`TextEncoder` features). A decoder's run
-(causal-lm, sft, chat) reads its data as it trained on it (`adaptlab.tasks.generative_data`):
+(causal-lm, sft, chat) reads its data as it trained on it (`adaptlab.runs.generative_data`):
 plain-text windows, or prompt -> completion pairs and chats with labels on their answers,
 with the run's own data options, max length, sampled training split and chat template
 (the adapter's manifest keeps the one it trained with). Its tokens to sample are those its loss
@@ -38,10 +38,10 @@ from adaptlab.models.loading import LoadedModel
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import read_result
 from adaptlab.records.spec import RunSpec
+from adaptlab.runs.generative_data import encode_data, encode_run_data
 from adaptlab.tasks.generative import GenerativeTask
-from adaptlab.tasks.generative_data import encode_data, encode_run_data
 from adaptlab.tasks.generative_settings import GenerativeSettings
-from adaptlab.tasks.registry import get_task, known_task
+from adaptlab.tasks.registry import LABELLED, get_task, known_task
 
 
 @dataclass
@@ -94,11 +94,11 @@ def load_target(
     if task is not None:
         return _generative_target(path, data, data_options, split, task, loaded, manifest)
     labels = tuple(manifest.get("label_names") or ())
-    dataset = load_dataset(data, **dict(data_options or {}))
+    dataset = load_dataset(data, LABELLED, **dict(data_options or {}))
     dataset = check_data_fits(dataset, manifest, data)
     run = _run_record(adapter_folder(path), data)
     dataset, max_length = _as_in_run(dataset, run)
-    encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
+    encoder = TextEncoder(loaded.tokenizer, get_task(dataset.task), len(labels), max_length)
     examples = dataset.splits[split]
     return Target(
         model=loaded.model,
@@ -192,5 +192,6 @@ def _as_in_run(dataset: Dataset, run: RunSpec | None) -> tuple[Dataset, int]:
     if run is None:
         return dataset, TrainConfig().max_length
     if run.train_size is not None:
-        dataset = low_resource(dataset, run.train_size, run.train.seed)
+        task = get_task(dataset.task)
+        dataset = low_resource(dataset, task, run.train_size, run.train.seed)
     return dataset, run.train.max_length

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from adaptlab.backbone.ends import find_embeddings, find_head
 from adaptlab.backbone.families import FUSED, GATE_UP, QKV, Fused
 from adaptlab.backbone.linear import features, is_linear
 from adaptlab.backbone.overrides import BackboneOverrides
@@ -47,7 +48,6 @@ _SHORT_NAMES = {
     "key": {"key", "k", "k_proj", "k_lin", "key_proj", "wk"},
     "value": {"value", "v", "v_proj", "v_lin", "value_proj", "wv"},
 }
-_POOLER_NAMES = {"pooler"}
 
 
 def is_norm(module: nn.Module) -> bool:
@@ -89,8 +89,8 @@ def find_backbone(
         family=family,
         blocks_name=blocks_name,
         blocks=blocks,
-        embeddings=_find_embeddings(model, base_name, model_class, lists),
-        head=_find_head(model, base_name),
+        embeddings=find_embeddings(model, base_name, model_class, lists),
+        head=find_head(model, base_name),
         norms=tuple(
             name
             for name, module in get_module(model, base_name).named_modules(prefix=base_name)
@@ -374,47 +374,3 @@ def _own_attention(linears: dict[str, nn.Module]) -> dict[str, nn.Module]:
         return linears
     cross = f"{scopes[1]}."
     return {n: m for n, m in linears.items() if not n.startswith(cross)}
-
-
-def _find_embeddings(
-    model: nn.Module, base_name: str, model_class: str, blocks: Sequence[str]
-) -> str:
-    """The module that owns the input token embeddings: BERT's `embeddings` (with its position
-    table and norm), else the table itself (Llama's; OPT's, whose parent holds the blocks)."""
-    get_embeddings = getattr(model, "get_input_embeddings", None)
-    try:
-        table = get_embeddings() if callable(get_embeddings) else None
-    except NotImplementedError:  # transformers' answer for a model without a token table
-        table = None
-    name = next((n for n, m in model.named_modules() if m is table), None)
-    if name is None:
-        raise BackboneError(
-            f"{model_class}: get_input_embeddings() gives no module of the model; "
-            "the model must expose its input embeddings"
-        )
-    parent = name.rsplit(".", 1)[0] if "." in name else ""
-    if parent in ("", base_name) or any(b.startswith(f"{parent}.") for b in blocks):
-        return name
-    return parent
-
-
-def _find_head(model: nn.Module, base_name: str) -> tuple[str, ...]:
-    """Task modules: the model's children outside the base model, and the base model's pooler.
-
-    The pooler counts as head because it is task-specific (trained for next-sentence
-    prediction, absent from many checkpoints) and feeds the classifier directly.
-    """
-    if not base_name:
-        return ()
-    outside = [
-        name
-        for name, child in model.named_children()
-        if name != base_name and any(True for _ in child.parameters())
-    ]
-    base = get_module(model, base_name)
-    poolers = [
-        f"{base_name}.{name}"
-        for name, child in base.named_children()
-        if name in _POOLER_NAMES and any(True for _ in child.parameters())
-    ]
-    return tuple(outside + poolers)

@@ -17,7 +17,9 @@ from adaptlab.engine.restore import load_trained
 from adaptlab.errors import AdapterFileError, ConfigError
 from adaptlab.methods.manifest import MEMBERS, TENSORS, Manifest, adapter_folder, parse_manifest
 from adaptlab.methods.peft_config import PeftConfig, check_base
-from adaptlab.methods.peft_format import export_peft, import_peft, read_peft
+from adaptlab.methods.peft_format import export_peft
+from adaptlab.methods.peft_import import import_peft
+from adaptlab.methods.peft_read import read_peft
 from adaptlab.methods.persistence import save_adapter
 from adaptlab.models.loading import ModelKind, load_model
 from adaptlab.models.resolve import resolve_model
@@ -40,7 +42,8 @@ def show(
     """List a folder's adapters: name, kind, methods, size, base model and composition.
 
     Parameters and bytes are counted from each tensor file (its header only, no tensor is
-    read); where the manifest lists other counts, the output says so.
+    read); where the manifest lists other counts, the output says so (with --json, in each
+    row's "problem", null where the counts agree).
 
     Example:
 
@@ -73,13 +76,8 @@ def show(
         )
     console().print(table)
     for row in rows:
-        if (row["parameters"], row["bytes"]) != (row["manifest_parameters"], row["manifest_bytes"]):
-            print(
-                f"{row['adapter'].strip()}: the manifest lists {row['manifest_parameters']:,} "
-                f"parameters and {row['manifest_bytes']:,} bytes, its {TENSORS} holds "
-                f"{row['parameters']:,} and {row['bytes']:,}: the folder was edited or is "
-                "damaged, and loading it is refused"
-            )
+        if row["problem"]:
+            print(f"{row['adapter'].strip()}: {row['problem']}")
     test = (top.metrics or {}).get("test")
     if isinstance(test, dict):
         print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items() if _number(v)))
@@ -124,20 +122,34 @@ def _rows(folder: Path, manifest: Manifest, indent: str) -> Any:
         methods = "+".join(c.name for c in manifest.configs)
     composition = manifest.composition
     parameters, size = _tensor_counts(folder)
+    listed = manifest.tensors.parameters, manifest.tensors.bytes
     yield {
         "adapter": indent + manifest.name,
         "kind": manifest.kind,
         "methods": methods,
         "parameters": parameters,
         "bytes": size,
-        "manifest_parameters": manifest.tensors.parameters,
-        "manifest_bytes": manifest.tensors.bytes,
+        "manifest_parameters": listed[0],
+        "manifest_bytes": listed[1],
+        "problem": _count_problem((parameters, size), listed),
         "composition": None if composition is None else repr(composition),
         "labels": list(manifest.label_names or ()),
     }
     for member in manifest.members:
         sub = folder / MEMBERS / member
         yield from _rows(sub, parse_manifest(sub), indent + "  ")
+
+
+def _count_problem(found: tuple[int, int], listed: tuple[int, int]) -> str | None:
+    """What a manifest whose counts are not its tensor file's means (None where they agree):
+    both views say it, the counts shown being the file's."""
+    if found == listed:
+        return None
+    return (
+        f"the manifest lists {listed[0]:,} parameters and {listed[1]:,} bytes, its {TENSORS} "
+        f"holds {found[0]:,} and {found[1]:,}: the folder was edited or is damaged, and "
+        "loading it is refused"
+    )
 
 
 def _tensor_counts(folder: Path) -> tuple[int, int]:

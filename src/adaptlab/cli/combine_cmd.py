@@ -13,21 +13,23 @@ from adaptlab.errors import ConfigError
 
 def combine(
     adapters: Annotated[
-        str, typer.Option(help="The adapter or run folders to combine, comma-separated.")
+        str,
+        typer.Option(help="The adapter or run folders to combine (two or more), comma-separated."),
     ],
     out: Annotated[Path, typer.Option(help="The combined adapter folder to write (new).")],
     weights: Annotated[
         str | None,
         typer.Option(
             help="One weight per adapter, comma-separated; negative subtracts a behaviour "
-            "(default: equal weights summing to 1)."
+            "(default: equal weights summing to 1, the average)."
         ),
     ] = None,
     how: Annotated[
         str,
         typer.Option(
-            help="linear, cat, svd, ties, ties_svd, dare_linear, dare_ties, dare_linear_svd, "
-            "dare_ties_svd, magnitude_prune or magnitude_prune_svd."
+            help="linear (the weighted sum of the updates), peft_linear (PEFT's linear: LoRA's "
+            "A and B merged apart), cat, svd, ties, ties_svd, dare_linear, dare_ties, "
+            "dare_linear_svd, dare_ties_svd, magnitude_prune or magnitude_prune_svd."
         ),
     ] = "linear",
     density: Annotated[
@@ -54,9 +56,11 @@ def combine(
     model: BaseModel = None,
 ) -> None:
     """Combine trained adapters of one base model into one adapter folder, without training:
-    task arithmetic (linear), TIES, DARE, magnitude pruning, and for LoRA also cat and SVD
-    re-factorisation (PEFT's add_weighted_adapter, same numbers). The folder loads like any
-    adapter; sources trained on different labels keep their heads (pick one with --head).
+    task arithmetic (linear: the weighted sum of the adapters' updates, LoRA's pairs stacked),
+    TIES, DARE, magnitude pruning, and for LoRA also SVD re-factorisation and PEFT's
+    factor-wise linear (peft_linear); the numbers of PEFT's add_weighted_adapter. The folder
+    loads like any adapter; sources trained on different labels keep their heads (pick one
+    with --head).
 
     Example:
 
@@ -70,13 +74,13 @@ def combine(
     combined = combine_adapters(
         sources,
         out,
-        weights=[_number(w) for w in _items(weights, "--weights")] if weights else None,
+        weights=None if weights is None else [_number(w) for w in _items(weights, "--weights")],
         how=how,
         density=density,
         rank=rank,
         majority_sign=majority_sign,
         seed=seed_,
-        names=_items(names, "--names") if names else None,
+        names=None if names is None else _items(names, "--names"),
         model=model,
     )
     print(f"wrote {combined} ({how} of {len(sources)} adapters)")
@@ -84,6 +88,8 @@ def combine(
 
 def _items(text: str, option: str) -> list[str]:
     """The comma-separated items of an option, none empty."""
+    if not text.strip():
+        raise ConfigError(f"{option} is empty; give comma-separated values, one per adapter")
     items = [item.strip() for item in text.split(",")]
     if not all(items):
         raise ConfigError(f"{option} has an empty item: give comma-separated values")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,16 +15,33 @@ from adaptlab.cli.data_file_options import (
     DataFileOptions,
     with_data_file_options,
 )
-from adaptlab.data.builtin import builtin_datasets
+from adaptlab.cli.options import data_source
+from adaptlab.data.builtin import BUILTINS
 from adaptlab.data.describe import describe
+from adaptlab.data.generative import Conversation, GenerativeExample
+from adaptlab.data.generative_builtins import (
+    GENERATIVE_SHAPES,
+    generative_builtin_datasets,
+    shape_refusal,
+)
+from adaptlab.data.generative_loading import load_generative
 from adaptlab.data.loading import load_dataset
+from adaptlab.data.texts import load_texts
+from adaptlab.data.types import SPLIT_NAMES
+from adaptlab.errors import ConfigError
+from adaptlab.tasks.generative import GenerativeTask
+from adaptlab.tasks.registry import LABELLED, get_task, task_names
 
 app = typer.Typer(help="Inspect data sets.", no_args_is_help=True)
+
+SHOWN_CHARACTERS = 300
+"""Characters of a document `data show` prints (documents may be whole books)."""
 
 
 @app.command("list")
 def list_builtin() -> None:
-    """List the built-in offline corpora.
+    """List the built-in offline corpora: labelled ones and generative ones (prompt ->
+    completion pairs, chats), with the tasks that read each.
 
     Example:
 
@@ -31,27 +49,46 @@ def list_builtin() -> None:
     """
     table = Table(title="built-in data sets")
     table.add_column("name")
+    table.add_column("task")
     table.add_column("description")
-    for name, description in builtin_datasets().items():
-        table.add_row(name, description)
+    for name, entry in BUILTINS.items():
+        table.add_row(name, entry.task, entry.summary)
+    for name, summary in generative_builtin_datasets().items():
+        table.add_row(name, ", ".join(_generative_tasks(name)), summary)
     console().print(table)
 
 
 @app.command("show")
 @with_data_file_options(split=True)
 def show(
-    source: Annotated[str, typer.Argument(help="Built-in name, data file or folder, or hf:NAME.")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Built-in name (adaptlab data list), data file or folder, or hf:NAME.",
+            callback=data_source,
+        ),
+    ],
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
 ) -> None:
-    """Show a data set's splits, sizes, label counts and two examples.
+    """Show a data set's splits, sizes, label counts and two examples; with the task of a
+    generative model (--task sft, chat, causal-lm...) or for a built-in generative corpus,
+    its splits and two examples as that task reads them.
 
     Example:
 
         adaptlab data show rotten-tomatoes
 
         adaptlab data show comments.csv --split chronological --time-column date
+
+        adaptlab data show countries-qa
     """
-    dataset = load_dataset(source, **data_file.load_options())
+    task = get_task(data_file.task) if data_file.task else None
+    if source in GENERATIVE_SHAPES and task is None:
+        task = get_task(_generative_tasks(source)[0])
+    if task is not None and not task.labelled:
+        _show_unlabelled(source, task.name, data_file.load_options())
+        return
+    dataset = load_dataset(source, LABELLED, **data_file.load_options())
     info = describe(dataset)
     out = console()
     out.print(Text.assemble((dataset.name, "bold"), f" ({dataset.task}): {dataset.description}"))
@@ -67,3 +104,65 @@ def show(
     out.print(table)
     for example in info["examples"]:
         out.print(example, highlight=False)
+
+
+def _generative_tasks(name: str) -> list[str]:
+    """The tasks that read built-in generative corpus `name` (its shape, or chats made of its
+    pairs), in listing order."""
+    return task_names(
+        lambda task: (
+            isinstance(task, GenerativeTask)
+            and task.data_shape is not None
+            and shape_refusal(name, task.data_shape) is None
+        )
+    )
+
+
+def _show_unlabelled(source: str, task_name: str, options: Mapping[str, Any]) -> None:
+    """The splits of `source` read for unlabelled task `task_name`: plain documents, or
+    prompt -> completion pairs and chats, with their sizes and two training examples."""
+    task = get_task(task_name)
+    shape = task.data_shape if isinstance(task, GenerativeTask) else None
+    if shape is None:
+        texts = load_texts(source, LABELLED, **options)
+        name, description, unit = texts.name, texts.description, "documents"
+        examples: Sequence[object] = [_cut(text) for text in texts.splits["train"][:2]]
+        sizes = [len(texts.splits[split]) for split in SPLIT_NAMES]
+    else:
+        _refuse_options(source, shape, options)
+        corpus = load_generative(source, LABELLED, shape=shape)
+        name, description, unit = corpus.name, corpus.description, "examples"
+        examples = [_example(example) for example in corpus.splits["train"][:2]]
+        sizes = [len(corpus.splits[split]) for split in SPLIT_NAMES]
+    out = console()
+    out.print(Text.assemble((name, "bold"), f" ({task.name}): {description}"))
+    table = Table()
+    table.add_column("")
+    for split in SPLIT_NAMES:
+        table.add_column(split, justify="right")
+    table.add_row(unit, *(f"{size:,}" for size in sizes))
+    out.print(table)
+    for example in examples:
+        out.print(example, highlight=False)
+
+
+def _refuse_options(source: str, shape: str, options: Mapping[str, Any]) -> None:
+    """Pairs and chats are read from their own columns: a labelled data option is refused."""
+    given = sorted(key for key in options if key != "task")
+    if given:
+        option = "--" + given[0].replace("_", "-")
+        raise ConfigError(
+            f"{option} reads labelled data; {source} is read as {shape} data, so drop {option}"
+        )
+
+
+def _example(example: GenerativeExample) -> dict[str, Any]:
+    """A pair or a chat as plain JSON values."""
+    if isinstance(example, Conversation):
+        return {"messages": [{"role": t.role, "content": t.content} for t in example.turns]}
+    return {"prompt": example.prompt, "completion": example.completion}
+
+
+def _cut(text: str) -> str:
+    """A document cut to `SHOWN_CHARACTERS`."""
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."

@@ -12,6 +12,7 @@ from rich.table import Table
 from torch import nn
 from typer._click.core import ParameterSource
 
+from adaptlab.cli.adapter_task import adapter_task, check_adapter_options
 from adaptlab.cli.console import console
 from adaptlab.cli.data_file_options import (
     DEFAULT_DATA_FILE,
@@ -42,19 +43,32 @@ from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.quantize import check_quantize_kind, quantize_base
+from adaptlab.runs.evaluation import Evaluation
+from adaptlab.runs.evaluation import evaluate as run_evaluation
+from adaptlab.runs.generative_evaluation import Scored
+from adaptlab.runs.generative_trained import score_trained
+from adaptlab.runs.mlm_objective import MlmEvaluation, evaluate_mlm
 from adaptlab.tasks.choice import choose_metric
-from adaptlab.tasks.evaluation import Evaluation
-from adaptlab.tasks.evaluation import evaluate as run_evaluation
 from adaptlab.tasks.generative import GenerativeTask
-from adaptlab.tasks.generative_evaluation import Scored
-from adaptlab.tasks.generative_trained import score_trained
 from adaptlab.tasks.judging import MetricChoice
-from adaptlab.tasks.mlm_objective import MlmEvaluation, evaluate_mlm
-from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.registry import LABELLED, get_task
+from adaptlab.tasks.task import Task
+from adaptlab.tasks.unread_options import refuse_unread_by_task
+
+EVAL_GENERATION = (
+    "prompt_column",
+    "completion_column",
+    "train_on_prompt",
+    "chat_template",
+    "max_new_tokens",
+    "stop",
+)
+"""The generative options scoring reads (not --pack or --metric: nothing trains, and every
+metric is shown)."""
 
 
 @with_data_file_options()
-@with_generation_options()
+@with_generation_options(EVAL_GENERATION)
 def evaluate(
     context: typer.Context,
     data: Annotated[
@@ -161,21 +175,23 @@ def evaluate(
         )
     check_split(split)
     swaps = parse_swaps(stack_swap or [])
-    options = data_file.load_options()
+    options = {**data_file.load_options(), **generation.load_options()}
     if adapter is None:
         if head is not None:
             raise ConfigError("--head picks the head of a combined adapter: give --adapter")
-        loaded, manifest = _base_model(model, data_file.task, device, quantize)
+        base, base_task = _base_task(model, data_file.task)
+        refuse_unread_by_task(options, base_task, "task")
+        loaded, manifest = _base_model(base, base_task, device, quantize)
     else:
+        trained_task = adapter_task(adapter, head)
+        if trained_task is not None:  # else loading says the manifest names none
+            check_adapter_options(options, trained_task, data_file.task)
         loaded, manifest = load_trained(adapter, device, model=model, head=head, quantize=quantize)
     judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation | Scored
     task = get_task(manifest["task"])
-    if not isinstance(task, GenerativeTask):
-        generation.refuse_for(task.name)
     with stack_swapped(loaded.model, swaps):
         if isinstance(task, GenerativeTask):
-            options = {**options, **generation.load_options()}
             on_split = score_trained(
                 loaded, manifest, task, data, options, split, max_length, batch_size
             )
@@ -202,22 +218,28 @@ def evaluate(
         out.print(f"judged by {judged.metric}: {judged.reason}", soft_wrap=True, highlight=False)
 
 
-def _base_model(
-    model: str | None, task: str | None, device: str, quantize: str | None
-) -> tuple[LoadedModel, dict[str, Any]]:
-    """The base `model` alone, as a trained adapter's model would be scored, for a generative
-    `task` (a classifier's head would be untrained)."""
-    if model is None or task is None or not isinstance(get_task(task), GenerativeTask):
+def _base_task(model: str | None, task: str | None) -> tuple[str, Task]:
+    """The base `model` scored alone, and the generative `task` it is scored on (a
+    classifier's head would be untrained)."""
+    found = get_task(task) if task is not None else None
+    if model is None or not isinstance(found, GenerativeTask):
         raise ConfigError(
             "give --adapter, or score a base model on a generative task with --model and "
             "--task causal-lm, sft or chat"
         )
-    loaded = load_model(model, get_task(task).model_kind)
+    return model, found
+
+
+def _base_model(
+    model: str, task: Task, device: str, quantize: str | None
+) -> tuple[LoadedModel, dict[str, Any]]:
+    """The base `model` alone, as a trained adapter's model would be scored, for `task`."""
+    loaded = load_model(model, task.model_kind)
     base: nn.Module = loaded.model
     base.to(torch_device(device)).eval()
     if quantize is not None:
         quantize_base(base, quantize)
-    return loaded, {"task": task}
+    return loaded, {"task": task.name}
 
 
 def _labelled(
@@ -231,9 +253,9 @@ def _labelled(
 ) -> tuple[str, int, Evaluation, MetricChoice]:
     """A labelled data set's split scored, its labels matched to the adapter's by name, and
     the metric that judges it."""
-    dataset = check_data_fits(load_dataset(data, **options), manifest, data)
+    dataset = check_data_fits(load_dataset(data, LABELLED, **options), manifest, data)
     labels = manifest.get("label_names") or []
-    encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), max_length)
+    encoder = TextEncoder(loaded.tokenizer, get_task(dataset.task), len(labels), max_length)
     features = encoder.encode(dataset.splits[split])
     result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
     counts = get_task(dataset.task).training_counts(dataset.splits["train"], labels)
@@ -249,7 +271,7 @@ def _masked_lm(
     batch_size: int,
 ) -> tuple[str, int, MlmEvaluation]:
     """A masked-LM adapter scored on the texts of a split (BERT masking, fixed seed)."""
-    corpus = load_texts(data, **options)
+    corpus = load_texts(data, LABELLED, **options)
     encoder = MaskedLmEncoder(loaded.tokenizer, max_length)
     features = encoder.encode(corpus.splits[split])
     return corpus.name, len(features), evaluate_mlm(loaded.model, encoder, features, batch_size)

@@ -2,11 +2,12 @@
 commands that train or score them: the prompt and completion columns, whether the prompt
 trains, the chat template, packing, and how answers are generated (new tokens, stop strings)
 and judged. They join the run's data options (`adaptlab.tasks.generative_settings` checks
-them), defaults left out, so a classification run's options and id are unchanged."""
+them), defaults left out, so a classification run's options and id are unchanged. A command
+offers those it reads; one its task does not read is refused (`adaptlab.tasks.unread_options`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,7 +15,6 @@ from typing import Annotated, Any
 import typer
 
 from adaptlab.cli.option_group import Command, with_option_group
-from adaptlab.errors import ConfigError
 from adaptlab.tasks.generative_settings import DEFAULT_NEW_TOKENS
 
 PromptColumn = Annotated[str, typer.Option(help="Column holding the prompt (sft files).")]
@@ -94,22 +94,20 @@ class GenerationOptions:
             options["stop"] = list(self.stop)
         return options
 
-    def refuse_for(self, task: str) -> None:
-        """Refuse, in one line, options given to a command on an adapter of `task`, which is
-        not generative."""
-        given = self.load_options()
-        if given:
-            option = "--" + next(iter(given)).replace("_", "-")
-            raise ConfigError(f"{option} is for generative adapters; this one is a {task} adapter")
-
 
 DEFAULT_GENERATION = GenerationOptions()
 """Every option at its default: the `generation` parameter's default in a command."""
 
 
-def with_generation_options() -> Callable[[Command], Command]:
-    """Give a command the generative options in place of its `generation` parameter."""
+def with_generation_options(
+    names: Collection[str] = tuple(_OPTION_TYPES),
+) -> Callable[[Command], Command]:
+    """Give a command the generative options `names` (default: all) in place of its
+    `generation` parameter; a command offers only those it reads, the others keep their
+    defaults."""
     options = {
-        name: (kind, getattr(DEFAULT_GENERATION, name)) for name, kind in _OPTION_TYPES.items()
+        name: (kind, getattr(DEFAULT_GENERATION, name))
+        for name, kind in _OPTION_TYPES.items()
+        if name in names
     }
     return with_option_group("generation", GenerationOptions, options)

@@ -58,7 +58,11 @@ Tolerance = Annotated[
     ),
 ]
 Templates = Annotated[
-    str | None, typer.Option(help="JSON of {relation: [templates]} (needed for CSV facts).")
+    str | None,
+    typer.Option(
+        help='A JSON file of {"relation": ["template with [X] and [Y]", ...]} (needed for CSV '
+        "facts; replaces a JSON fact file's own)."
+    ),
 ]
 
 

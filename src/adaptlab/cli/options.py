@@ -11,12 +11,26 @@ import typer
 import adaptlab.checks as checks
 from adaptlab.errors import ConfigError
 
+
+def data_source(param: typer.CallbackParam, value: str | None) -> str | None:
+    """Option callback: a data source that names something (an empty one would read the
+    current folder as a data set)."""
+    if value is not None and not value.strip():
+        named = _flag(param) if param.param_type_name == "option" else str(param.name).upper()
+        raise ConfigError(
+            f"{named} is empty; give a built-in name (adaptlab data list), a data file or "
+            "folder, or hf:NAME"
+        )
+    return value
+
+
 DataOption = Annotated[
     str,
     typer.Option(
         "--data",
         help="Built-in corpus (rotten-tomatoes, 20newsgroups, reuters-r8, twitter-sentiment, "
         "wnut16-ner, slovenian-opinions), a CSV / TSV / JSONL / BIO file or folder, or hf:NAME.",
+        callback=data_source,
     ),
 ]
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from adaptlab.cli.adapter_task import ADAPTER, adapter_task
 from adaptlab.cli.generation_options import (
     DEFAULT_GENERATION,
     GenerationOptions,
@@ -19,18 +21,32 @@ from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.generative_rows import EXTENSIONS
 from adaptlab.data.readers import decode_utf8, read_bytes
 from adaptlab.engine.restore import load_trained
-from adaptlab.errors import DataError
-from adaptlab.methods.manifest import adapter_folder
-from adaptlab.methods.persistence import read_manifest
+from adaptlab.errors import ConfigError, DataError
 from adaptlab.paths import input_file
+from adaptlab.runs.generative_trained import answer, prompts_of
+from adaptlab.runs.predict import predict as run_prediction
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_settings import GenerativeSettings
-from adaptlab.tasks.generative_trained import answer, prompts_of
-from adaptlab.tasks.predict import predict as run_prediction
-from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.registry import TASKS, get_task
+from adaptlab.tasks.task import Task
+from adaptlab.tasks.unread_options import described, flag, refuse_unread
+
+PREDICT_GENERATION = (
+    "prompt_column",
+    "completion_column",
+    "chat_template",
+    "max_new_tokens",
+    "stop",
+)
+"""The generative options predicting reads (not --train-on-prompt, --pack or --metric: nothing
+trains or is judged)."""
+GENERATED = ("max_new_tokens", "stop")
+"""How answers are generated, read for every generative adapter."""
+COLUMNS = ("prompt_column", "completion_column")
+"""The columns of a data-file input."""
 
 
-@with_generation_options()
+@with_generation_options(PREDICT_GENERATION)
 def predict(
     adapter: Annotated[
         Path, typer.Option(help="Adapter folder, or a run folder holding adapter/.")
@@ -57,20 +73,24 @@ def predict(
         adaptlab predict --adapter runs/qa-lora --input questions.jsonl --max-new-tokens 16
     """
     source = _inputs(input)  # the inputs are checked before the adapter is read
-    named = read_manifest(adapter_folder(adapter)).get("task")
-    task = get_task(named) if named else None
+    task = adapter_task(adapter, head)
+    given = generation.load_options()
+    if task is not None:  # else loading says the manifest names none
+        readers = {each.name: _reads(each) for each in TASKS}
+        refuse_unread(given, _reads(task), readers, ADAPTER, described(task.name, ADAPTER))
+    if not isinstance(source, Path):
+        _refuse_columns(given, input)
     if isinstance(task, GenerativeTask):
-        settings = GenerativeSettings.of(generation.load_options(), task.name)
+        settings = GenerativeSettings.of(given, task.name)
         loaded, manifest = load_trained(adapter, device, model=model, head=head)
         prompts, references = prompts_of(task, loaded, manifest, settings, max_length, source)
         for row in answer(loaded, prompts, references, settings, batch_size):
             print(json.dumps(row) if jsonl else row["generation"])
         return
-    generation.refuse_for(named or "classification")
     texts = source if isinstance(source, list) else _non_empty(input)
     loaded, manifest = load_trained(adapter, device, model=model, head=head)
     name, labels = manifest["task"], manifest.get("label_names") or []
-    encoder = TextEncoder(loaded.tokenizer, name, len(labels), max_length)
+    encoder = TextEncoder(loaded.tokenizer, get_task(name), len(labels), max_length)
     for result in run_prediction(loaded.model, encoder, texts, name, labels, batch_size):
         if jsonl:
             print(json.dumps(result.to_dict()))
@@ -80,6 +100,24 @@ def predict(
             print(f"{result.label}\t{result.probability:.4f}\t{result.text}")
         else:
             print(f"{result.label}\t{result.text}")
+
+
+def _reads(task: Task) -> tuple[str, ...]:
+    """The generative options predicting with an adapter of `task` reads: those of its task
+    predicting takes, and how answers are generated (every generative adapter answers)."""
+    if not isinstance(task, GenerativeTask):
+        return ()
+    return tuple(o for o in PREDICT_GENERATION if o in task.data_options or o in GENERATED)
+
+
+def _refuse_columns(given: Mapping[str, Any], input: str) -> None:
+    """Refuse the column options for an --input of lines, which has no columns."""
+    for option in COLUMNS:
+        if option in given:
+            raise ConfigError(
+                f"{flag(option)} is for data-file inputs ({', '.join(EXTENSIONS)}); --input "
+                f"{input} is read a prompt a line"
+            )
 
 
 def _inputs(source: str) -> Path | list[str]:

@@ -23,6 +23,7 @@ from adaptlab.cli.options import (
     seed,
 )
 from adaptlab.cli.rank_output import print_report
+from adaptlab.errors import ConfigError
 from adaptlab.fileio import atomic_write
 from adaptlab.paths import check_output_file, check_writable, existing, json_with_key
 from adaptlab.select.controls import check_control_folders, parse_candidates, write_candidate
@@ -113,6 +114,7 @@ def rank_models(
     """
     candidates = parse_candidates(models)
     if write_controls is not None:
+        _refuse_with_controls({"--json": json_out, "--validate": store})
         check_control_folders(candidates, write_controls)
         for candidate in candidates:
             console().print(f"wrote {write_candidate(candidate, write_controls, seed)}")
@@ -154,3 +156,14 @@ def rank_models(
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(json_out, json.dumps(report.to_dict(), indent=1).encode("utf-8"))
+
+
+def _refuse_with_controls(outputs: dict[str, Path | None]) -> None:
+    """`--write-controls` only writes model folders: an option asking for results of a ranking
+    would be left unwritten, so it is refused."""
+    for option, value in outputs.items():
+        if value is not None:
+            raise ConfigError(
+                f"--write-controls only writes the candidates as model folders and ranks "
+                f"nothing, so {option} {value} would be ignored; drop one of the two"
+            )

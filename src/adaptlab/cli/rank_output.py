@@ -12,6 +12,7 @@ from adaptlab.cli.console import console
 from adaptlab.select.rank_and_validate import VALIDATED, RankReport, RankRequest
 from adaptlab.select.ranking import Ranking, RankRow
 from adaptlab.select.validate import Validation
+from adaptlab.tasks.judging import scores_tie
 
 _console = console()
 
@@ -49,8 +50,8 @@ def print_report(report: RankReport, request: RankRequest, store: Path | None) -
 def _print_scores(
     ranking: Ranking, rows: tuple[RankRow, ...], title: str, show_layer: bool = False
 ) -> None:
-    """A table of score per candidate per estimator, best of each column in bold; with
-    `show_layer`, the layer each score came from."""
+    """A table of score per candidate per estimator, best of each column in bold (each of a
+    tie); with `show_layer`, the layer each score came from."""
     table = Table(title=title)
     table.add_column("candidate")
     for name in ranking.estimators:
@@ -62,7 +63,8 @@ def _print_scores(
             text = f"{row.scores[name]:.4g}"
             if show_layer:
                 text += f" (L{row.layers[name]})"
-            cells.append(Text(text, style="bold" if row.scores[name] == best[name] else ""))
+            top = scores_tie(row.scores[name], best[name])
+            cells.append(Text(text, style="bold" if top else ""))
         table.add_row(row.name, *cells)
     _console.print(table)
 

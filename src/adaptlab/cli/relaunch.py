@@ -14,6 +14,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from adaptlab.cli.option_group import Command
+from adaptlab.errors import ConfigError
 
 _TYPED: ContextVar[tuple[str, ...]] = ContextVar("adaptlab_command_line", default=())
 
@@ -29,7 +30,9 @@ def relaunched(
     """With `processes` > 1, outside a launched group: fail unless this machine holds that many
     processes on `device`, make `check` (what the processes would check of the command line
     and the output), run this command line (less `--nproc`) on that many processes, wait for
-    them, and say True (the caller has nothing left to do); else say False."""
+    them, and say True (the caller has nothing left to do); else say False. `oversubscribe`
+    without more than one process is refused (it lets --nproc start more processes than
+    CPUs)."""
     from adaptlab.engine.process_group import (
         check_process_count,
         in_launched_group,
@@ -37,7 +40,11 @@ def relaunched(
     )
     from adaptlab.models.device import torch_device
 
-    if processes == 1 or in_launched_group():
+    if in_launched_group():
+        return False
+    if processes == 1:
+        if oversubscribe:
+            raise ConfigError("--oversubscribe is for --nproc N above 1; drop it or add --nproc")
         return False
     check_process_count(processes, torch_device(device), oversubscribe)
     check()

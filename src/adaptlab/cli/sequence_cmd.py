@@ -48,6 +48,7 @@ from adaptlab.integrations.trackers.session import TrackedRun
 from adaptlab.methods.compose import MethodSpec
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
+from adaptlab.tasks.unread_options import described, refuse_unread
 
 MaxNewTokens = Annotated[
     int,
@@ -160,7 +161,11 @@ def sequence(
             --stages countries-qa,grimm-summaries --method lora --strategy replay -s rate=0.1 \\
             --train-size 200 --test-size 50 --max-new-tokens 24 --out runs/sft-replay
     """
-    names = comma_separated(stages)
+    names = distinct_stages(comma_separated(stages))
+    if single_stage and len(names) < 2:
+        raise ConfigError(
+            "--single-stage trains each stage after the first alone; give two --stages or more"
+        )
     spec = SequenceSpec.build(
         model,
         names,
@@ -194,19 +199,35 @@ def sequence(
     )
 
 
+def distinct_stages(names: tuple[str, ...]) -> tuple[str, ...]:
+    """--stages, none named twice (a file by where it is, however its path is written): a
+    stage twice is one data set learnt and tested twice, not a sequence of them."""
+    seen: dict[str, str] = {}
+    for name in names:
+        path = Path(name)
+        where = str(path.resolve()) if path.exists() else name
+        if where in seen:
+            same = "" if seen[where] == name else f" (as {seen[where]} and {name})"
+            raise ConfigError(
+                f"--stages names {name} twice{same}; give each data set once, a sequence "
+                "learns them in turn"
+            )
+        seen[where] = name
+    return names
+
+
 def stage_options(
     generation: GenerationOptions, objective: str, stages: int
 ) -> tuple[dict[str, Any], ...]:
     """The generative options given, as every stage's reading options (none given: no stage
-    options, so the spec and its id stay as they were); one line when `objective`'s stages
-    take none."""
+    options, so the spec and its id stay as they were); one line for an option `objective`'s
+    stages do not read."""
     given = generation.load_options()
     if not given:
         return ()
-    if not get_objective(objective).generation_options:
-        takers = " and ".join(o.name for o in OBJECTIVES if o.generation_options)
-        option = "--" + next(iter(given)).replace("_", "-")
-        raise ConfigError(f"{option} is for {takers} sequences; this one is {objective}")
+    readers = {each.name: each.data_options for each in OBJECTIVES}
+    reads = get_objective(objective).data_options
+    refuse_unread(given, reads, readers, "sequence", described(objective, "sequence"))
     return (given,) * stages
 
 

@@ -15,6 +15,8 @@ SERVE_HINT = (
     "adaptlab serve needs the serve extra: run `pip install -c constraints.txt -e '.[serve]'` "
     "in the adaptlab checkout (make setup installs it)"
 )
+SHUTDOWN_SECONDS = 3
+"""How long requests in flight may run on after SIGTERM or Ctrl-C before they are cut."""
 
 
 def serve(
@@ -41,6 +43,9 @@ def serve(
         int, typer.Option(help="Most tokens one completion may generate (/v1 endpoints).")
     ] = 512,
     device: Device = "auto",
+    max_render_seconds: Annotated[
+        float, typer.Option(help="Most seconds a chat template may take to render a chat.")
+    ] = 2.0,
     ray: Annotated[bool, typer.Option("--ray", help="Deploy with Ray Serve.")] = False,
     replicas: Annotated[int, typer.Option(help="Ray Serve replicas (with --ray).")] = 1,
     address: Annotated[
@@ -106,6 +111,7 @@ def serve(
         max_length=max_length,
         max_tokens=max_tokens,
         device=device,
+        max_render_seconds=max_render_seconds,
         api_key=key,
     )
     if ray:
@@ -133,6 +139,12 @@ def serve(
     guard = "every route but /health wants the key" if key else "no key: anyone who reaches it"
     typer.echo(f"listening on http://{host}:{port} ({guard}; OpenAPI documentation at /docs)")
     try:
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+        uvicorn.run(
+            create_app(service),
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        )
     finally:
         service.close()

@@ -72,7 +72,10 @@ def run(
         int | None,
         typer.Option(help="CPUs of the local Ray started when no --address.", callback=positive),
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show each run's progress bar.")] = True,
+    progress: Annotated[
+        bool | None,
+        typer.Option(help="Show each run's progress bar (--executor local; shown by default)."),
+    ] = None,
     rerun_changed: Annotated[
         bool,
         typer.Option(help="Run done runs again whose data file changed since (else: refuse)."),
@@ -104,14 +107,23 @@ def run(
 
 
 def _executor(
-    spec: Path, name: ExecutorName, address: str | None, ray_cpus: int | None, progress: bool
+    spec: Path,
+    name: ExecutorName,
+    address: str | None,
+    ray_cpus: int | None,
+    progress: bool | None,
 ) -> Executor:
+    """The executor --executor names, refusing the options of the other one."""
     if name is ExecutorName.local:
         if address is not None or ray_cpus is not None:
             raise ConfigError("--address and --ray-cpus need --executor ray")
         from adaptlab.study.executors import LocalExecutor
 
-        return LocalExecutor(progress=progress)
+        return LocalExecutor(progress=progress is not False)
+    if progress:
+        raise ConfigError(
+            "--progress is for --executor local: Ray's tasks show no progress bar; drop it"
+        )
     from adaptlab.study.ray_executor import RayExecutor
     from adaptlab.study.spec import load_spec
 

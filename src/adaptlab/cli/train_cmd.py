@@ -31,7 +31,6 @@ from adaptlab.cli.options import (
 from adaptlab.cli.run_core import ONE_PROCESS, Launch, run_training, training_command
 from adaptlab.cli.scale_options import AUTO_SCALE
 from adaptlab.cli.training_options import DEFAULT_TRAINING, with_training_options
-from adaptlab.engine.run import RunSpec, execute
 from adaptlab.engine.run_checks import check_run
 from adaptlab.engine.training_checkpoint import parse_every
 from adaptlab.errors import ConfigError
@@ -43,7 +42,10 @@ from adaptlab.methods.registry import METHODS
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import RunResult
 from adaptlab.records.scale import Scale
+from adaptlab.runs.run import RunSpec, execute
 from adaptlab.tasks.choice import choose_metric
+from adaptlab.tasks.registry import run_task, task_names
+from adaptlab.tasks.unread_options import described
 
 FusedFolders = Annotated[
     str | None,
@@ -70,11 +72,26 @@ def method_help() -> str:
     )
 
 
+DEFAULT_CACHE = "auto"
+"""--frozen-cache's default: replay where the run's method leaves a frozen front."""
+
+
 def cache_mode(value: str) -> str:
     """--frozen-cache: one of the cache's modes."""
     if value not in MODES:
         raise ConfigError(f"--frozen-cache must be one of {', '.join(MODES)}, got {value!r}")
     return value
+
+
+def check_frozen_cache(mode: str, task: str | None) -> None:
+    """--frozen-cache other than auto only for a run of a labelled task, whose classifier
+    replays its frozen front (the others have nothing to replay)."""
+    if mode != DEFAULT_CACHE and not run_task(task).labelled:
+        labelled = ", ".join(task_names(lambda each: each.labelled))
+        raise ConfigError(
+            f"--frozen-cache is for runs of a labelled task ({labelled}); this one is "
+            f"{described(str(task), 'run')}"
+        )
 
 
 def checkpoint_cadence(value: str | None) -> str | None:
@@ -122,7 +139,7 @@ def train(
             "auto, memory, disk or off.",
             callback=cache_mode,
         ),
-    ] = "auto",
+    ] = DEFAULT_CACHE,
     launch: Launch = ONE_PROCESS,
     checkpoint_every: Annotated[
         str | None,
@@ -178,6 +195,7 @@ def train(
         fuse=comma_separated(adapters),
         stack=comma_separated(stack),
     )
+    check_frozen_cache(frozen_cache, spec.task)
     every = parse_every(checkpoint_every) if checkpoint_every else None
 
     def check() -> None:

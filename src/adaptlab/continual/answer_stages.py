@@ -17,17 +17,23 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from adaptlab.continual.corpus_run import TextStage, TextStageRun
-from adaptlab.continual.sequence_objective import NOT_IN_A_SEQUENCE, SequenceSettings
+from adaptlab.continual.objectives import OBJECTIVES
+from adaptlab.continual.sequence_objective import (
+    NOT_IN_A_SEQUENCE,
+    SequenceSettings,
+    stage_data_options,
+)
 from adaptlab.continual.stages import KeptAdapter
 from adaptlab.data.builtin import BUILTINS
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.errors import AdaptlabError, ConfigError
 from adaptlab.models.loading import load_model, load_tokenizer
+from adaptlab.runs.generative_data import EncodedData, encode_data
+from adaptlab.runs.generative_evaluation import Generation, score_split
 from adaptlab.tasks.generative import GenerativeTask
-from adaptlab.tasks.generative_data import EncodedData, encode_data
-from adaptlab.tasks.generative_evaluation import Generation, score_split
 from adaptlab.tasks.generative_settings import GenerativeSettings
 from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.unread_options import described, refuse_unread
 
 EXACT_MATCH = "exact_match"
 """The generated answers' score every sft and chat stage reports beside its perplexity."""
@@ -77,10 +83,14 @@ def read_answers(
 
 def stage_settings(options: Mapping[str, Any], task: str) -> GenerativeSettings:
     """A stage's generative data options, checked as `adaptlab train` checks them; those a
-    sequence does not take (`NOT_IN_A_SEQUENCE`) refused."""
+    sequence does not take (`NOT_IN_A_SEQUENCE`), and those `task`'s stages do not read,
+    refused."""
     for option, why in NOT_IN_A_SEQUENCE.items():
         if option in options:
             raise ConfigError(f"a sequence's stage takes no {option} ({why}); drop it")
+    readers = {objective.name: objective.data_options for objective in OBJECTIVES}
+    reads = stage_data_options(get_task(task))
+    refuse_unread(options, reads, readers, "sequence", described(task, "sequence"))
     return GenerativeSettings.of(options, task)
 
 

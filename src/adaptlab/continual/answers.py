@@ -15,8 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from adaptlab.continual.objectives import register_objective
-from adaptlab.continual.sequence_objective import SequenceObjective, SequenceSettings
+from adaptlab.continual.sequence_objective import (
+    SequenceObjective,
+    SequenceSettings,
+    stage_data_options,
+)
 from adaptlab.errors import DataError
+from adaptlab.tasks.registry import get_task
 
 if TYPE_CHECKING:
     import torch
@@ -67,6 +72,7 @@ class SupervisedFineTuning(AnswerObjective):
 
     name = "sft"
     task = "sft"
+    data_options = stage_data_options(get_task(task))
     description = (
         "a causal LM taught to answer prompts, stage after stage: perplexity of the test "
         "completions"
@@ -82,6 +88,7 @@ class ChatFineTuning(AnswerObjective):
 
     name = "chat"
     task = "chat"
+    data_options = stage_data_options(get_task(task))
     description = (
         "a causal LM taught to take the assistant's turns of chats, stage after stage: "
         "perplexity of the test answers"

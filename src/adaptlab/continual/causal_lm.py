@@ -29,6 +29,7 @@ class CausalLm(SequenceObjective):
     )
     metric = "perplexity"
     unit = "documents"
+    data_options = ("text_column",)
     needs_causal_lm = True
     keeps_adapter = True
 

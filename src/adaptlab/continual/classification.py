@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from adaptlab.continual.objectives import register_objective
 from adaptlab.continual.sequence_objective import SequenceObjective, SequenceSettings
 from adaptlab.errors import DataError
-from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.registry import LABELLED, get_task
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +27,7 @@ class Classification(SequenceObjective):
     description = "a head per labelled stage, accuracy"
     metric = "accuracy"
     unit = "examples"
+    data_options = get_task("single_label").data_options
 
     def check_stage_task(self, source: str, task: str) -> None:
         if not get_task(task).one_class_each:
@@ -41,7 +42,7 @@ class Classification(SequenceObjective):
         from adaptlab.continual.labelled_stages import sampled
         from adaptlab.data.loading import load_dataset
 
-        dataset = load_dataset(source, **options)
+        dataset = load_dataset(source, LABELLED, **options)
         self.check_stage_task(source, dataset.task)
         return sampled(dataset, spec)
 

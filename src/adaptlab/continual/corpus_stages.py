@@ -20,6 +20,7 @@ from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.errors import DataError
 from adaptlab.models.loading import load_model
+from adaptlab.tasks.registry import LABELLED
 
 
 class CorpusStages:
@@ -69,7 +70,7 @@ class CorpusStages:
 def stage_corpus(source: str, spec: SequenceSettings, options: Mapping[str, Any]) -> TextCorpus:
     """Stage `source`'s documents (`load_texts`), `train_size` of them for training (as many for
     dev) and at most `test_size` for test, each sampled with the sequence's seed."""
-    corpus = load_texts(source, **options)
+    corpus = load_texts(source, LABELLED, **options)
     seed = spec.train.seed
     if spec.train_size is not None:
         corpus = sample_texts(corpus, spec.train_size, seed)

@@ -16,7 +16,7 @@ from adaptlab.continual.heads import StageHeads
 from adaptlab.continual.stages import Row, RunningStage
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.engine.objective import DevScore
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
 from adaptlab.tasks.single_label import SINGLE_LABEL
 
 

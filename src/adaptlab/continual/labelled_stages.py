@@ -20,7 +20,8 @@ from adaptlab.data.subsample import cut_to_sizes
 from adaptlab.data.types import Dataset
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.models.loading import load_model
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.tasks.registry import get_task
 
 
 class LabelledStages:
@@ -90,7 +91,7 @@ def encode_stage(
     """`dataset`'s splits encoded for the sequence's model and `max_length`."""
     encoder = TextEncoder(
         tokenizer,
-        "single_label",
+        get_task("single_label"),
         len(dataset.label_names),
         spec.train.max_length,
     )
@@ -108,4 +109,5 @@ def encode_stage(
 def sampled(dataset: Dataset, spec: SequenceSettings) -> Dataset:
     """`dataset` sampled to `train_size` training examples (as many for dev) and its test set
     capped to `test_size`, with the sequence's seed."""
-    return cut_to_sizes(dataset, spec.train_size, spec.test_size, spec.train.seed)
+    task = get_task(dataset.task)
+    return cut_to_sizes(dataset, task, spec.train_size, spec.test_size, spec.train.seed)

@@ -10,8 +10,9 @@ from adaptlab.continual.metrics import ContinualScores, stored_scores, summarize
 from adaptlab.continual.spec import SequenceSpec
 from adaptlab.errors import ConfigError
 from adaptlab.records.jsonfields import JsonObject
-from adaptlab.records.result import EpochRecord, Versions
+from adaptlab.records.result import EpochRecord
 from adaptlab.records.threads import ThreadUse
+from adaptlab.records.versions import Versions
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from adaptlab.continual.stages import SequenceStages
     from adaptlab.records.config import TrainConfig
     from adaptlab.records.scale import Scale
+    from adaptlab.tasks.task import Task
 
 
 NOT_IN_A_SEQUENCE = {
@@ -30,6 +31,12 @@ NOT_IN_A_SEQUENCE = {
     "metric": "a sequence keeps each stage's epoch of lowest dev perplexity",
 }
 """The generative data options of `adaptlab train` a sequence's stage does not take, and why."""
+
+
+def stage_data_options(task: Task) -> tuple[str, ...]:
+    """The data options a sequence's stage of `task` reads: the task's own, less those no
+    sequence takes (`NOT_IN_A_SEQUENCE`)."""
+    return tuple(option for option in task.data_options if option not in NOT_IN_A_SEQUENCE)
 
 
 class SequenceSettings(Protocol):
@@ -72,6 +79,9 @@ class SequenceObjective(ABC):
     generation_options: ClassVar[bool] = False
     """Whether its stages take the generative data options of `adaptlab train` (prompt and
     completion columns, the chat template, new tokens, ...)."""
+    data_options: ClassVar[tuple[str, ...]] = ()
+    """The data options (besides `task`) its stages read; any other is refused in one line
+    (`adaptlab.tasks.unread_options`)."""
 
     def check_stage_task(self, source: str, task: str) -> None:
         """Refuse stage `source` whose data is of task `task`, when the objective cannot

@@ -102,7 +102,12 @@ class SequenceSpec:
     ) -> SequenceSpec:
         """A spec from names as users write them (`"lora"`, `"replay"`, {"rate": 0.05})."""
         config = strategy_config(strategy, strategy_options)
-        return cls(model, tuple(stages), resolve(method, {}), config, **settings)
+        objective = settings.get("objective", DEFAULT_OBJECTIVE)
+        check_objective_name(objective)
+        generates = get_objective(objective).generation_options
+        return cls(
+            model, tuple(stages), resolve(method, {}, generates=generates), config, **settings
+        )
 
     @property
     def metric(self) -> str:
@@ -115,7 +120,8 @@ class SequenceSpec:
 
     def learning_rate(self) -> float:
         """The given learning rate, or the lowest default of the methods (as `RunSpec`)."""
-        return self.train.learning_rate_for(self.methods)
+        generates = get_objective(self.objective).generation_options
+        return self.train.learning_rate_for(self.methods, generates=generates)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, the learning rate resolved."""

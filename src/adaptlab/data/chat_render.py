@@ -1,4 +1,4 @@
-"""A conversation rendered by a chat template, and the tokens of each of its assistant turns.
+"""A conversation rendered by a chat template, and the tokens of its assistant turns.
 
 The whole conversation is rendered as `tokenizer.apply_chat_template` renders it and tokenised
 as it tokenises it (no special tokens added: the template writes its own). An assistant turn's
@@ -9,13 +9,18 @@ template works that renders a conversation's start the same whether or not more 
 follow (the end-of-turn marker is inside the turn, and so is whatever the template writes
 between it and the next message). Characters map to tokens through the fast tokenizer's
 offsets: a token that holds any character of the turn belongs to it.
+
+Each turn found costs a rendering of the chat up to it, so only the turns that reach the tokens
+a model will read are found (`render`'s `kept`): a long chat cut to its last tokens costs a few
+renderings, not one per turn. Every error a template causes names where it came from
+(`ChatTemplate.origin`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adaptlab.checks import shown
@@ -25,21 +30,44 @@ from adaptlab.errors import ConfigError
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+PASS_ANOTHER = "pass --chat-template FILE with one that"
+"""How every template refusal's advice starts."""
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A Jinja chat template and where it came from, as its errors name it ("the chat template
+    <origin> cannot ...")."""
+
+    text: str
+    origin: str = "passed as chat_template"
+
+    @classmethod
+    def from_file(cls, path: Path, text: str) -> ChatTemplate:
+        """A template read from file `path` (`--chat-template`, a `chat_template` option)."""
+        return cls(text, f"from chat template file {path}")
+
+    @classmethod
+    def from_manifest(cls, text: str) -> ChatTemplate:
+        """The template an adapter was trained with, kept in its manifest."""
+        return cls(text, "from the adapter's manifest")
+
 
 @dataclass(frozen=True)
 class RenderedChat:
-    """A conversation's token ids, and the token positions of each assistant turn in order."""
+    """A conversation's token ids, and the token positions of its assistant turns in order
+    (every one, or those that reach the tokens kept: see `ChatRenderer.render`)."""
 
     input_ids: tuple[int, ...]
     answers: tuple[range, ...]
 
 
 class ChatRenderer:
-    """Renders conversations with `chat_template` (None: the tokenizer's own)."""
+    """Renders conversations with `template` (None: the tokenizer's own)."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, chat_template: str | None) -> None:
-        name = type(tokenizer).__name__
-        if chat_template is None and not getattr(tokenizer, "chat_template", None):
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, template: ChatTemplate | None) -> None:
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        if template is None and not getattr(tokenizer, "chat_template", None):
             raise ConfigError(
                 f"tokenizer {name} has no chat template to render chats with; pass "
                 "--chat-template FILE (a Jinja chat template)"
@@ -51,7 +79,9 @@ class ChatRenderer:
                 "use_fast=True)"
             )
         self.tokenizer = tokenizer
-        self.chat_template = chat_template
+        self.chat_template = None if template is None else template.text
+        self.origin = f"of tokenizer {name}" if template is None else template.origin
+        self._writes_answers = False
 
     def text(self, turns: Sequence[Turn], *, opened: bool = False) -> str:
         """`turns` rendered by the template, the assistant's turn opened after them when
@@ -65,44 +95,92 @@ class ChatRenderer:
                 tokenize=False,
             )
         except Exception as error:  # a template is code: whatever it raises is its refusal
-            raise ConfigError(
-                f"the chat template cannot render a conversation ({shown(str(error))}); pass "
-                "--chat-template with one that renders system, user and assistant messages"
+            raise self.refusal(
+                f"cannot render a conversation ({shown(str(error))})",
+                "renders system, user and assistant messages",
             ) from None
         return str(text)
 
     def ids(self, text: str) -> list[int]:
-        """The token ids of rendered text, as `apply_chat_template` tokenises it."""
-        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        """The token ids of rendered text, as `apply_chat_template` tokenises it (no warning
+        when they outnumber what the model takes: they are cut to fit)."""
+        ids: list[int] = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return ids
 
-    def render(self, conversation: Conversation) -> RenderedChat:
-        """The whole conversation's ids and the tokens of its assistant turns."""
+    def render(self, conversation: Conversation, kept: int | None = None) -> RenderedChat:
+        """The conversation's ids and the tokens of its assistant turns: of every one, or
+        with `kept`, of those that reach its last `kept` tokens and of its last (whose start
+        says whether its answer fits); the earlier ones end before the tokens kept."""
         turns = conversation.turns
         whole = self.text(turns)
-        encoded = self.tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
+        self._check_writes_answers(turns, whole)
+        encoded = self.tokenizer(
+            whole, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
         offsets: list[tuple[int, int]] = encoded["offset_mapping"]
-        answers = []
-        for index, turn in enumerate(turns):
-            if turn.role != "assistant":
-                continue
-            through = self.text(turns[: index + 1])
-            if not whole.startswith(through):
-                raise ConfigError(
-                    f"the chat template renders message {index + 1} (assistant) differently "
-                    "when more messages follow, so its tokens cannot be told apart; pass "
-                    "--chat-template with a template that renders earlier messages the same "
-                    "whatever follows"
+        cut = 0 if kept is None else max(0, len(offsets) - kept)
+        answers: list[range] = []
+        for index in reversed([i for i, turn in enumerate(turns) if turn.role == "assistant"]):
+            answers.append(self._answer(turns, index, whole, offsets))
+            if answers[-1].start < cut:
+                break
+        return RenderedChat(tuple(encoded["input_ids"]), tuple(reversed(answers)))
+
+    def refusal(self, problem: str, needed: str) -> ConfigError:
+        """The one-line error of a template that `problem`, naming where it came from."""
+        return ConfigError(f"the chat template {self.origin} {problem}; {PASS_ANOTHER} {needed}")
+
+    def _answer(
+        self, turns: Sequence[Turn], index: int, whole: str, offsets: Sequence[tuple[int, int]]
+    ) -> range:
+        """The tokens of assistant turn `index` in `whole`, the rendered conversation."""
+        through = self.text(turns[: index + 1])
+        if not whole.startswith(through):
+            raise self.refusal(
+                f"renders message {index + 1} (assistant) differently when more messages "
+                "follow, so its tokens cannot be told apart",
+                "renders earlier messages the same whatever follows",
+            )
+        start = shared_prefix(self.text(turns[:index], opened=True), whole)
+        tokens = covering(offsets, start, len(through))
+        if not tokens:
+            raise self.refusal(
+                f"renders message {index + 1} (assistant) as no tokens",
+                "writes the assistant's messages",
+            )
+        return tokens
+
+    def _check_writes_answers(self, turns: Sequence[Turn], whole: str) -> None:
+        """Refuse a template whose rendering of `turns` (as `whole`) stays the same when its
+        first or last assistant message says something else: it writes the assistant's role
+        and end but not its words, so training would teach empty answers. Checked once a
+        renderer (it is the template's doing, not the chat's)."""
+        if self._writes_answers:
+            return
+        answers = [i for i, turn in enumerate(turns) if turn.role == "assistant"]
+        for index in dict.fromkeys((answers[0], answers[-1])):
+            changed = Turn("assistant", f"{turns[index].content} 42")
+            if self.text([*turns[:index], changed, *turns[index + 1 :]]) == whole:
+                raise self.refusal(
+                    "does not write what the assistant says (its rendering is the same "
+                    "whatever an assistant message holds), so the model would learn empty "
+                    "answers",
+                    "writes the assistant's messages",
                 )
-            start = len(os.path.commonprefix([self.text(turns[:index], opened=True), whole]))
-            tokens = covering(offsets, start, len(through))
-            if not tokens:
-                raise ConfigError(
-                    f"the chat template renders message {index + 1} (assistant) as no tokens; "
-                    "pass --chat-template with one that writes the assistant's messages"
-                )
-            answers.append(tokens)
-        return RenderedChat(tuple(encoded["input_ids"]), tuple(answers))
+        self._writes_answers = True
+
+
+def shared_prefix(text: str, other: str) -> int:
+    """How many leading characters `text` and `other` share, found by halving (each step one
+    string comparison, so long chats cost no character-by-character loop)."""
+    low, high = 0, min(len(text), len(other))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if other.startswith(text[low:middle], low):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def covering(offsets: Sequence[tuple[int, int]], start: int, end: int) -> range:

@@ -5,9 +5,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from adaptlab.data.label_kind import LabelKind
 from adaptlab.data.types import Example
 from adaptlab.errors import ConfigError, DataError
-from adaptlab.tasks.registry import labelled_task
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -28,20 +28,19 @@ def padded(values: list[int], length: int, fill: int, left: bool) -> list[int]:
 
 class TextEncoder:
     """Turns examples of a labelled task into token features and batches them, padding each
-    batch to its longest. The task (`adaptlab.tasks`) makes each label a target (a class id,
-    a multi-hot row of `label_count`, a number) and a batch's targets a tensor; a word-level
-    task's words are labelled on each word's first piece only."""
+    batch to its longest. The task it is given (a `LabelKind`: an `adaptlab.tasks` task) makes
+    each label a target (a class id, a multi-hot row of `label_count`, a number) and a batch's
+    targets a tensor; a word-level task's words are labelled on each word's first piece only."""
 
     def __init__(
         self,
         tokenizer: "PreTrainedTokenizerBase",
-        task: str,
+        task: LabelKind,
         label_count: int,
         max_length: int = 128,
     ) -> None:
-        kind = labelled_task(task)
-        if kind.named_labels and label_count < 1:
-            raise ConfigError(f"label_count must be at least 1 for a {task} task")
+        if task.named_labels and label_count < 1:
+            raise ConfigError(f"label_count must be at least 1 for a {task.name} task")
         if max_length < 2:
             raise ConfigError(f"max_length must be at least 2 tokens, got {max_length}")
         limit = getattr(tokenizer, "model_max_length", None)
@@ -50,10 +49,11 @@ class TextEncoder:
                 f"max_length {max_length} is more than the {limit} tokens this model takes "
                 f"(its tokenizer's model_max_length); pick at most {limit}"
             )
-        if kind.word_level and not getattr(tokenizer, "is_fast", False):
+        if task.word_level and not getattr(tokenizer, "is_fast", False):
             raise ConfigError(
-                f"{task} tasks need a fast tokenizer (for word_ids); {type(tokenizer).__name__} "
-                "is not one; load it with AutoTokenizer.from_pretrained(..., use_fast=True)"
+                f"{task.name} tasks need a fast tokenizer (for word_ids); "
+                f"{type(tokenizer).__name__} is not one; load it with "
+                "AutoTokenizer.from_pretrained(..., use_fast=True)"
             )
         if tokenizer.pad_token_id is None:
             raise ConfigError(
@@ -61,8 +61,8 @@ class TextEncoder:
                 "tokenizer.pad_token (for example to tokenizer.eos_token) before encoding"
             )
         self.tokenizer = tokenizer
-        self.task = task
-        self.kind = kind
+        self.task = task.name
+        self.kind = task
         self.label_count = label_count
         self.max_length = max_length
 

@@ -83,8 +83,9 @@ def check_conversation(turns: Sequence[Turn], where: str) -> None:
         expected = "assistant" if previous == "user" else "user"
         if number > 1 or turn.role != "system":
             if turn.role != expected:
+                after = f"after {previous}" if number > 1 else "as the chat's first message"
                 raise DataError(
-                    f"{where}: message {number} is {turn.role} after {previous}; user and "
+                    f"{where}: message {number} is {turn.role} {after}; user and "
                     "assistant messages alternate, starting with user (after an optional "
                     "system message)"
                 )

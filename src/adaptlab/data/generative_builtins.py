@@ -16,26 +16,33 @@ from adaptlab.data.grimm_summaries import NAME as GRIMM
 from adaptlab.data.grimm_summaries import SUMMARY as GRIMM_SUMMARY
 from adaptlab.data.grimm_summaries import load_grimm_summaries
 from adaptlab.data.label_instructions import PHRASINGS, SUFFIX, load_instructions, summary
+from adaptlab.data.label_kind import LabelledTasks
 
-Load = Callable[[], GenerativeCorpus]
+Load = Callable[[LabelledTasks], GenerativeCorpus]
+"""What loads a built-in: the labelled tasks read the labelled corpus it phrases, if any."""
 
 
 def _copied(load: Load) -> Load:
     """`load`, its (cached) corpus handed out with split dicts of its own, so a caller that
     changes them leaves the next caller's corpus as it was."""
 
-    def fresh() -> GenerativeCorpus:
-        corpus = load()
+    def fresh(tasks: LabelledTasks) -> GenerativeCorpus:
+        corpus = load(tasks)
         origins = None if corpus.origins is None else dict(corpus.origins)
         return replace(corpus, splits=dict(corpus.splits), origins=origins)
 
     return fresh
 
 
+def _unlabelled(load: Callable[[], GenerativeCorpus]) -> Load:
+    """`load`, of a corpus made of no labelled one, as a `Load` (the tasks unused)."""
+    return lambda tasks: load()
+
+
 GENERATIVE_BUILTINS: dict[str, Load] = {
-    COUNTRIES: _copied(load_countries_qa),
-    FRIENDS: _copied(load_friends_chat),
-    GRIMM: _copied(load_grimm_summaries),
+    COUNTRIES: _copied(_unlabelled(load_countries_qa)),
+    FRIENDS: _copied(_unlabelled(load_friends_chat)),
+    GRIMM: _copied(_unlabelled(load_grimm_summaries)),
     **{f"{name}{SUFFIX}": _copied(partial(load_instructions, name)) for name in PHRASINGS},
 }
 """Each built-in generative corpus's name and the function that loads it."""

@@ -8,7 +8,8 @@ Decoder-only models (`GenerativeEncoder`):
   completion starts where the two token lists part. Its tokens are the targets, so the labels
   mark the same positions as TRL's completion-only mask.
 - A conversation is rendered by the chat template (`adaptlab.data.chat_render`); every
-  assistant turn's tokens are targets, the other turns' are not.
+  assistant turn's tokens are targets, the other turns' are not. Only the turns that reach
+  the `max_length` tokens kept are looked for, so a long chat costs what is kept of it.
 - `train_on_prompt` makes every token a target.
 
 Labels sit at their token's position (`labels[i]` is `input_ids[i]` or IGNORE_INDEX); the loss
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adaptlab.checks import shown
-from adaptlab.data.chat_render import ChatRenderer
+from adaptlab.data.chat_render import ChatRenderer, ChatTemplate
 from adaptlab.data.encoding import IGNORE_INDEX, UNSET_LENGTH
 from adaptlab.data.generative import (
     Conversation,
@@ -88,12 +89,14 @@ class GenerativeEncoder:
         max_length: int,
         *,
         train_on_prompt: bool = False,
-        chat_template: str | None = None,
+        chat_template: str | ChatTemplate | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.max_length = _checked_length(tokenizer, max_length)
         self.train_on_prompt = train_on_prompt
-        self.chat_template = chat_template
+        self.chat_template = (
+            ChatTemplate(chat_template) if isinstance(chat_template, str) else chat_template
+        )
         self._chat: ChatRenderer | None = None
 
     def encode(self, example: GenerativeExample) -> EncodedExample | None:
@@ -103,7 +106,7 @@ class GenerativeEncoder:
             ids, answer = self._pair(example)
             answers = (range(answer, len(ids)),)
         else:
-            rendered = self.chat.render(_checked(example))
+            rendered = self.chat.render(_checked(example), kept=self.max_length)
             ids, answers = list(rendered.input_ids), rendered.answers
             answer = answers[-1].start
         if self.train_on_prompt:

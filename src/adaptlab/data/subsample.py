@@ -5,16 +5,17 @@ from dataclasses import replace
 from fractions import Fraction
 
 from adaptlab.data.chronology import time_split
+from adaptlab.data.label_kind import LabelKind
 from adaptlab.data.splits import strata_order, systematic_pick
 from adaptlab.data.types import SPLIT_NAMES, Dataset, Example
 from adaptlab.errors import ConfigError, DataError
-from adaptlab.tasks.registry import get_task
 
 
 def low_resource(
-    dataset: Dataset, train_size: int, seed: int, *, dev_size: int | None = None
+    dataset: Dataset, task: LabelKind, train_size: int, seed: int, *, dev_size: int | None = None
 ) -> Dataset:
-    """Sample `train_size` training examples and a dev set; keep the test split.
+    """Sample `train_size` training examples and a dev set, stratified as `task` (the data
+    set's) stratifies its labels; keep the test split.
 
     The dev set has `dev_size` examples (default: `train_size`), or all there are if fewer. It
     is drawn from the rest of the training split, or, for data split by time, from the dev
@@ -42,10 +43,12 @@ def low_resource(
             f"train_size {train_size} uses the whole training split of {dataset.name}, leaving "
             f"no examples for dev; pick at most {len(train) - 1}"
         )
-    picked, rest = systematic_pick(_stream(dataset, train, seed), Fraction(train_size, len(train)))
+    picked, rest = systematic_pick(
+        _stream(dataset, task, train, seed), Fraction(train_size, len(train))
+    )
     pool = dataset.splits["dev"] if by_time else train
     if by_time:
-        rest = _stream(dataset, pool, seed)  # the dev period, not what training left over
+        rest = _stream(dataset, task, pool, seed)  # the dev period, not what training left
     dev_count = min(wanted_dev, len(rest))
     dev, _ = systematic_pick(rest, Fraction(dev_count, len(rest)))
     splits = {
@@ -66,31 +69,29 @@ def low_resource(
     return replace(dataset, splits=splits, description=dataset.description + note, time_split=cuts)
 
 
-def _stream(dataset: Dataset, examples: Sequence[Example], seed: int) -> list[int]:
+def _stream(dataset: Dataset, task: LabelKind, examples: Sequence[Example], seed: int) -> list[int]:
     """Indices of `examples` grouped by stratum, each group shuffled with `seed`."""
     outside = dataset.label_names.index("O") if "O" in dataset.label_names else None
-    task = get_task(dataset.task)
     keys = [task.stratum(example.label, outside) for example in examples]
     return [index for group in strata_order(keys, seed) for index in group]
 
 
 def cut_to_sizes(
-    dataset: Dataset, train_size: int | None, test_size: int | None, seed: int
+    dataset: Dataset, task: LabelKind, train_size: int | None, test_size: int | None, seed: int
 ) -> Dataset:
-    """`dataset` cut to `train_size` training examples (as many for dev: `low_resource`) and
-    its test split capped to `test_size` (stratified by label), both with `seed`; None keeps
-    the split as it is."""
+    """`dataset` (of `task`) cut to `train_size` training examples (as many for dev:
+    `low_resource`) and its test split capped to `test_size` (stratified by label), both with
+    `seed`; None keeps the split as it is."""
     if train_size is not None:
-        dataset = low_resource(dataset, train_size, seed)
+        dataset = low_resource(dataset, task, train_size, seed)
     if test_size is not None and test_size < len(dataset.splits["test"]):
-        dataset = capped_test(dataset, test_size, seed)
+        dataset = capped_test(dataset, task, test_size, seed)
     return dataset
 
 
-def capped_test(dataset: Dataset, size: int, seed: int) -> Dataset:
-    """`dataset` with `size` test examples, stratified by label, seeded."""
+def capped_test(dataset: Dataset, task: LabelKind, size: int, seed: int) -> Dataset:
+    """`dataset` (of `task`) with `size` test examples, stratified by label, seeded."""
     test = dataset.splits["test"]
-    task = get_task(dataset.task)
     keys = [task.stratum(example.label, None) for example in test]
     stream = [index for group in strata_order(keys, seed) for index in group]
     picked, _ = systematic_pick(stream, Fraction(size, len(stream)))

@@ -17,7 +17,10 @@ from pathlib import Path
 
 from adaptlab.data.builtin import BUILTINS, load_builtin
 from adaptlab.data.files import read_file
+from adaptlab.data.generative_builtins import GENERATIVE_SHAPES
 from adaptlab.data.hf import read_hf
+from adaptlab.data.label_kind import LabelledTasks
+from adaptlab.data.loading import not_labelled
 from adaptlab.data.readers import Columns, decode_utf8, no_rows, read_bytes
 from adaptlab.data.splits import carve_dev, sample_train_and_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Origin
@@ -41,15 +44,22 @@ class TextCorpus:
     origins: Mapping[str, tuple[Origin | None, ...]] | None = None
 
 
-def load_texts(source: str, *, text_column: str = "text", **options: object) -> TextCorpus:
-    """The documents of `source` (see the module docstring); label options are refused."""
+def load_texts(
+    source: str, tasks: LabelledTasks, *, text_column: str = "text", **options: object
+) -> TextCorpus:
+    """The documents of `source` (see the module docstring); label options are refused. A
+    built-in is split as its labelled data are, read for its task among `tasks`."""
     unused = sorted(k for k, v in options.items() if k != "task" and v is not None)
     if unused:
         raise ConfigError(
             f"masked-language modelling reads only text; drop {unused[0].replace('_', '-')}"
         )
     if source in BUILTINS:
-        dataset = load_builtin(source, None)
+        if text_column != "text":
+            raise ConfigError(
+                f"built-in {source} reads its own columns; drop --text-column (text_column)"
+            )
+        dataset = load_builtin(source, tasks, None)
         splits = {
             split: [(_joined(example.text), example.origin) for example in dataset.splits[split]]
             for split in SPLIT_NAMES
@@ -68,6 +78,8 @@ def load_texts(source: str, *, text_column: str = "text", **options: object) -> 
     path = Path(source).expanduser()
     if path.is_dir():
         return _split(path.resolve().name, f"folder {path}", _folder_texts(path, columns))
+    if not path.is_file() and source in GENERATIVE_SHAPES:
+        raise not_labelled(source)
     if not path.is_file():
         raise DataError(
             f"unknown text source '{source}': no such file or folder, and not a built-in "

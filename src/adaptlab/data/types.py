@@ -5,6 +5,9 @@ from dataclasses import dataclass, field
 
 SPLIT_NAMES: tuple[str, ...] = ("train", "dev", "test")
 
+LabelValue = int | tuple[int, ...] | float
+"""A label as an example holds it: a class id, label ids, tag ids, or a number."""
+
 
 @dataclass(frozen=True)
 class Origin:
@@ -23,7 +26,7 @@ class Example:
     part in comparing examples."""
 
     text: str | tuple[str, ...]
-    label: int | tuple[int, ...] | float
+    label: LabelValue
     text_pair: str | None = None
     origin: Origin | None = field(default=None, compare=False)
     time: str | None = field(default=None, compare=False)

@@ -5,7 +5,7 @@ Each split of the union is the data sets' splits one after another; each label i
 `<data set>:<label>`, so the union has one head over every data set's classes. Scoring the
 union's adapter on one data set keeps that data set's columns of the head (`label_columns`):
 only its own labels compete. Generative data sets are united where they are encoded
-(`adaptlab.tasks.generative_union`): a language model has no labels to rename.
+(`adaptlab.runs.generative_union`): a language model has no labels to rename.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ from adaptlab.methods.adapt import (
     set_active,
     train_adapter,
 )
+from adaptlab.methods.adapter_loading import load_adapter
 from adaptlab.methods.blocks import Fuse, Stack
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.methods.manifest import RUN_ADAPTER_FOLDER, adapter_folder
-from adaptlab.methods.persistence import load_adapter, read_manifest
+from adaptlab.methods.persistence import read_manifest
 from adaptlab.records.spec import RunSpec
 
 

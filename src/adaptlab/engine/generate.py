@@ -1,5 +1,5 @@
 """Answers to many prompts for evaluation, decoded in batches by the engine `adaptlab serve`
-generates with (`adaptlab.serve.generation.TextGenerator`), driven on the calling thread.
+generates with (`adaptlab.engine.generation.TextGenerator`), driven on the calling thread.
 
 The model generates as it is, with whatever adapter is active on it: every prompt runs on the
 one model, which nothing activates or swaps. At most `batch_size` sequences decode together;
@@ -20,9 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from adaptlab.checks import positive, shown
 from adaptlab.checks import seed as checked_seed
-from adaptlab.errors import ConfigError, DataError
-from adaptlab.progress import Progress
-from adaptlab.serve.generation import (
+from adaptlab.engine.generation import (
     Completion,
     Emit,
     Event,
@@ -32,7 +30,9 @@ from adaptlab.serve.generation import (
     Seat,
     TextGenerator,
 )
-from adaptlab.serve.sampling import Sampling
+from adaptlab.engine.sampling import Sampling
+from adaptlab.errors import ConfigError, DataError
+from adaptlab.progress import Progress
 
 
 def generate_batch(

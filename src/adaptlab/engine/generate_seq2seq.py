@@ -7,9 +7,9 @@ At most `batch_size` prompts decode together, right-padded (the encoder reads th
 mask), with `do_sample=False, num_beams=1` and `max_new_tokens`; the rest of the model's
 generation config (a forced first token, a minimum length) applies as in `model.generate`.
 The model generates as it is, with whatever adapter is active on it. A text is what the decoder
-wrote after its start token up to the first end-of-text token (`serve.generation.end_ids`),
+wrote after its start token up to the first end-of-text token (`engine.generation.end_ids`),
 decoded without special tokens, and cut before the first stop string it holds, as the server
-cuts it (`serve.sampling.StopText`).
+cuts it (`engine.sampling.StopText`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from adaptlab.checks import positive, shown
+from adaptlab.engine.generation import end_ids
 from adaptlab.engine.packing import pad_right
+from adaptlab.engine.sampling import StopText
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.progress import Progress
-from adaptlab.serve.generation import end_ids
-from adaptlab.serve.sampling import StopText
 
 
 def generate_seq2seq(

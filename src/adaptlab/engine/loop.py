@@ -159,7 +159,7 @@ def train_epochs(
                 *(objective.title, at.epoch, at.step, record.train_loss, dev.loss),
                 *(history.metric, shown),
             )
-            best.offer(at.epoch, dev.score)
+            best.offer(at.epoch, dev)
             bar.show(loss=f"{record.train_loss:.4f}", **{f"dev_{history.metric}": f"{shown:.4f}"})
             bar.line()
             at = Position(epoch=at.epoch + 1, step=at.step)

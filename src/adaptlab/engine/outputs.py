@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptlab.folders import FolderKind, check_result_folder
-from adaptlab.methods.persistence import MANIFEST
+from adaptlab.methods.manifest import MANIFEST
 from adaptlab.paths import Inputs
 from adaptlab.records.split_record import SPLITS_FILE
 

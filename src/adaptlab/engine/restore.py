@@ -10,9 +10,9 @@ from torch import nn
 from adaptlab.data.label_match import align_labels
 from adaptlab.data.types import SPLIT_NAMES, Dataset
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
+from adaptlab.methods.adapter_loading import load_adapter
 from adaptlab.methods.combined_heads import require_head
-from adaptlab.methods.manifest import adapter_folder, parse_manifest
-from adaptlab.methods.persistence import load_adapter
+from adaptlab.methods.manifest import MANIFEST, adapter_folder, parse_manifest
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.quantize import quantize_base
@@ -57,7 +57,13 @@ def load_trained(
         )
     base_id = model or trusted_base(folder, manifest["base_model"]["id"])
     labels = manifest.get("label_names") or None
-    kind = get_task(task).model_kind  # a language adapter's model has an LM head
+    found = get_task(task)  # the manifest names a task by name; the task knows what it needs
+    if found.named_labels and labels is None:
+        raise AdapterFileError(
+            f"{folder / MANIFEST}: label_names must be the names of a {task} adapter's labels, "
+            "got None"
+        )
+    kind = found.model_kind  # a language adapter's model has an LM head
     loaded = load_model(base_id, kind, label_names=labels, seed=manifest["seed"])
     adapted: nn.Module = loaded.model
     if quantize is not None:

@@ -1,4 +1,4 @@
-"""What a kind of run brings to `adaptlab.engine.run.execute` beyond the epochs: an objective
+"""What a kind of run brings to `adaptlab.runs.run.execute` beyond the epochs: an objective
 (`adaptlab.engine.objective`) that also knows its model and data, how the test is scored and
 what the result records of them. Labelled tasks (`classification_run`) and masked-LM
 (`mlm_run`) are the kinds a run spec can ask for."""

@@ -1,4 +1,4 @@
-"""What a run hands an analysis once it has trained (`adaptlab.engine.run.execute`'s
+"""What a run hands an analysis once it has trained (`adaptlab.runs.run.execute`'s
 `on_trained`): the model, its tokenizer, the data it trained on encoded and how to batch it;
 and the callback scoring a language model's run with lm-evaluation-harness (`on_trained_lm`).
 

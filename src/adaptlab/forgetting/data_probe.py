@@ -11,7 +11,7 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.errors import ConfigError
 from adaptlab.forgetting.loss_probe import LossProbe
 from adaptlab.forgetting.options import ProbeOptions
-from adaptlab.tasks.generative_data import encode_data
+from adaptlab.runs.generative_data import encode_data
 from adaptlab.tasks.generative_settings import GenerativeSettings
 from adaptlab.tasks.registry import get_task, task_names
 from adaptlab.tasks.task import Task

@@ -17,13 +17,14 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from adaptlab.errors import DataError
+from adaptlab.errors import ConfigError, DataError
 from adaptlab.forgetting.options import ProbeOptions
 from adaptlab.forgetting.paired import ItemScores
 from adaptlab.forgetting.probe import Probe
 from adaptlab.knowledge.fact_sources import load_facts
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.knowledge.lm import KnowledgeLM
+from adaptlab.knowledge.prompts import check_template
 from adaptlab.knowledge.scoring import fact_scores
 from adaptlab.progress import track
 
@@ -81,6 +82,11 @@ def facts_probe(value: str, options: ProbeOptions) -> FactsProbe:
     """The probe of fact source `value` (`countries`: the built-in set), its facts in a
     seeded order."""
     facts = load_facts(f"builtin:{value}" if value == "countries" else value)
+    for template in (t for templates in facts.templates.values() for t in templates):
+        try:
+            check_template(template, causal=True)
+        except ConfigError as error:
+            raise DataError(f"probe facts:{value}: {error}") from None
     shuffled = list(facts.facts)
     random.Random(options.seed).shuffle(shuffled)
     return FactsProbe(f"facts:{value}", facts.with_facts(shuffled), options.limit)

@@ -16,6 +16,7 @@ from transformers import PreTrainedTokenizerBase
 
 from adaptlab.data.generative_encoding import EncodedExample
 from adaptlab.data.probe_text import PROBE_TEXTS, probe_documents
+from adaptlab.data.readers import decode_utf8, read_bytes
 from adaptlab.errors import DataError
 from adaptlab.forgetting.loss_probe import LossProbe
 from adaptlab.forgetting.options import ProbeOptions
@@ -58,5 +59,9 @@ def _documents(value: str) -> list[str]:
         raise DataError(
             f"probe text:{value} is neither a built-in probe text ({known}) nor a .txt file"
         )
-    documents = [part.strip() for part in path.read_text(encoding="utf-8").split("\n\n")]
-    return [document for document in documents if document]
+    text = decode_utf8(read_bytes(path), path)
+    documents = [part.strip() for part in text.split("\n\n")]
+    found = [document for document in documents if document]
+    if not found:
+        raise DataError(f"probe text:{value}: {path} holds no text; give a file of documents")
+    return found

@@ -27,7 +27,7 @@ from typing import Any
 from torch import nn
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
-from adaptlab import checks
+from adaptlab.checks import at_least, positive
 from adaptlab.engine.outputs import ADAPTER_FOLDER, HARNESS_FOLDER, is_run_folder
 from adaptlab.engine.restore import load_trained
 from adaptlab.engine.stack_swap import stack_swapped
@@ -37,6 +37,7 @@ from adaptlab.integrations.lm_eval_results import (
     results_document,
     write_results,
 )
+from adaptlab.integrations.lm_eval_yaml import task_folders, unparsed_task_file
 from adaptlab.methods.manifest import adapter_folder
 from adaptlab.methods.persistence import read_manifest
 from adaptlab.models.decoder import is_encoder
@@ -123,10 +124,10 @@ def evaluate(
     require_lm_eval()
     names = task_names(tasks)
     if num_fewshot is not None:
-        checks.at_least(num_fewshot, 0, "--num-fewshot")
+        at_least(num_fewshot, 0, "--num-fewshot")
     if limit is not None:
-        checks.positive(limit, "--limit")
-    checks.positive(batch_size, "--batch-size")
+        positive(limit, "--limit")
+    positive(batch_size, "--batch-size")
     if quantize is not None:
         check_quantize_kind(quantize, "--quantize")
     include_dir = _include_folder(include)
@@ -313,9 +314,16 @@ def load_tasks(manager: Any, names: Sequence[str]) -> HarnessTasks:
 
 def check_task_names(manager: Any, names: Sequence[str]) -> None:
     """Refuse, naming it, a name that is no task, group or tag of `manager`'s index (nor a
-    task YAML file)."""
+    task YAML file); where a task YAML of the user's folder does not parse (the index skips
+    it), the refusal names that file, its line and YAML's problem instead."""
     for name in names:
         if name not in manager.all_tasks and not Path(name).is_file():
+            unparsed = unparsed_task_file(task_folders(manager.include_path))
+            if unparsed is not None:
+                raise ConfigError(
+                    f"lm-eval has no task {name!r}: {unparsed} (a task YAML that does not "
+                    "parse is skipped); fix the file"
+                )
             close = difflib.get_close_matches(name, manager.all_tasks, n=3)
             meant = f" (did you mean {', '.join(close)}?)" if close else ""
             raise ConfigError(

@@ -49,7 +49,7 @@ def load_facts(source: str, templates: str | None = None) -> FactSet:
         raise DataError(f"{path}: fact files are .json or .csv")
     if templates is not None and path.suffix.lower() == ".json":
         relation_templates = _read_json(Path(templates))
-    return make_fact_set(path.name, facts, relation_templates)
+    return make_fact_set(path.name, facts, relation_templates, templates)
 
 
 def _check_file(path: Path, what: str = "file", hint: str = "") -> None:

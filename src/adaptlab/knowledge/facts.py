@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptlab.errors import DataError
+from adaptlab.errors import ConfigError, DataError
 from adaptlab.knowledge.prompts import check_template
 
 MIN_TEMPLATES = 1
@@ -50,20 +50,28 @@ class FactSet:
         return FactSet(self.name, facts, self.templates)
 
 
-def make_fact_set(name: str, facts: list[Fact], templates: Mapping[str, Any]) -> FactSet:
-    """Check that every relation has templates with one [X] and one [Y] each."""
+def make_fact_set(
+    name: str, facts: list[Fact], templates: Mapping[str, Any], templates_from: str | None = None
+) -> FactSet:
+    """Check that every relation has templates with one [X] and one [Y] each; a fault of the
+    templates names `templates_from`, the file they were read from (default: `name`)."""
+    where = templates_from or name
     if not isinstance(templates, Mapping):
-        raise DataError(f"{name}: templates must map each relation to a list of templates")
+        raise DataError(f"{where}: templates must map each relation to a list of templates")
     checked: dict[str, list[str]] = {}
     for relation, items in templates.items():
         if not isinstance(items, list) or len(items) < MIN_TEMPLATES:
-            raise DataError(f"{name}: relation {relation!r} needs a list of templates")
+            raise DataError(f"{where}: relation {relation!r} needs a list of templates")
         for template in items:
-            check_template(str(template))
+            try:
+                check_template(str(template))
+            except ConfigError as error:
+                raise DataError(f"{where}: {error}") from None
         checked[str(relation)] = [str(t) for t in items]
     missing = sorted({fact.relation for fact in facts} - set(checked))
     if missing:
-        raise DataError(f"{name}: no templates for relation(s) {', '.join(missing)}")
+        facts_of = f" (of the facts of {name})" if where != name else ""
+        raise DataError(f"{where}: no templates for relation(s) {', '.join(missing)}{facts_of}")
     if not facts:
         raise DataError(f"{name}: no facts")
     return FactSet(name, facts, checked)

@@ -8,7 +8,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from adaptlab.analysis.plots import save_png
+from adaptlab.fileio import save_png
 from adaptlab.knowledge.compare import OUTCOMES
 
 

@@ -23,12 +23,13 @@ if TYPE_CHECKING:
         train_adapter,
         unmerge,
     )
+    from adaptlab.methods.adapter_loading import load_adapter
     from adaptlab.methods.blocks import Fuse, Parallel, Stack
     from adaptlab.methods.combine import combine_adapters
     from adaptlab.methods.config import MethodConfig
     from adaptlab.methods.configs.fusion import FusionConfig
     from adaptlab.methods.handle import AdaptHandle
-    from adaptlab.methods.persistence import load_adapter, read_manifest, save_adapter
+    from adaptlab.methods.persistence import read_manifest, save_adapter
     from adaptlab.methods.registry import Method, get_method, list_methods, make_config
 
 __all__ = [

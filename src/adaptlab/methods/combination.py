@@ -1,5 +1,9 @@
-"""What a combination of trained adapters is: the how (PEFT's `add_weighted_adapter` names), one
-weight per source and the options of its rule, each checked in one line when it is wrong.
+"""What a combination of trained adapters is: the how, one weight per source and the options of
+its rule, each checked in one line when it is wrong.
+
+The hows are PEFT's `add_weighted_adapter` names, but for linear: `linear` is the weighted sum
+of the sources' updates for every method (on LoRA the stacked pairs, PEFT's `cat`), and PEFT's
+`linear`, which on LoRA merges A and B apart, is called `peft_linear` (`PEFT_TYPES`).
 
 The rules themselves (`adaptlab.methods.combine_rules`) act on tensors, and LoRA pairs are
 combined by `adaptlab.methods.combine_math`; this module loads no torch, so a study's spec
@@ -19,6 +23,7 @@ from adaptlab.methods.config import require
 
 HOWS: tuple[str, ...] = (
     "linear",
+    "peft_linear",
     "cat",
     "svd",
     "ties",
@@ -31,6 +36,9 @@ HOWS: tuple[str, ...] = (
     "magnitude_prune_svd",
 )
 SIGN_RULES = ("total", "frequency")
+PEFT_TYPES = {"linear": "cat", "peft_linear": "linear"}
+"""The hows whose LoRA pairs PEFT's `add_weighted_adapter` gives under another
+`combination_type`; every other how is PEFT's own name."""
 
 PRUNING_RULES = ("ties", "dare_linear", "dare_ties", "magnitude_prune")
 """The rules that keep a `density` fraction of each task tensor."""
@@ -140,8 +148,21 @@ class Combination:
 
     @property
     def rule(self) -> str:
-        """The merge rule without "_svd" ("svd" merges by "linear"; "cat" stays "cat")."""
-        return "linear" if self.how == "svd" else self.how.removesuffix("_svd")
+        """The merge rule without "_svd" ("svd" and "peft_linear" merge by "linear"; "cat"
+        stays "cat")."""
+        return "linear" if self.how in ("svd", "peft_linear") else self.how.removesuffix("_svd")
+
+    @property
+    def lora_only(self) -> bool:
+        """Whether the how combines LoRA pairs only: cat and the svd hows re-factorise the
+        updates, peft_linear merges the factors."""
+        return self.how in ("cat", "peft_linear") or self.svd
+
+    @property
+    def peft_type(self) -> str:
+        """The `combination_type` of PEFT's `add_weighted_adapter` that gives the same LoRA
+        pairs."""
+        return PEFT_TYPES.get(self.how, self.how)
 
 
 def _checked_weights(weights: object) -> tuple[float, ...]:

@@ -3,10 +3,12 @@
 The sources (`adaptlab.methods.combine_sources`) load onto their base model, and a new adapter
 of the same methods is filled from them, module by module, in the model's module order:
 
-- LoRA and DoRA: the pairs (A, B) of each layer by `combine_math.combine_lora`, exactly as
-  PEFT's `add_weighted_adapter` combines them (the result runs with scaling 1: alpha = rank);
-  `cat` and the `_svd` variants change the rank. DoRA's magnitudes combine as deltas from the
-  base weight's row norms, where every DoRA magnitude starts.
+- LoRA and DoRA: the pairs (A, B) of each layer by `combine_math.combine_lora`, as PEFT's
+  `add_weighted_adapter` combines them (the result runs with scaling 1: alpha = rank): `linear`
+  (PEFT's `cat`) stacks the pairs, exactly the weighted sum of the updates, whose rank is the
+  sum of the sources'; `peft_linear` (PEFT's `linear`) and the non-svd pruning hows merge A and
+  B apart; the `_svd` variants re-factorise the merged updates. DoRA's magnitudes combine as
+  deltas from the base weight's row norms, where every DoRA magnitude starts.
 - Other inserted modules (bottleneck adapters, (IA)3, prefixes): parameter by parameter with
   the merge rule (`combine_math.combine_deltas`): `linear` is the weighted sum, the weighted
   average of the `adapters` library when the weights sum to 1. TIES, DARE and magnitude
@@ -41,6 +43,7 @@ from adaptlab.backbone.roles import ROLES
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.methods.adapt import add_adapter, get_handle
+from adaptlab.methods.adapter_loading import load_adapter, source_head
 from adaptlab.methods.combination import Combination
 from adaptlab.methods.combine_math import combine_deltas, combine_lora, result_rank
 from adaptlab.methods.combine_sources import Source, read_sources, shares_head
@@ -50,14 +53,13 @@ from adaptlab.methods.configs.lora import LoRAConfig
 from adaptlab.methods.handle import HEAD_GROUP, AdaptHandle
 from adaptlab.methods.lora import LoRA
 from adaptlab.methods.manifest_combined import Combined, CombinedSource
-from adaptlab.methods.persistence import load_adapter, save_adapter, source_head
+from adaptlab.methods.persistence import save_adapter
 from adaptlab.methods.site import SiteModule
 from adaptlab.methods.sliced import units
 from adaptlab.methods.state import get_state
-from adaptlab.models.loading import load_model
+from adaptlab.models.loading import kind_of_class, load_model
 from adaptlab.models.resolve import trusted_base
 from adaptlab.paths import check_new_folder
-from adaptlab.tasks.registry import get_task
 
 DEFAULT_NAME = "combined"
 
@@ -79,9 +81,11 @@ def combine_adapters(
     """Combine the adapters saved in `adapters` (adapter or run folders) into the new adapter
     folder `out`, and return it.
 
-    `weights`: one per adapter, negative to subtract a behaviour (default: equal weights summing
-    to 1, an average). `how`: linear, cat, svd, ties, ties_svd, dare_linear, dare_ties,
-    dare_linear_svd, dare_ties_svd, magnitude_prune or magnitude_prune_svd (PEFT's names);
+    `adapters`: at least two different folders. `weights`: one per adapter, negative to
+    subtract a behaviour (default: equal weights summing to 1, an average). `how`: linear (the
+    weighted sum of the updates), peft_linear (PEFT's linear, LoRA only), cat, svd, ties,
+    ties_svd, dare_linear, dare_ties, dare_linear_svd, dare_ties_svd, magnitude_prune or
+    magnitude_prune_svd (`adaptlab.methods.combination`);
     `density`: the fraction TIES, DARE and magnitude pruning keep; `rank`: the LoRA rank of the
     `_svd` variants (default: the largest source rank); `majority_sign`: TIES's sign election
     (total or frequency); `seed`: DARE's masks. `names`: the sources' names (default: their run
@@ -127,11 +131,15 @@ def _base_model(sources: Sequence[Source], model: str | None, seed: int) -> nn.M
                 "adaptlab runs"
             )
     first = sources[0]
-    task = first.manifest.task
-    assert task is not None  # checked above
     base_id = model or trusted_base(first.folder, first.manifest.base_model.id)
     labels = first.manifest.label_names
-    return load_model(base_id, get_task(task).model_kind, label_names=labels, seed=seed).model
+    trained_on = first.manifest.base_model.model_class
+    kind = kind_of_class(trained_on, labels is not None)  # the head its task's runs load
+    if kind is None:
+        raise ConfigError(
+            f"{first.folder}: its base is a {trained_on}, whose head adaptlab cannot load"
+        )
+    return load_model(base_id, kind, label_names=labels, seed=seed).model
 
 
 def _combine(
@@ -209,9 +217,9 @@ def _combined_configs(
                 alpha=float(rank),
                 targets=tuple(role for role in ROLES if role in targets),
             )
-        elif combination.how == "cat" or combination.svd:
+        elif combination.lora_only:
             raise ConfigError(
-                f"--how {combination.how} re-factorises LoRA updates; {config.name} combines with "
+                f"--how {combination.how} combines LoRA pairs only; {config.name} combines with "
                 "linear, ties, dare_linear, dare_ties or magnitude_prune"
             )
         configs.append(config)
@@ -251,7 +259,7 @@ def _fill_lora(
 ) -> None:
     loras = [m for m in sources if isinstance(m, LoRA)]
     pairs = [(m.A.detach(), m.B.detach(), m.scaling) for m in loras]
-    rank = module.A.shape[0]  # over all sources: cat pads a layer some sources lack
+    rank = module.A.shape[0]  # over all sources: stacking pads a layer some lack
     a, b = combine_lora(pairs, combination, generator, sources=present, rank=rank)
     module.A.copy_(a)
     module.B.copy_(b)
@@ -265,8 +273,8 @@ def _fill_lora(
 
 
 def _merge_rule(combination: Combination) -> str:
-    """The how that merges DoRA's magnitudes: the rule of `combination` (linear for cat and
-    svd, which only re-factorise LoRA pairs)."""
+    """The how that merges DoRA's magnitudes: the rule of `combination` (linear for cat, which
+    only stacks LoRA pairs)."""
     return "linear" if combination.rule == "cat" else combination.rule
 
 

@@ -1,19 +1,22 @@
-"""Combining trained adapters' tensors into one: LoRA pairs (stacked, merged side by side, or
-merged as full updates and re-factorised by SVD) and any other parameter as deltas from a base,
-each by a merge rule of `adaptlab.methods.combine_rules`.
+"""Combining trained adapters' tensors into one: LoRA pairs (stacked, merged factor by factor,
+or merged as full updates and re-factorised by SVD) and any other parameter as deltas from a
+base, each by a merge rule of `adaptlab.methods.combine_rules`.
 
-For LoRA, `combine_lora` either stacks the pairs (cat, exact), merges A and B apart with the
-square root of each weight on each side (the sign on A's side), or merges the full updates and
-takes the truncated SVD (the _svd hows). The numbers are those of PEFT's `add_weighted_adapter`
-on the same inputs, with one difference: a single source is combined by the rule asked for (an
-_svd how then lowers its rank), where PEFT falls back to linear.
+For LoRA, `combine_lora` either stacks the pairs (linear and cat: exactly the weighted sum of the
+updates, of any ranks), merges A and B apart with the square root of each weight on each side
+(the sign on A's side: peft_linear and the non-svd pruning hows, as PEFT does; not the weighted
+sum of the updates, so sources of one rank only), or merges the full updates and takes the
+truncated SVD (the _svd hows). The numbers are those of PEFT's `add_weighted_adapter` with the
+`combination_type` `Combination.peft_type` names, with one difference: a single source is
+combined by the rule asked for (an _svd how then lowers its rank), where PEFT falls back to
+linear.
 
 Random draws: DARE takes one Bernoulli mask per task tensor from the generator, in the order
-the tensors are merged: for a non-svd LoRA layer every source's A (sources in order) then every
-source's B; for an _svd how one mask per source's full update. Over layers taken in the
-model's module order this is PEFT's order, so a generator seeded with s draws PEFT's masks when
-torch's global generator is seeded with s just before PEFT's merge loop. Everything is computed
-in float32, whatever the inputs' dtype.
+the tensors are merged: for a layer merged factor by factor every source's A (sources in order)
+then every source's B; for an _svd how one mask per source's full update. Over layers taken in
+the model's module order this is PEFT's order, so a generator seeded with s draws PEFT's masks
+when torch's global generator is seeded with s just before PEFT's merge loop. Everything is
+computed in float32, whatever the inputs' dtype.
 """
 
 from __future__ import annotations
@@ -29,27 +32,32 @@ from adaptlab.methods.combine_rules import check_same_shapes, merge_tensors
 from adaptlab.methods.config import require
 
 _WHAT = "combine"
+_STACKING_HOWS = ("linear", "cat")
+"""The hows that stack LoRA pairs: the exact weighted sum of the updates, of any ranks."""
 
 
 def result_rank(ranks: Sequence[int], combination: Combination) -> int:
-    """The rank of the combined LoRA: cat: the sum; svd hows: combination.rank or the
-    largest; the others: the sources' common rank (different ranks are refused)."""
-    if combination.how == "cat":
+    """The rank of the combined LoRA: linear and cat: the sum; svd hows: combination.rank or
+    the largest; the others (merging A and B apart): the sources' common rank (different ranks
+    are refused)."""
+    if combination.how in _STACKING_HOWS:
         return sum(ranks)
     if combination.svd:
         return combination.rank or max(ranks)
     require(
         len(set(ranks)) == 1,
         _WHAT,
-        f"how {combination.how} needs sources of one rank, got ranks "
-        f"{', '.join(map(str, ranks))}; use cat or {_svd_how(combination.how)}",
+        f"how {combination.how} merges LoRA's A and B apart, which needs sources of one rank, "
+        f"got ranks {', '.join(map(str, ranks))}; use linear (the exact weighted sum) or "
+        f"{_svd_how(combination)}",
     )
     return ranks[0]
 
 
-def _svd_how(how: str) -> str:
-    """The _svd how that merges like `how` and accepts any ranks."""
-    return "svd" if how == "linear" else f"{how}_svd"
+def _svd_how(combination: Combination) -> str:
+    """The _svd how that merges like `combination` and accepts any ranks."""
+    rule = combination.rule
+    return "svd" if rule == "linear" else f"{rule}_svd"
 
 
 def combine_lora(
@@ -62,8 +70,9 @@ def combine_lora(
     """One layer's combined LoRA pair (A', B') from each source's (A, B, scaling), A (r x in),
     B (out x r), to be used with scaling 1 (alpha = the result's rank):
 
-    - cat: A' = cat_i(w_i s_i A_i) over rows, B' = cat_i(B_i) over columns;
-    - linear, ties, dare_*, magnitude_prune: A and B merged apart with the weights
+    - linear, cat: A' = cat_i(w_i s_i A_i) over rows, B' = cat_i(B_i) over columns, so that
+      B' A' = sum_i w_i s_i B_i A_i exactly;
+    - peft_linear, ties, dare_*, magnitude_prune: A and B merged apart with the weights
       sign(w_i s_i) sqrt(|w_i s_i|) for A and sqrt(|w_i s_i|) for B (ranks must be equal);
     - svd hows: the rule over the full updates s_i B_i A_i with the weights w_i, then the
       truncated SVD U S Vh of the result: B' = U[:, :k] diag(S[:k]), A' = Vh[:k].
@@ -81,7 +90,7 @@ def combine_lora(
     own = result_rank(ranks, combination)
     target = own if rank is None else rank
     products = [weight * scaling for weight, (_, _, scaling) in zip(weights, pairs, strict=True)]
-    if combination.how == "cat":
+    if combination.how in _STACKING_HOWS:
         if target < own:
             raise ValueError(f"rank {target} is below the {own} rows the pairs hold")
         stacked_a = torch.cat([a * p for a, p in zip(a_sides, products, strict=True)], dim=0)
@@ -168,8 +177,9 @@ def combine_deltas(
     """Any parameter other than a LoRA pair (a bottleneck adapter's weights, an (IA)3 vector,
     a bias): the rule applied to the deltas t_i - base (base None: the tensors themselves)
     with the weights w_i, plus base. `linear` with weights summing to 1 is the weighted
-    average. `sources` as in `combine_lora`. cat and the svd hows combine LoRA pairs only."""
-    if combination.how == "cat" or combination.svd:
+    average. `sources` as in `combine_lora`. cat, peft_linear and the svd hows combine LoRA
+    pairs only."""
+    if combination.lora_only:
         raise ConfigError(
             f"{_WHAT}: how {combination.how} combines LoRA pairs only; adapters with other "
             f"parameters combine with {', '.join(('linear', *PRUNING_RULES))}"

@@ -3,9 +3,9 @@
 Sources combine when they are adapters of one base model (same fingerprint and model class),
 trained alone (not a fusion, not saved in a Stack), of the same methods on the same backbone
 parts, with the same options where the shapes or the meaning of their tensors depend on them
-(LoRA may differ in rank, alpha, dropout and target layers: its combination re-factorises the
-updates), the same head training and chat template. Any difference is refused in one line
-naming the two sources and the difference.
+(LoRA may differ in rank, alpha, dropout and target layers: its pairs combine with their own
+scalings, and linear, cat and the svd hows take any ranks), the same head training and chat
+template. Any difference is refused in one line naming the two sources and the difference.
 """
 
 from __future__ import annotations
@@ -51,9 +51,14 @@ def read_sources(
     weights: Sequence[float],
     names: Sequence[str] | None = None,
 ) -> list[Source]:
-    """The sources, each checked on its own and against the first (`check_sources`)."""
-    if not paths:
-        raise ConfigError("combine needs at least one adapter")
+    """The sources: at least two different adapter folders, each checked on its own and
+    against the first (`check_sources`)."""
+    if len(paths) < 2:
+        given = f": {paths[0]}" if paths else ""
+        raise ConfigError(
+            f"combine needs at least two adapters, got {len(paths)}{given}; a single adapter "
+            "is used as it is"
+        )
     if len(weights) != len(paths):
         raise ConfigError(
             f"give one weight per adapter: {len(paths)} adapters, {len(weights)} weights"
@@ -61,6 +66,7 @@ def read_sources(
     if names is not None and len(names) != len(paths):
         raise ConfigError(f"give one name per adapter: {len(paths)} adapters, {len(names)} names")
     folders = [adapter_folder(p) for p in paths]
+    _refuse_repeated_folders(paths, folders)
     chosen = list(names) if names is not None else [_folder_name(f) for f in folders]
     for name in chosen:
         if not NAME.fullmatch(name):
@@ -77,6 +83,20 @@ def read_sources(
     ]
     check_sources(sources)
     return sources
+
+
+def _refuse_repeated_folders(
+    paths: Sequence[str | os.PathLike[str]], folders: Sequence[Path]
+) -> None:
+    """No adapter folder is given twice (a copy of a folder is another adapter)."""
+    resolved = [folder.resolve() for folder in folders]
+    for index, folder in enumerate(resolved):
+        if folder in resolved[:index]:
+            first = resolved.index(folder)
+            raise ConfigError(
+                f"adapters {first + 1} and {index + 1} ({paths[first]} and {paths[index]}) are "
+                f"one adapter folder, {folder}; combine different adapters"
+            )
 
 
 def check_sources(sources: Sequence[Source]) -> None:

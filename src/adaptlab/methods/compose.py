@@ -16,10 +16,15 @@ MethodSpec = str | MethodConfig | Mapping[str, Mapping[str, Any] | None]
 
 
 def resolve(
-    spec: MethodSpec | Sequence[MethodSpec], options: Mapping[str, Any]
+    spec: MethodSpec | Sequence[MethodSpec],
+    options: Mapping[str, Any],
+    *,
+    generates: bool = False,
 ) -> tuple[MethodConfig, ...]:
-    """Configs for `spec`; keyword `options` go to the one method named, if only one is."""
-    configs = tuple(_expand(spec))
+    """Configs for `spec`; keyword `options` go to the one method named, if only one is. A
+    method given by name (or name and options) for a task that generates text (`generates`)
+    takes the method's generation defaults; a config object is kept as it is."""
+    configs = tuple(_expand(spec, generates))
     if options:
         if len(configs) != 1:
             raise ConfigError(
@@ -45,17 +50,17 @@ def fusion_in(spec: MethodSpec | Sequence[MethodSpec]) -> FusionConfig | None:
     return fusion_in(spec[0])
 
 
-def _expand(spec: MethodSpec | Sequence[MethodSpec]) -> list[MethodConfig]:
+def _expand(spec: MethodSpec | Sequence[MethodSpec], generates: bool) -> list[MethodConfig]:
     if isinstance(spec, MethodConfig):
         return [spec]
     if isinstance(spec, str):
         names = [part.strip() for part in spec.split("+")]
         if not all(names):
             raise ConfigError(f"bad method spec {spec!r}: expected names joined by '+'")
-        return [make_config(name) for name in names]
+        return [make_config(name, generates=generates) for name in names]
     if isinstance(spec, Mapping):
-        return [make_config(name, opts or {}) for name, opts in spec.items()]
-    return [config for item in spec for config in _expand(item)]
+        return [make_config(name, opts or {}, generates=generates) for name, opts in spec.items()]
+    return [config for item in spec for config in _expand(item, generates)]
 
 
 def check_combination(configs: Sequence[MethodConfig]) -> None:

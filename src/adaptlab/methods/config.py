@@ -31,6 +31,23 @@ class MethodConfig:
 
     name: ClassVar[str]
     default_learning_rate: ClassVar[float] = ADAPTER_LR
+    generation_learning_rate: ClassVar[float | None] = None
+    """The default for tasks that generate text (sft, chat, seq2seq), measured by
+    examples/generative-defaults.yaml (docs/generative.md); None: `default_learning_rate`."""
+
+    @classmethod
+    def generation_defaults(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """`options` as a task that generates text takes them, the method's generation
+        defaults filled in where `options` leave them out (most methods have none)."""
+        return dict(options)
+
+    @classmethod
+    def learning_rate_default(cls, generates: bool) -> float:
+        """The method's default learning rate for a task that generates text or one that
+        does not."""
+        if generates and cls.generation_learning_rate is not None:
+            return cls.generation_learning_rate
+        return cls.default_learning_rate
 
     def to_dict(self) -> dict[str, Any]:
         """Options as a JSON-ready mapping (tuples become lists; see `ADDED`)."""

@@ -32,7 +32,6 @@ from adaptlab.methods.manifest_combined import Combined, HeadInfo, parse_combine
 from adaptlab.methods.registry import make_config
 from adaptlab.methods.scale import PRECISIONS, TrainingScale
 from adaptlab.models.quantize import QUANTIZE_KINDS
-from adaptlab.tasks.registry import get_task, task_names
 from adaptlab.version import __version__
 
 MANIFEST = "manifest.json"
@@ -168,16 +167,14 @@ def parse_manifest(folder: Path) -> Manifest:
     missing = sorted(needed - set(members))
     if missing:
         raise AdapterFileError(f"{path}: adapter {missing[0]!r} is used but not among members")
-    task = fields.choice("task", (*task_names(), None))
+    task = fields.text("task", optional=True)  # a name; readers that know tasks check it
     labels = fields.labels()
-    heads = parse_heads(data.get("heads"), path, task_names())
+    heads = parse_heads(data.get("heads"), path)
     if heads is not None and (labels is not None or fields.boolean("train_head")):
         raise AdapterFileError(
             f"{path}: an adapter with heads has none of its own: train_head must be false and "
             "label_names null"
         )
-    if task is not None and get_task(task).named_labels and labels is None and heads is None:
-        raise fields.fail("label_names", f"the names of a {task} adapter's labels")
     base = fields.mapping("base_model")
     base_fields = _Fields(base, path, prefix="base_model.")
     base_fields.only(_BASE_FIELDS)
@@ -204,7 +201,7 @@ def parse_manifest(folder: Path) -> Manifest:
         raw=data,
         scale=fields.scale(),
         chat_template=fields.chat_template(),
-        combined=parse_combined(data.get("combined"), path, task_names()),
+        combined=parse_combined(data.get("combined"), path),
         heads=heads,
     )
 

@@ -131,6 +131,13 @@ def check_base_stays_frozen(configs: Sequence[MethodConfig], kind: str) -> None:
             )
 
 
-def make_config(name: str, options: Mapping[str, Any] | None = None) -> MethodConfig:
-    """Build and validate method `name`'s config from plain options (see `build_config`)."""
-    return build_config(get_method(name).config_class, options)
+def make_config(
+    name: str, options: Mapping[str, Any] | None = None, *, generates: bool = False
+) -> MethodConfig:
+    """Build and validate method `name`'s config from plain options (see `build_config`), for
+    a task that generates text (`generates`: the method's generation defaults fill in what the
+    options leave out) or one that does not."""
+    config_class = get_method(name).config_class
+    if generates:
+        options = config_class.generation_defaults(options or {})
+    return build_config(config_class, options)

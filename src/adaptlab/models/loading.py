@@ -28,6 +28,8 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES,
 )
 
 from adaptlab.errors import ConfigError, ModelNotFoundError
@@ -77,6 +79,32 @@ _PROBLEM_TYPES = {
 _LABELLED_KINDS = ("single_label", "multi_label", "token", "regression")
 MAX_LABELS = 1_000_000
 """More output classes than this is a mistake (a head of 10**12 rows would never allocate)."""
+
+
+def same_model_class(kind: ModelKind, other: ModelKind) -> bool:
+    """Whether models of the two kinds load as one transformers class (single_label,
+    multi_label and regression: one sequence classifier)."""
+    return _AUTO_CLASSES[kind] is _AUTO_CLASSES[other]
+
+
+_CLASSES_OF_KINDS: tuple[tuple[ModelKind, dict[str, str]], ...] = (
+    ("single_label", MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES),
+    ("token", MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES),
+    ("masked_lm", MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+    ("causal_lm", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+    ("seq2seq_lm", MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES),
+)
+
+
+def kind_of_class(model_class: str, named_labels: bool) -> ModelKind | None:
+    """The kind that loads a model of transformers class `model_class` (as an adapter's
+    manifest records its base), None for a class of no kind here. A sequence classifier
+    without `named_labels` is a regression head (one output); one with them loads as
+    single_label, of one class with multi_label (`same_model_class`)."""
+    for kind, classes in _CLASSES_OF_KINDS:
+        if model_class in classes.values():
+            return "regression" if kind == "single_label" and not named_labels else kind
+    return None
 
 
 @dataclass

@@ -18,6 +18,11 @@ from typing import Any
 from adaptlab.errors import ConfigError
 from adaptlab.records.jsonfields import JsonObject
 
+LINEAR_ARITHMETIC = "updates"
+"""What a `linear` recipe records beside its how: the weighted sum of the sources' updates. A
+`linear` recipe stored without it was computed with PEFT's factor-wise arithmetic (now
+`peft_linear`), so its run id differs and a resumed study combines it again."""
+
 
 @dataclass(frozen=True)
 class SourceFolder:
@@ -80,8 +85,10 @@ class CombineRecipe:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "how": self.how,
+        written: dict[str, Any] = {"how": self.how}
+        if self.how == "linear":
+            written["arithmetic"] = LINEAR_ARITHMETIC
+        return written | {
             "sources": [source.to_dict() for source in self.sources],
             "head": self.head,
             "density": self.density,
@@ -93,8 +100,13 @@ class CombineRecipe:
     @classmethod
     def from_json(cls, recipe: JsonObject) -> CombineRecipe:
         recipe.refuse_unknown(
-            ("how", "sources", "head", "density", "rank", "majority_sign", "seed")
+            ("how", "arithmetic", "sources", "head", "density", "rank", "majority_sign", "seed")
         )
+        arithmetic = recipe.optional_text("arithmetic")
+        if arithmetic not in (None, LINEAR_ARITHMETIC):
+            raise ConfigError(
+                f"a combination's arithmetic must be {LINEAR_ARITHMETIC!r}, got {arithmetic!r}"
+            )
         return cls(
             how=recipe.text("how"),
             sources=tuple(SourceFolder.from_json(s) for s in recipe.objects("sources")),

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 class TrainConfig:
     """The protocol of paper-effectiveness §3 / App. A.2: AdamW, linear schedule, batch 16.
 
-    learning_rate None means the method family's default (2e-5 for methods that update
-    pretrained weights, 1e-4 for adapters and other few-parameter methods).
+    learning_rate None means the method's default (2e-5 for methods that update pretrained
+    weights, 1e-4 for adapters and other few-parameter methods; for tasks that generate text,
+    each method's `generation_learning_rate`).
     """
 
     epochs: int = 10
@@ -47,12 +48,12 @@ class TrainConfig:
         if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
             raise ConfigError(f"max-grad-norm must be > 0, got {self.max_grad_norm!r}")
 
-    def learning_rate_for(self, configs: Iterable[MethodConfig]) -> float:
+    def learning_rate_for(self, configs: Iterable[MethodConfig], *, generates: bool) -> float:
         """The given learning rate, or the lowest default of the method `configs` a run trains
-        (App. A.2)."""
+        (App. A.2), for a task that generates text (`generates`) or one that does not."""
         if self.learning_rate is not None:
             return self.learning_rate
-        return min(config.default_learning_rate for config in configs)
+        return min(config.learning_rate_default(generates) for config in configs)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

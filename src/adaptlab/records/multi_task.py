@@ -5,11 +5,11 @@ the union of their training samples (each cut to the run's `train_size` with the
 as a run on that data set alone would cut it). Single-label data sets get one head over the
 union of their labels, each label named `<data set>:<label>` (`adaptlab.data.union`); data
 of one generative task (prompt -> completion pairs, chats) trains the language model on every
-data set's rows, each encoded with its own options (`adaptlab.tasks.generative_union`), the
+data set's rows, each encoded with its own options (`adaptlab.runs.generative_union`), the
 options that apply to the union as a whole (`UNION_OPTIONS`) the same for all. Its dev and
 test splits are the unions too. A run with `multi_task_adapter` trains nothing: it scores that
 adapter on its own data set, where only that data set's labels compete, or with the data set's
-own generative scoring (`adaptlab.engine.untrained_run`).
+own generative scoring (`adaptlab.runs.untrained_run`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +22,10 @@ from adaptlab.records.jsonfields import JsonObject
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.threads import ThreadUse
 from adaptlab.records.transfer import ZeroShotScore
+from adaptlab.records.versions import Versions
 from adaptlab.tasks.classes import ClassCounts
 from adaptlab.tasks.judging import MetricChoice
 from adaptlab.tasks.registry import known_task, task_names
-from adaptlab.version import __version__
 
 
 @dataclass(frozen=True)
@@ -155,40 +154,6 @@ class SiteWeights:
     def from_json(cls, row: JsonObject) -> SiteWeights:
         row.refuse_unknown(("site", "block", "role", "weights"))
         return cls(row.text("site"), row.integer("block"), row.text("role"), row.numbers("weights"))
-
-
-@dataclass(frozen=True)
-class Versions:
-    """The software a run ran on."""
-
-    adaptlab: str
-    torch: str
-    transformers: str
-    python: str
-
-    @classmethod
-    def current(cls) -> Versions:
-        """The versions in this process (which has run a model: torch is loaded already)."""
-        import torch
-        import transformers
-
-        python = platform.python_version()
-        return cls(__version__, torch.__version__, transformers.__version__, python)
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "adaptlab": self.adaptlab,
-            "torch": self.torch,
-            "transformers": self.transformers,
-            "python": self.python,
-        }
-
-    @classmethod
-    def from_json(cls, versions: JsonObject) -> Versions:
-        versions.refuse_unknown(("adaptlab", "torch", "transformers", "python"))
-        return cls(
-            *(versions.text(name) for name in ("adaptlab", "torch", "transformers", "python"))
-        )
 
 
 @dataclass(frozen=True)

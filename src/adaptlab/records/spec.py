@@ -38,7 +38,7 @@ from adaptlab.records.spec_fields import (
     read_shared_fields,
 )
 from adaptlab.records.transfer import ZeroShotTarget
-from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.registry import get_task, known_task
 
 _CORE = ("model", "data", "methods", "train_size", "train", "data_options", "device")
 """The fields every spec writes, in this order (adaptlab 0.1.0's form)."""
@@ -183,7 +183,9 @@ class RunSpec:
         fusion = fusion_in(method)
         if fusion is not None:
             return cls(model, data, (), fusion=fusion, **settings)
-        return cls(model, data, resolve(method, {}), **settings)
+        task = settings.get("data_options", {}).get("task")
+        generates = known_task(task) and get_task(task).generates
+        return cls(model, data, resolve(method, {}, generates=generates), **settings)
 
     @property
     def task(self) -> str | None:
@@ -203,8 +205,10 @@ class RunSpec:
         return self.methods if self.fusion is None else (self.fusion,)
 
     def learning_rate(self) -> float:
-        """The given learning rate, or the lowest default of what the run trains (App. A.2)."""
-        return self.train.learning_rate_for(self.trained_configs)
+        """The given learning rate, or the lowest default of what the run trains (App. A.2),
+        for its task (a task that generates text has its own defaults)."""
+        generates = self.task is not None and get_task(self.task).generates
+        return self.train.learning_rate_for(self.trained_configs, generates=generates)
 
     def to_dict(self) -> dict[str, Any]:
         """The fully resolved spec, JSON-ready (the learning rate resolved too)."""

@@ -23,6 +23,7 @@ from adaptlab.report.judging import Judgement
 from adaptlab.report.records import Curve, Run, Setting
 from adaptlab.report.spread import DIVERGED, finite, mean_std
 from adaptlab.report.spread import mean as finite_mean
+from adaptlab.tasks.judging import beats
 from adaptlab.tasks.registry import get_task
 
 T = TypeVar("T")
@@ -186,11 +187,12 @@ def _one_class_runs(runs: Sequence[Run]) -> int | None:
 
 def chosen(cells: Sequence[Cell]) -> list[Cell]:
     """Per (setting, method), the learning rate with the best mean dev score (test when a cell
-    has no dev score); ties go to the first, i.e. the lowest rate. Keeps the cells' order."""
+    has no dev score); ties (`scores_tie`) go to the first, i.e. the lowest rate. Keeps the
+    cells' order."""
     best: dict[tuple[Setting, str], Cell] = {}
     for cell in cells:
         key = (cell.setting, cell.method)
-        if key not in best or _selection_score(cell) > _selection_score(best[key]):
+        if key not in best or beats(_selection_score(cell), _selection_score(best[key])):
             best[key] = cell
     return [cell for cell in cells if best[(cell.setting, cell.method)] is cell]
 

@@ -13,6 +13,7 @@ single-task adapters, and what that says of the claim.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from adaptlab.report.records import (
 )
 from adaptlab.report.spread import finite
 from adaptlab.report.view import StudyView
+from adaptlab.tasks.judging import beats, scores_tie
 
 CLAIM = (
     "Pfeiffer et al. (2021, abstract; §5, Table 1) report that AdapterFusion over single-task "
@@ -42,7 +44,7 @@ LEAD = (
     "adapter trained on every data set together (multi-task; a classification data set scored "
     "with its own labels competing). Mean ± std over seeds of the test score in each data "
     "set's judging metric (named in each row), each approach at its chosen learning rate; ★ "
-    "marks the best of each row. Gaps are in that metric, averaged over the rows."
+    "marks the best of each row (each of a tie). Gaps are in that metric, averaged over the rows."
 )
 
 
@@ -120,20 +122,28 @@ def _cell(view: StudyView, setting: Setting, method: str) -> Cell | None:
     return next((c for c in view.chosen_in(setting) if c.method == method and c.n), None)
 
 
-def _best(view: StudyView, setting: Setting, methods: Sequence[str]) -> Cell | None:
-    """The cell of `methods` with the best mean test score in `setting`."""
+def _leaders(view: StudyView, setting: Setting, methods: Sequence[str]) -> list[Cell]:
+    """The cells of `methods` with the best mean test score in `setting`: one, or several
+    that tie on it (`scores_tie`), in the order of `methods`."""
     cells = [c for m in methods if (c := _cell(view, setting, m)) is not None]
-    return max(cells, key=lambda c: oriented(c.metric, c.mean), default=None)
+    best = max((oriented(c.metric, c.mean) for c in cells), default=math.nan)
+    return [c for c in cells if scores_tie(oriented(c.metric, c.mean), best)]
+
+
+def _best(view: StudyView, setting: Setting, methods: Sequence[str]) -> Cell | None:
+    """A cell of `methods` with the best mean test score in `setting` (the first of a tie)."""
+    return next(iter(_leaders(view, setting, methods)), None)
 
 
 def _row(view: StudyView, setting: Setting, methods: Sequence[str]) -> list[str]:
-    """Mean ± std of each of `methods` in `setting`, the best starred; a dash without one."""
-    best = _best(view, setting, methods)
+    """Mean ± std of each of `methods` in `setting`, the best starred (each of a tie); a dash
+    without one."""
+    leaders = {c.method for c in _leaders(view, setting, methods)}
     shown = []
     for method in methods:
         cell = _cell(view, setting, method)
         text = "–" if cell is None else fmt.score_pm(cell.mean, cell.std)
-        shown.append(("★\u00a0" if cell is not None and cell is best else "") + text)
+        shown.append(("★\u00a0" if method in leaders else "") + text)
     return shown
 
 
@@ -159,8 +169,8 @@ def _gap(pairs: Sequence[Pair]) -> float:
 
 
 def _wins_of(pairs: Sequence[Pair]) -> int:
-    """The pairs whose first cell scores better."""
-    return sum(oriented(a.metric, a.mean) > oriented(b.metric, b.mean) for a, b in pairs)
+    """The pairs whose first cell scores better (a tie is no win)."""
+    return sum(beats(oriented(a.metric, a.mean), oriented(b.metric, b.mean)) for a, b in pairs)
 
 
 def _spread(pairs: Sequence[Pair]) -> float:
@@ -201,12 +211,13 @@ def verdict(view: StudyView, found: Approaches, rows: Sequence[Setting]) -> str:
 
 
 def _wins(view: StudyView, found: Approaches, rows: Sequence[Setting]) -> str:
-    """Which approach is best on which rows."""
+    """Which approach is best on which rows (those that tie named together)."""
     winners: dict[str, list[str]] = {}
     for setting in rows:
-        best = _best(view, setting, found.columns)
-        if best is not None:
-            winners.setdefault(best.method, []).append(setting.label(view.with_model))
+        leaders = [c.method for c in _leaders(view, setting, found.columns)]
+        if leaders:
+            named = fmt.names(leaders) + (", tied," if len(leaders) > 1 else "")
+            winners.setdefault(named, []).append(setting.label(view.with_model))
     parts = [f"{m} on {len(w)} of {len(rows)} ({', '.join(w)})" for m, w in winners.items()]
     return "Best: " + "; ".join(parts) + "." if parts else "No approach has a score."
 

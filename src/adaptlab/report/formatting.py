@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from adaptlab.models.resolve import looks_like_path
 
@@ -64,6 +65,17 @@ def percent(value: float) -> str:
     if math.isnan(value):
         return "n/a"
     return f"{value:.3g}%"
+
+
+def times(value: float) -> str:
+    """How many times as large: 8x, 2.91x, 120x."""
+    return f"{value:.0f}x" if value >= 10 else f"{value:.3g}x"
+
+
+def names(items: Iterable[str]) -> str:
+    """Names in a sentence: `lora`, `lora and ia3`, `lora, ia3 and bitfit`."""
+    found = list(items)
+    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
 
 
 def seconds(value: float | None) -> str:

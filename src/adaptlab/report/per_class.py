@@ -14,16 +14,16 @@ NEVER = "∅"
 
 
 def per_class(view: StudyView) -> Html:
-    """Per (model, data set) at its largest training size: the imbalance note and the table."""
+    """Per (model, data set) at its largest training size: the imbalance note and the table;
+    data sets whose task has no classes (regression, generative tasks) are left out, and the
+    section with them when none has."""
     parts: list[Html] = []
     for setting in view.largest():
-        judged = view.judged[setting.data]
+        unit = get_task(view.judged[setting.data].task).class_unit
+        if unit is None:
+            continue
         label = setting.label(view.with_model)
         parts.append(tag("h3", label))
-        unit = get_task(judged.task).class_unit
-        if unit is None:
-            parts.append(note(f"{label}: {judged.task} has no classes."))
-            continue
         found = view.imbalance(setting)
         if found is not None:
             parts.append(tag("p", imbalance_note(found, unit), class_="imbalance"))

@@ -6,6 +6,8 @@ by a one-line note rather than an empty plot.
 
 from __future__ import annotations
 
+import math
+
 import adaptlab.report.formatting as fmt
 import adaptlab.report.plots as plots
 from adaptlab.report.aggregate import Cell, oriented, scored
@@ -14,12 +16,14 @@ from adaptlab.report.recommend import ALPHA, TEST_NAME, sentence
 from adaptlab.report.records import Setting
 from adaptlab.report.spread import DIVERGED, finite
 from adaptlab.report.view import StudyView
+from adaptlab.tasks.judging import scores_tie
 
 CHOSEN = "Each method's learning rate is chosen by its mean dev score in the judging metric"
 PROTOCOL = (
     CHOSEN + "; ★ marks the method with "
-    "the best mean test score at its chosen learning rate (● marks the chosen rate when a "
-    "method was run at several). ± is the sample standard deviation over seeds."
+    "the best mean test score at its chosen learning rate, every one of them where several tie "
+    "on it (● marks the chosen rate when a method was run at several). ± is the sample "
+    "standard deviation over seeds."
 )
 
 
@@ -52,13 +56,14 @@ def results(view: StudyView) -> Html:
 
 
 def _results_table(view: StudyView, setting: Setting) -> Html:
-    best = view.verdict(setting).winner
+    leaders = view.verdict(setting).leaders
     cells = view.cells_in(setting)
+    starred = [any(c is leader for leader in leaders) for c in cells]
     several = {c.method for c in cells if len(view.rates_of(setting, c.method)) > 1}
-    second = (best or cells[0]).second
+    second = cells[0].second
     rows = [
         [
-            ("★\u00a0" if c is best else "") + c.method,
+            ("★\u00a0" if star else "") + c.method,
             fmt.rate(c.learning_rate) + (" ●" if c.method in several and view.is_chosen(c) else ""),
             f"{c.n} of {c.n + c.left_out}" if c.left_out else c.n,
             _test_cell(c),
@@ -68,13 +73,13 @@ def _results_table(view: StudyView, setting: Setting) -> Html:
             fmt.percent(c.trainable_pct),
             fmt.seconds(c.seconds),
         ]
-        for c in cells
+        for c, star in zip(cells, starred, strict=True)
     ]
     metric = fmt.metric(cells[0].metric)
     headers = ["method", "learning rate", "seeds", f"test {metric}"]
     headers += [f"test {fmt.metric(second)}"] if second else []
     headers += [f"dev {metric}", "trainable", "trainable %", "time / run"]
-    parts = [table(headers, rows, ["best" if c is best else "" for c in cells])]
+    parts = [table(headers, rows, ["best" if star else "" for star in starred])]
     left = sum(c.left_out for c in cells)
     if left:
         parts.append(note(f"{left} run{'s' if left > 1 else ''} {LEFT_OUT}"))
@@ -259,21 +264,19 @@ def transferability(view: StudyView) -> Html:
         what = "per-layer candidates" if saved.kind == "layers" else "candidates"
         parts.append(tag("h3", f"{found.data} · {what}"))
         agreements = found.agreements
-        best = max(
-            (name for name, a in agreements.items() if a.kendall_tau is not None),
-            key=lambda name: agreements[name].kendall_tau or 0.0,
-            default=None,
-        )
+        taus = {n: a.kendall_tau for n, a in agreements.items() if a.kendall_tau is not None}
+        top = max(taus.values(), default=math.nan)
+        best = {name for name, tau in taus.items() if scores_tie(tau, top)}
         rows = [
             [
-                ("★\u00a0" if name == best else "") + name,
+                ("★\u00a0" if name in best else "") + name,
                 *(_signed(v) for v in (a.kendall_tau, a.weighted_tau, a.pearson)),
                 a.candidates,
             ]
             for name, a in agreements.items()
         ]
         headers = ["estimator", "Kendall τ", "weighted τ", "Pearson r", "candidates"]
-        parts.append(table(headers, rows, ["best" if name == best else "" for name in agreements]))
+        parts.append(table(headers, rows, ["best" if name in best else "" for name in agreements]))
         scores = [
             [fmt.candidate(name), fmt.score(fine_tuned), *(f"{v:.4g}" for v in values)]
             for name, fine_tuned, values in found.ranked()
@@ -285,7 +288,8 @@ def transferability(view: StudyView) -> Html:
 TRANSFERABILITY = (
     "Transferability estimators score each candidate from its frozen features "
     "(adaptlab rank); here each estimator's scores are correlated with the candidates' mean "
-    "fine-tuned test scores in this store. ★ marks the highest Kendall τ; τ and r near 1 mean "
+    "fine-tuned test scores in this store. ★ marks the highest Kendall τ (every estimator that "
+    "ties on it); τ and r near 1 mean "
     "the estimator would have picked the model fine-tuning found best. A dash is undefined "
     "(fewer than 3 candidates, or constant scores)."
 )

@@ -51,7 +51,7 @@ def sample_examples(dataset: Dataset, sample: int | None, seed: int) -> tuple[Ex
     train = dataset.splits["train"]
     if sample is None or sample >= len(train):
         return tuple(train)
-    return low_resource(dataset, sample, seed).splits["train"]
+    return low_resource(dataset, task, sample, seed).splits["train"]
 
 
 def labels_of(examples: Sequence[Example], task: str) -> np.ndarray:
@@ -79,7 +79,8 @@ def extract(
         raise ConfigError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
-    encoder = TextEncoder(loaded.tokenizer, dataset.task, len(dataset.label_names), max_length)
+    task = get_task(dataset.task)
+    encoder = TextEncoder(loaded.tokenizer, task, len(dataset.label_names), max_length)
     encoded = encoder.encode(examples)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
     model = loaded.model.eval()

@@ -22,7 +22,13 @@ from adaptlab.select.cache import (
     model_files_stamp,
 )
 from adaptlab.select.controls import Candidate, load_candidate
-from adaptlab.select.features import LayerFeatures, Pooling, extract, sample_examples
+from adaptlab.select.features import (
+    LayerFeatures,
+    Pooling,
+    extract,
+    labels_of,
+    sample_examples,
+)
 from adaptlab.select.layers import Aggregate, aggregate, layer_scores
 from adaptlab.select.ranking import Ranking, RankRow
 from adaptlab.select.rare import check_sample, drop_rare_classes
@@ -137,7 +143,8 @@ def candidate_features(
             progress=options.progress,
         )
 
-    return cached_features(key, compute, use_cache=options.use_cache)
+    labels = labels_of(examples, dataset.task)
+    return cached_features(key, compute, labels, use_cache=options.use_cache)
 
 
 def _layer_rows(

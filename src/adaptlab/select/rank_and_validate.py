@@ -17,6 +17,7 @@ from adaptlab.select.rank import FeatureOptions, rank
 from adaptlab.select.ranking import Ranking
 from adaptlab.select.study_results import StudyResults, fine_tuned_scores
 from adaptlab.select.validate import Validation, validate
+from adaptlab.tasks.registry import LABELLED
 
 VALIDATED = {"models": "candidates", "layers": "layer candidates"}
 """The kinds of validation a results store keeps, and the candidates each covers."""
@@ -34,11 +35,12 @@ class RankRequest:
     per_layer: bool = False
 
     def __post_init__(self) -> None:
-        if self.how not in AGGREGATES or self.options.pooling not in POOLINGS:
-            raise ConfigError(
-                f"--aggregate is one of {', '.join(AGGREGATES)} and --pooling one of "
-                f"{', '.join(POOLINGS)}; got {self.how!r} and {self.options.pooling!r}"
-            )
+        for option, value, allowed in (
+            ("--aggregate", self.how, AGGREGATES),
+            ("--pooling", self.options.pooling, POOLINGS),
+        ):
+            if value not in allowed:
+                raise ConfigError(f"{option} is one of {', '.join(allowed)}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def rank_and_validate(
     validate the ranking against its fine-tuned runs on the same data and save the result
     in it (its fine-tuned scores are read first, so a study without them fails before any
     model loads)."""
-    dataset = load_dataset(data, **data_options)
+    dataset = load_dataset(data, LABELLED, **data_options)
     fine_tuned = None if study is None else fine_tuned_scores(study, dataset.name)
     started = time.perf_counter()
     ranking = rank(

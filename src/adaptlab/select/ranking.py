@@ -3,11 +3,11 @@ JSON form `adaptlab rank --json` writes."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from adaptlab.select.rare import Dropped
+from adaptlab.tasks.judging import scores_tie
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Ranking:
         rows = sorted(self.rows, key=lambda r: (-r.scores[estimator], r.name))
         tiers: list[list[RankRow]] = []
         for row in rows:
-            if tiers and _tied(tiers[-1][0].scores[estimator], row.scores[estimator]):
+            if tiers and scores_tie(tiers[-1][0].scores[estimator], row.scores[estimator]):
                 tiers[-1].append(row)
             else:
                 tiers.append([row])
@@ -70,8 +70,3 @@ class Ranking:
             "order": {name: self.order(name) for name in self.estimators},
             "tiers": {name: self.tiers(name) for name in self.estimators},
         }
-
-
-def _tied(a: float, b: float) -> bool:
-    """Scores equal up to floating-point noise."""
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)

@@ -20,9 +20,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from adaptlab.engine.generation import Completion, Event, Failure, Finish, Piece
 from adaptlab.errors import AdaptlabError
 from adaptlab.serve.errors import RequestError
-from adaptlab.serve.generation import Completion, Event, Failure, Finish, Piece
 from adaptlab.serve.openai_schema import (
     COMPLETION_DEFAULT_TOKENS,
     PREFIX,
@@ -64,7 +64,7 @@ def openai_router(service: AdapterService) -> APIRouter:
         one it was trained with), else by the tokenizer's."""
         check_stops(body)
         name = service.generating_model(body.model)
-        ids = service.chat_ids(name, [message.as_dict() for message in body.messages])
+        ids = await service.chat_ids(name, [message.as_dict() for message in body.messages])
         tokens = service.prompts.new_tokens(ids, body.asked_tokens(), service.options.max_tokens)
         return await _answer(service, body, name, ids, tokens, Answer(body.model, chat=True))
 

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from adaptlab.engine.sampling import Sampling
 from adaptlab.serve.errors import RequestError, check_unicode
-from adaptlab.serve.sampling import Sampling
 
 PREFIX = "/v1"
 """Where the OpenAI-compatible routes live."""

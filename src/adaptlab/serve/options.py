@@ -18,9 +18,10 @@ class ServeOptions:
     requests after its first. `max_loaded` / `max_loaded_mb` cap the adapters kept in memory
     (least recently used leave first). `max_texts` / `max_chars` cap one request (a prompt
     or a chat's messages: `max_chars` characters). `max_tokens` caps the tokens one completion
-    may generate; at most `max_batch` sequences generate at once. `api_key`, when set, is what
-    every request but `/health` must send (`Authorization: Bearer <api_key>`); it is left out
-    of the options' repr, so that logs do not show it.
+    may generate; at most `max_batch` sequences generate at once. A chat template that takes
+    longer than `max_render_seconds` to render a chat is stopped and the chat refused.
+    `api_key`, when set, is what every request but `/health` must send (`Authorization: Bearer
+    <api_key>`); it is left out of the options' repr, so that logs do not show it.
     """
 
     model: str
@@ -34,6 +35,7 @@ class ServeOptions:
     max_length: int = 128
     max_tokens: int = 512
     device: str = "cpu"
+    max_render_seconds: float = 2.0
     api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -41,6 +43,7 @@ class ServeOptions:
             checks.positive(getattr(self, name), _option(name))
         checks.at_least(self.max_length, 2, "--max-length")
         checks.positive_finite(self.max_loaded_mb, "--max-loaded-mb")
+        checks.positive_finite(self.max_render_seconds, "--max-render-seconds")
         wait = self.max_wait_ms
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < inf:
             raise ConfigError(f"--max-wait-ms must be a finite number >= 0, got {wait!r}")

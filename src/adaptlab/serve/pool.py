@@ -20,11 +20,12 @@ from torch import nn
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.errors import AdapterFileError
 from adaptlab.methods.adapt import active, delete_adapter, set_active
+from adaptlab.methods.adapter_loading import load_adapter
 from adaptlab.methods.blocks import composition_names
-from adaptlab.methods.persistence import load_adapter
 from adaptlab.serve.base import SharedBase
 from adaptlab.serve.options import megabytes
 from adaptlab.serve.registry import Entry
+from adaptlab.tasks.registry import get_task
 
 
 @dataclass
@@ -119,6 +120,8 @@ class AdapterPool:
         encoder = (
             None
             if entry.causal
-            else TextEncoder(self.base.tokenizer, entry.task, len(entry.labels), self.max_length)
+            else TextEncoder(
+                self.base.tokenizer, get_task(entry.task), len(entry.labels), self.max_length
+            )
         )
         return Loaded(entry=entry, model=model, encoder=encoder)

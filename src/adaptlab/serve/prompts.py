@@ -1,5 +1,5 @@
-"""Prompts for text generation: token ids from a completion's prompt or a chat's messages,
-checked against the server's limits and the model's window before anything is queued.
+"""Prompts for text generation: token ids from a completion's prompt, and the checks a chat's
+messages pass, against the server's limits and the model's window, before anything is queued.
 
 A completion's prompt is tokenized as `tokenizer(prompt)` (with the tokenizer's special
 tokens, e.g. a beginning-of-text token); a chat's messages go through a chat template with
@@ -10,8 +10,8 @@ a chat is refused in one line, not formatted by a guess.
 
 An adapter's template comes from its folder and is untrusted: like the tokenizer's, it is
 rendered only by `apply_chat_template`, which compiles templates in Jinja's immutable sandbox
-(no attributes of Python's internals, no changing the messages, no files, no imports), and a
-template that fails on the messages, whatever it raises, is a 400 naming it in one line.
+(no attributes of Python's internals, no changing the messages, no files, no imports), and
+only in a render process bounded in time, output and memory (`adaptlab.serve.template_render`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from adaptlab.checks import shown
-from adaptlab.errors import one_line
 from adaptlab.models.decoder import is_encoder
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
@@ -73,14 +72,9 @@ class Prompts:
             raise RequestError(422, "prompt is empty and this tokenizer adds no token to start")
         return ids
 
-    def chat(
-        self,
-        messages: list[dict[str, str]],
-        template: str | None = None,
-        source: str = "the chat template",
-    ) -> list[int]:
-        """The token ids of a chat, rendered by `template` (None: the tokenizer's chat
-        template); `source` names the template in a refusal."""
+    def check_chat(self, messages: list[dict[str, str]], template: str | None) -> None:
+        """Refuse a chat before it is rendered: no template to render it (`template` None and
+        none in the tokenizer), messages over the limit or not valid Unicode."""
         if template is None and not self.tokenizer.chat_template:
             raise RequestError(
                 400,
@@ -90,20 +84,6 @@ class Prompts:
         self._check_chars(sum(len(m["content"]) for m in messages), "messages")
         for index, message in enumerate(messages):
             check_unicode(message["content"], f"messages[{index}].content")
-        try:
-            text = str(
-                self.tokenizer.apply_chat_template(
-                    messages, chat_template=template, add_generation_prompt=True, tokenize=False
-                )
-            )
-            # a template may write an unpaired surrogate, which no tokenizer takes
-            text.encode("utf-8")
-        except Exception as error:  # a template is code: whatever it raises is its refusal
-            raise RequestError(400, f"{source} refused the messages: {one_line(error)}") from None
-        ids: list[int] = self.tokenizer(text, add_special_tokens=False).input_ids
-        if not ids:
-            raise RequestError(400, f"{source} rendered the messages as no tokens")
-        return ids
 
     def new_tokens(self, prompt: Sequence[int], asked: int | None, default: int) -> int:
         """How many tokens to generate after `prompt`: `asked` (or `default`, cut to what

@@ -3,8 +3,10 @@
 `AdapterService` is what both the uvicorn app and each Ray Serve replica hold. Requests are
 checked here (adapter name, input sizes), predictions come back as futures from the model
 thread, and `reload` rescans the registry between batches. Causal-LM adapters, and the base
-model itself when it is a decoder, generate text (`adaptlab.serve.generation`) on the same
-thread, between batches; adapters generating are never evicted or reloaded under them.
+model itself when it is a decoder, generate text (`adaptlab.engine.generation`) on the same
+thread, between batches; adapters generating are never evicted or reloaded under them. Chat
+templates render in processes of their own (`adaptlab.serve.template_render`), bounded in time
+and output, off the event loop and the model thread.
 """
 
 from __future__ import annotations
@@ -15,20 +17,22 @@ from typing import Any
 
 from adaptlab.checks import shown
 from adaptlab.data.encoding import TextEncoder
+from adaptlab.engine.generation import Completion, Seat, TextGenerator
+from adaptlab.engine.rows import can_share_rows
 from adaptlab.methods.manifest import NAME, Manifest
 from adaptlab.methods.state import get_state
+from adaptlab.runs.predict import predict
 from adaptlab.serve.base import SharedBase
 from adaptlab.serve.errors import RequestError, check_unicode
-from adaptlab.serve.generation import Completion, Seat, TextGenerator
 from adaptlab.serve.metrics import ServeMetrics
 from adaptlab.serve.options import ServeOptions
 from adaptlab.serve.pool import AdapterPool
 from adaptlab.serve.prompts import Prompts, base_info
 from adaptlab.serve.registry import CAUSAL_LM, Entry, Registry, is_causal_lm, scan_registry
-from adaptlab.serve.rows import can_share_rows
+from adaptlab.serve.template_render import ChatTemplates, rendered_chars
 from adaptlab.serve.worker import ModelThread
-from adaptlab.tasks.predict import predict
 from adaptlab.tasks.prediction import Prediction
+from adaptlab.tasks.registry import get_task
 
 
 class AdapterService:
@@ -38,11 +42,16 @@ class AdapterService:
         self.options = options
         self.base = SharedBase(options.model, options.device)
         # a --max-length the model cannot take (or a tokenizer that cannot pad) fails here
-        TextEncoder(self.base.tokenizer, "regression", 1, options.max_length)
+        TextEncoder(self.base.tokenizer, get_task("regression"), 1, options.max_length)
         self.info = base_info(options.model, self.base.tokenizer)
         self.prompts = Prompts(
             self.base.tokenizer, self.info.window, options.max_chars, options.max_tokens
         )
+        self.templates = ChatTemplates(
+            self.base.tokenizer, options.max_render_seconds, rendered_chars(self.info.window)
+        )
+        if self.info.decoder:
+            self.templates.start()
         self.registry = self._scan()
         self.pool = AdapterPool(
             self.base, options.max_loaded, options.max_loaded_bytes, options.max_length
@@ -121,16 +130,18 @@ class AdapterService:
             )
         return entry.name
 
-    def chat_ids(self, name: str | None, messages: list[dict[str, str]]) -> list[int]:
+    async def chat_ids(self, name: str | None, messages: list[dict[str, str]]) -> list[int]:
         """The prompt of a chat for `name` (the generating model: an adapter, None for the
         base): rendered by the adapter's own chat template when its manifest has one (the
-        template it was trained with), else by the tokenizer's."""
+        template it was trained with), else by the tokenizer's, in a render process."""
         template = (
             None if name is None else self.entry(name, "GET /v1/models").manifest.chat_template
         )
-        if template is None:
-            return self.prompts.chat(messages)
-        return self.prompts.chat(messages, template, f"the chat template of adapter {name!r}")
+        self.prompts.check_chat(messages, template)
+        source = (
+            "the chat template" if template is None else f"the chat template of adapter {name!r}"
+        )
+        return await self.templates.ids(messages, template, source)
 
     def chat_models(self) -> set[str]:
         """The models of `models()` that take chats: those with a chat template of their own,
@@ -170,6 +181,7 @@ class AdapterService:
         return self._thread.call(self._rescan)
 
     def close(self) -> None:
+        self.templates.close()
         self._thread.close()
 
     def _rescan(self) -> Registry:

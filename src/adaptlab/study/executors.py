@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import torch
 
 from adaptlab.continual.result import StageOutcome
-from adaptlab.engine.run import execute
 from adaptlab.errors import AdaptlabError, one_line
 from adaptlab.integrations.trackers.session import track
 from adaptlab.records.result import RunResult
 from adaptlab.records.spec import RunSpec
+from adaptlab.runs.run import execute
 from adaptlab.study.planned import Outcome, Planned, R
 
 if TYPE_CHECKING:

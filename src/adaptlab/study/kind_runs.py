@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from adaptlab.engine.run import METRICS_FILE
+from adaptlab.engine.outputs import METRICS_FILE
 from adaptlab.records.result import RunResult
 from adaptlab.study.kind import StudyKind
 from adaptlab.study.planned import Outcome

@@ -3,8 +3,11 @@ trained on every data set of the study (`adaptlab.combine_adapters`'s options).
 
     - {combine: {how: ties, density: 0.5}, adapters: [single], label: ties}
 
-`weights` give one weight per data set, in the order of `data:` (default: equal, summing to
-1). The options are checked as `adaptlab.combine_adapters` checks them when the spec is read.
+`how` is one of `adaptlab.methods.combination.HOWS`: `linear` is the weighted sum of the
+adapters' updates (LoRA's pairs stacked, of any ranks), `peft_linear` PEFT's linear (LoRA's A
+and B merged apart). `weights` give one weight per data set, in the order of `data:` (default:
+equal, summing to 1: the average). The options are checked as `adaptlab.combine_adapters` checks
+them when the spec is read.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ COMBINE = "combine"
 
 
 class CombineOptions(StrictModel):
-    """`how` (linear, ties, dare_ties, ...), `weights` (one per data set), `density`, `rank`,
-    `majority_sign` and `seed`, as `adaptlab.combine_adapters` takes them."""
+    """`how` (linear, peft_linear, ties, dare_ties, ...), `weights` (one per data set),
+    `density`, `rank`, `majority_sign` and `seed`, as `adaptlab.combine_adapters` takes them."""
 
     how: str
     weights: Annotated[list[float], Field(min_length=1)] | None = None

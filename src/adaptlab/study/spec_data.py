@@ -14,9 +14,9 @@ from adaptlab.tasks.registry import known_task, task_names
 
 
 class DataOptions(StrictModel):
-    """How to read a data file (as `adaptlab train`'s column options; built-ins ignore them),
-    and a generative task's options (`adaptlab train`'s --pack, --max-new-tokens, ...), which
-    `study.spec_generative` checks as a run does."""
+    """How to read a data file (as `adaptlab train`'s column options; a built-in reads its own
+    and refuses them), and a generative task's options (`adaptlab train`'s --pack,
+    --max-new-tokens, ...), which `study.spec_generative` checks as a run does."""
 
     text_column: str | None = None
     text_pair_column: str | None = None

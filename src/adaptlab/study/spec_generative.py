@@ -17,6 +17,7 @@ from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_facts import computed_metrics
 from adaptlab.tasks.generative_settings import GENERATIVE_OPTIONS, GenerativeSettings
 from adaptlab.tasks.registry import get_task, task_names
+from adaptlab.tasks.unread_options import refuse_unread_by_task
 
 _DEFAULTS = {each.name: each.default for each in fields(GenerativeSettings)}
 
@@ -51,6 +52,7 @@ def check_entry(source: str, options: Mapping[str, Any]) -> None:
         return
     try:
         settings = GenerativeSettings.of(options, task.name)
+        refuse_unread_by_task(options, task, "run")
     except ConfigError as error:
         raise ValueError(f"{source}: {error}") from None
     if settings.metric is not None and settings.metric not in computed_metrics(task):

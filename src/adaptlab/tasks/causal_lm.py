@@ -20,6 +20,8 @@ class CausalLanguageModelling(GenerativeTask):
     paired_metrics = (PERPLEXITY, TOKEN_ACCURACY)
     generates = False
     data_marker = "causal LM"
+    data_options = ("text_column", "pack", "metric")
+    plain_text = True
 
 
 CAUSAL_LM = register_task(CausalLanguageModelling())

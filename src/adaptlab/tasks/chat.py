@@ -23,6 +23,7 @@ class ChatFineTuning(GenerativeTask):
     paired_metrics = ("rougeL", PERPLEXITY)
     data_shape = "messages"
     data_marker = "chat"
+    data_options = ("train_on_prompt", "chat_template", "pack", "max_new_tokens", "stop", "metric")
 
 
 CHAT = register_task(ChatFineTuning())

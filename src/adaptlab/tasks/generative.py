@@ -1,7 +1,7 @@
 """The base of the tasks that train a language model to generate (`causal-lm`, `sft`, `chat`,
 `seq2seq`): no labels or classes, a language-model head, the loss on target tokens only, and
 scores from generated text (`adaptlab.tasks.generation_metrics`) beside the perplexity of the
-targets. A run of one is prepared by `adaptlab.tasks.generative_run`."""
+targets (a run of one is prepared by `adaptlab.runs.generative_run`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ from adaptlab.errors import ConfigError
 from adaptlab.tasks.task import Task
 
 if TYPE_CHECKING:
-    import torch
-
-    from adaptlab.engine.run_objective import RunObjective
     from adaptlab.models.loading import ModelKind
-    from adaptlab.records.spec import RunSpec
+    from adaptlab.tasks.task import RunAsked
 
 
 class GenerativeTask(Task):
@@ -31,14 +28,9 @@ class GenerativeTask(Task):
     generates: ClassVar[bool] = True
     """Whether dev and test generate answers to score (False: perplexity alone)."""
 
-    def check_run(self, spec: RunSpec, analysed: bool) -> None:
+    def check_run(self, spec: RunAsked, analysed: bool) -> None:
         if analysed and self.model_kind != "causal_lm":
             raise ConfigError(
                 f"analyses read a classifier's or a decoder's representations; a {self.name} "
                 "run (an encoder-decoder's) takes none"
             )
-
-    def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:
-        from adaptlab.tasks.generative_run import prepare_generative
-
-        return prepare_generative(self, spec, device)

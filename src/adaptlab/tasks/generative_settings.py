@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.checks import shown
+from adaptlab.data.chat_render import ChatTemplate
 from adaptlab.data.readers import decode_utf8, read_bytes
 from adaptlab.errors import ConfigError
 
@@ -87,6 +88,15 @@ class GenerativeSettings:
         if not text.strip():
             raise ConfigError(f"chat template {path} is empty")
         return text
+
+    def chat_template_or(self, adapter: str | None) -> ChatTemplate | None:
+        """The chat template chats are rendered with and where it came from: the file's
+        (`template_text`), else `adapter`'s (an adapter manifest's), else None (the
+        tokenizer's own)."""
+        path, text = self.chat_template, self.template_text()
+        if path is not None and text is not None:
+            return ChatTemplate.from_file(path, text)
+        return ChatTemplate.from_manifest(adapter) if adapter else None
 
 
 def _text(options: Mapping[str, Any], key: str, default: str) -> str:

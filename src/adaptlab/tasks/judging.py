@@ -1,6 +1,7 @@
 """What is said of the metric that judges a method on a data set: the metric and why, in one
-line (`MetricChoice`, made by `Task.choose_metric` or asked for by name), the spread of a
-training sample's classes, and the refusal of a metric the runs did not compute."""
+line (`MetricChoice`, made by `Task.choose_metric` or asked for by name), when two of its
+scores tie, the spread of a training sample's classes, and the refusal of a metric the runs
+did not compute."""
 
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ class MetricChoice:
 
     metric: str
     reason: str
+
+
+def scores_tie(a: float, b: float) -> bool:
+    """Whether two scores are equal up to floating-point noise (relative 1e-9, absolute 1e-12):
+    13/30 computed two ways ties, so float rounding never decides between epochs or methods,
+    while one example in a million still tells two scores apart."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def beats(a: float, b: float) -> bool:
+    """Whether score `a` is better than `b` (higher is better) and not tied with it."""
+    return a > b and not scores_tie(a, b)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Masked-language modelling on unlabelled text: how a language adapter is made (MAD-X,
 Pfeiffer et al. 2020). Its data are documents (`adaptlab.data.texts`), its model carries a
 masked-LM head, and it is scored by the share of masked tokens predicted exactly and the
-perplexity on them; a run of it is prepared by `adaptlab.tasks.mlm_run`."""
+perplexity on them; a run of it is prepared by `adaptlab.runs.mlm_run`."""
 
 from __future__ import annotations
 
@@ -12,10 +12,7 @@ from adaptlab.tasks.registry import register_task
 from adaptlab.tasks.task import Task
 
 if TYPE_CHECKING:
-    import torch
-
-    from adaptlab.engine.run_objective import RunObjective
-    from adaptlab.records.spec import RunSpec
+    from adaptlab.tasks.task import RunAsked
 
 
 class MaskedLanguageModelling(Task):
@@ -31,19 +28,16 @@ class MaskedLanguageModelling(Task):
     named_labels = False
     min_labels = 0
     data_marker = "masked LM"
+    data_options = ("text_column",)
+    plain_text = True
 
-    def check_run(self, spec: RunSpec, analysed: bool) -> None:
+    def check_run(self, spec: RunAsked, analysed: bool) -> None:
         if analysed:
             raise ConfigError("analyses need a labelled task; a masked-LM run takes none")
         if spec.fuse:
             raise ConfigError(
                 "masked-LM runs train one adapter (or one stacked on others); not fusion"
             )
-
-    def prepare_run(self, spec: RunSpec, device: torch.device) -> RunObjective:
-        from adaptlab.tasks.mlm_run import prepare_masked_lm
-
-        return prepare_masked_lm(spec, device)
 
 
 MLM = register_task(MaskedLanguageModelling())

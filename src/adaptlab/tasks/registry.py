@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.errors import ConfigError
 from adaptlab.registry import Registry
 
@@ -52,8 +53,8 @@ def task_names(where: Callable[[Task], bool] = lambda task: True) -> list[str]:
 
 
 def run_task(name: str | None) -> Task:
-    """The task that prepares a run whose data options name `name`; None: the data's labels
-    decide, and every labelled task prepares a run alike, so the first one listed does."""
+    """The task of a run whose data options name `name`; None: the data's labels decide, and
+    the runs of every labelled task are prepared alike, so the first one listed stands in."""
     if name is not None:
         return get_task(name)
     return get_task(task_names(lambda task: task.labelled)[0])
@@ -80,6 +81,10 @@ def guess_task(rows: Sequence[RawRow], separator: str) -> Task:
 
 def _guess_order(task: Task) -> int:
     return task.guess_order or 0
+
+
+LABELLED = LabelledTasks(named=labelled_task, guessed=guess_task)
+"""The labelled tasks as the data layer below is handed them: `load_dataset(source, LABELLED)`."""
 
 
 def known_metrics() -> list[str]:

@@ -23,6 +23,15 @@ class SupervisedFineTuning(GenerativeTask):
     paired_metrics = ("exact_match", PERPLEXITY)
     data_shape = "prompt-completion"
     data_marker = "generated"
+    data_options = (
+        "prompt_column",
+        "completion_column",
+        "train_on_prompt",
+        "pack",
+        "max_new_tokens",
+        "stop",
+        "metric",
+    )
 
 
 SFT = register_task(SupervisedFineTuning())

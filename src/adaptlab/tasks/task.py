@@ -1,18 +1,19 @@
 """What a task is: one kind of thing a run trains for, and everything that differs between
 kinds: how its labels are read, parsed, ordered and stratified; how an example's label becomes
 a training target and a batch's labels a tensor; what its loss averages over; its metrics and
-the one that judges it; how outputs become predictions; what its classes are; and how a run on
-it is prepared. Everything else (the epoch loop, the methods, studies, reports, serving) asks
+the one that judges it; how outputs become predictions; what its classes are; and what a run
+of it refuses. Everything else (the epoch loop, the methods, studies, reports, serving) asks
 the task and never compares its name.
 
 A task is one object registered by name (`adaptlab.tasks.registry`). Defining one imports no
-torch, so records and reports read tasks freely; what trains is imported when a run asks.
+torch, so records and reports read tasks freely. A task sits below the engine and never imports
+it: how a run of it is prepared with the engine sits above, in `adaptlab.runs.preparers`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from adaptlab.errors import ConfigError, DataError
 
@@ -22,14 +23,23 @@ if TYPE_CHECKING:
 
     from adaptlab.data.labels import ParsedLabel
     from adaptlab.data.readers import RawRow
-    from adaptlab.data.types import Example
+    from adaptlab.data.types import Example, LabelValue
     from adaptlab.models.loading import ModelKind
     from adaptlab.tasks.classes import ClassCounts
     from adaptlab.tasks.judging import MetricChoice
     from adaptlab.tasks.prediction import Prediction
 
-LabelValue = int | tuple[int, ...] | float
-"""A label as an example holds it: a class id, label ids, tag ids, or a number."""
+
+class RunAsked(Protocol):
+    """What a task checks of a run before any work (`Task.check_run`): a
+    `adaptlab.records.spec.RunSpec` is one, named here by what is read of it, since records
+    sit above the tasks."""
+
+    @property
+    def data_options(self) -> Mapping[str, Any]: ...
+
+    @property
+    def fuse(self) -> tuple[str, ...]: ...
 
 
 def misfit(label: object, task: str) -> DataError:
@@ -67,6 +77,9 @@ class Task:
     guess_order: ClassVar[int | None] = None
     """Where it stands when a file's task is guessed from its labels (lowest asked first);
     None: only ever asked for by name."""
+    generates: ClassVar[bool] = False
+    """Whether dev and test generate text to score; its runs take each method's
+    `generation_learning_rate`."""
     word_level: ClassVar[bool] = False
     """Whether an example's text is a list of words with one label each."""
     one_class_each: ClassVar[bool] = False
@@ -77,6 +90,12 @@ class Task:
     data_marker: ClassVar[str | None] = None
     """What a report adds to the name of a data set this task trained on, so that its runs are
     never grouped with another task's on the same corpus (None: nothing)."""
+    data_options: ClassVar[tuple[str, ...]] = ()
+    """The data options (besides `task`) a run of it reads: its columns, how it trains and
+    generates. Any other is refused in one line (`adaptlab.tasks.unread_options`), never ignored."""
+    plain_text: ClassVar[bool] = False
+    """Whether it learns plain documents (a language adapter, MAD-X): such an adapter may be
+    stacked under an adapter of any task on its base."""
 
     # --- reading labelled data ------------------------------------------------------------
 
@@ -172,15 +191,7 @@ class Task:
 
     # --- runs -------------------------------------------------------------------------------
 
-    def prepare_run(self, spec: Any, device: torch.device) -> Any:
-        """Read `spec`'s data (a `RunSpec`), load and adapt its model on `device`: the run's
-        objective (a `RunObjective`; the engine's types stay out of this module, which the data
-        layer reads)."""
-        raise ConfigError(f"task {self.name} cannot be trained by a run")
-
-    def check_run(self, spec: Any, analysed: bool) -> None:
-        """Refuse, before any work, what a run of this task cannot do."""
-
-    def check_data_options(self, options: Mapping[str, Any]) -> None:
-        """Refuse, before any work, data options this task does not read (a run whose task
-        the data's labels decide is checked by the first labelled task)."""
+    def check_run(self, spec: RunAsked, analysed: bool) -> None:
+        """Refuse, before any work, what a run of this task cannot do (`analysed`: an analysis
+        follows its training). How a run of it is prepared is not the task's own: the task
+        sits below the engine, and `adaptlab.runs.preparers` maps it to its preparer."""

@@ -16,6 +16,7 @@ class HoulsbyConfig(MethodConfig):
     """hidden_size: bottleneck m; train_norms: LayerNorms train as in the paper."""
 
     name = "houlsby"
+    generation_learning_rate = 1e-3  # examples/generative-defaults.yaml (docs/generative.md)
     hidden_size: int = 64
     activation: str = "tanh"
     init_std: float = 1e-2

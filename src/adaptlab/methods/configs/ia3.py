@@ -22,6 +22,7 @@ class IA3Config(MethodConfig):
 
     name = "ia3"
     default_learning_rate = IA3_LR
+    generation_learning_rate = 3e-2  # examples/generative-defaults.yaml (docs/generative.md)
     targets: tuple[str, ...] = ("key", "value", "ffn")
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ class PrefixConfig(MethodConfig):
     reparam_hidden (folded away when saved)."""
 
     name = "prefix"
+    generation_learning_rate = 5e-4  # examples/generative-defaults.yaml (docs/generative.md)
     length: int = 30
     reparameterize: bool = True
     reparam_hidden: int = 512

@@ -2,13 +2,13 @@
 
 A completion joins the running sequences at the next step (`Background.step` of
 `adaptlab.serve.worker`): its prompt runs (prefill) into a key-value cache of its own
-(`adaptlab.serve.kv`), then every step feeds each running sequence its last token, one
+(`adaptlab.engine.kv`), then every step feeds each running sequence its last token, one
 forward pass per lane, and a sequence leaves as soon as it ends. A lane is the sequences
 that share a forward pass: on a model, the base model's and every adapter's that acts by a
 change at its sites (LoRA, bottleneck adapters) run together, each adapter on its own slice
-of rows (`adaptlab.serve.rows.Rows`), as `/predict` runs each adapter on its slice of a batch;
+of rows (`adaptlab.engine.rows.Rows`), as `/predict` runs each adapter on its slice of a batch;
 an adapter that rewrites inputs, weights or attention ((IA)3, prefix tuning), a fusion or a
-stack runs in a lane of its own. Tokens are picked by `adaptlab.serve.sampling`; a sequence
+stack runs in a lane of its own. Tokens are picked by `adaptlab.engine.sampling`; a sequence
 alone in its lane computes exactly what `model.generate` does.
 """
 
@@ -25,12 +25,12 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from adaptlab.engine.kv import KVRows, join, joinable, new_cache
+from adaptlab.engine.rows import Rows
+from adaptlab.engine.sampling import Sampling, StopText, pick
 from adaptlab.methods.adapt import active, set_active
 from adaptlab.methods.blocks import Composition
 from adaptlab.methods.state import get_state
-from adaptlab.serve.kv import KVRows, join, joinable, new_cache
-from adaptlab.serve.rows import Rows
-from adaptlab.serve.sampling import Sampling, StopText, pick
 
 
 @dataclass(frozen=True)

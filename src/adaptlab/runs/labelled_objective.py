@@ -25,7 +25,7 @@ from adaptlab.engine.scale_model import FLOAT32
 from adaptlab.methods.frozen_cache import FrozenCache
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
 from adaptlab.tasks.registry import get_task
 
 IndexedBatch = tuple[list[int], dict[str, torch.Tensor]]

@@ -47,19 +47,20 @@ from adaptlab.methods.manifest import adapter_folder, parse_manifest
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel
 from adaptlab.records.generated import SAMPLE_SIZE
-from adaptlab.records.result import DataInfo, RunResult, Versions
+from adaptlab.records.result import DataInfo, RunResult
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.threads import ThreadUse
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.records.versions import Versions
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.runs.generative_data import encode_run_data
+from adaptlab.runs.generative_evaluation import Generation, score_split
+from adaptlab.runs.generative_run import checked_settings
+from adaptlab.runs.labelled_run import run_data
+from adaptlab.runs.seq2seq_targets import check_windows
 from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.generative import GenerativeTask
-from adaptlab.tasks.generative_data import encode_run_data
-from adaptlab.tasks.generative_evaluation import Generation, score_split
-from adaptlab.tasks.generative_run import checked_settings
 from adaptlab.tasks.judging import MetricChoice
-from adaptlab.tasks.labelled_run import run_data
 from adaptlab.tasks.registry import get_task
-from adaptlab.tasks.seq2seq_targets import check_windows
 
 log = logging.getLogger("adaptlab.train")
 
@@ -146,7 +147,7 @@ def _labelled_scores(
         dataset = check_data_fits(dataset, manifest, spec.data)
     task = get_task(dataset.task)
     labels = list(dataset.label_names)
-    encoder = TextEncoder(loaded.tokenizer, dataset.task, len(labels), spec.train.max_length)
+    encoder = TextEncoder(loaded.tokenizer, task, len(labels), spec.train.max_length)
     scored = model if spec.combine is not None else _OwnColumns(model, manifest, dataset)
     batch = spec.train.eval_batch_size
     dev, test = (

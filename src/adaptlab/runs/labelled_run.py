@@ -26,11 +26,13 @@ from adaptlab.models.loading import load_model
 from adaptlab.records.result import DataInfo
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.split_record import SplitRecord
-from adaptlab.tasks.evaluation import evaluate
-from adaptlab.tasks.fusion_weights import mean_fusion_weights
-from adaptlab.tasks.labelled_objective import Classification
-from adaptlab.tasks.registry import get_task
-from adaptlab.tasks.zero_shot import PreparedTarget, prepare_targets, score_targets
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.runs.fusion_weights import mean_fusion_weights
+from adaptlab.runs.labelled_objective import Classification
+from adaptlab.runs.preparers import prepares
+from adaptlab.runs.zero_shot import PreparedTarget, prepare_targets, score_targets
+from adaptlab.tasks.labelled import LabelledTask
+from adaptlab.tasks.registry import LABELLED, get_task
 
 
 class ClassificationRun(Classification):
@@ -102,9 +104,13 @@ class ClassificationRun(Classification):
         )
 
 
-def prepare_classification(spec: RunSpec, device: torch.device) -> ClassificationRun:
+@prepares(LabelledTask)
+def prepare_classification(
+    task: LabelledTask, spec: RunSpec, device: torch.device
+) -> ClassificationRun:
     """Read `spec`'s data (the union of its data sets for a multi-task run) and zero-shot
-    targets, load and adapt its model on `device`."""
+    targets, load and adapt its model on `device`. The data set's task heads the model: `task`
+    is the first labelled one when the data's labels decide."""
     dataset = run_data(spec, spec.data, spec.data_options)
     if spec.multi_task:
         others = [run_data(spec, task.data, task.data_options) for task in spec.multi_task]
@@ -118,7 +124,7 @@ def prepare_classification(spec: RunSpec, device: torch.device) -> Classificatio
     prepare_base(model, spec.scale, device)
     handle = attach_adapters(model, spec)
     encoder = TextEncoder(
-        loaded.tokenizer, dataset.task, len(dataset.label_names), spec.train.max_length
+        loaded.tokenizer, get_task(dataset.task), len(dataset.label_names), spec.train.max_length
     )
     return ClassificationRun(spec, model, handle, encoder, dataset, targets)
 
@@ -126,6 +132,6 @@ def prepare_classification(spec: RunSpec, device: torch.device) -> Classificatio
 def run_data(spec: RunSpec, data: str, options: Mapping[str, Any]) -> Dataset:
     """The data set `data` as `spec`'s run reads it: cut to its `train_size` and `test_size`
     with its seed."""
-    return cut_to_sizes(
-        load_dataset(data, **options), spec.train_size, spec.test_size, spec.train.seed
-    )
+    dataset = load_dataset(data, LABELLED, **options)
+    task = get_task(dataset.task)
+    return cut_to_sizes(dataset, task, spec.train_size, spec.test_size, spec.train.seed)

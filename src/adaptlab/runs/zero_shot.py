@@ -20,7 +20,8 @@ from adaptlab.errors import DataError
 from adaptlab.methods.adapt import active
 from adaptlab.methods.manifest import adapter_folder
 from adaptlab.records.transfer import ZeroShotScore, ZeroShotTarget
-from adaptlab.tasks.evaluation import evaluate
+from adaptlab.runs.evaluation import evaluate
+from adaptlab.tasks.registry import LABELLED
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def prepare_targets(targets: Sequence[ZeroShotTarget], trained_on: Dataset) -> l
     """Read every target and match its labels to `trained_on`'s; check swap folders exist."""
     prepared = []
     for target in targets:
-        dataset = load_dataset(target.data, **target.data_options)
+        dataset = load_dataset(target.data, LABELLED, **target.data_options)
         if dataset.task != trained_on.task:
             raise DataError(
                 f"zero-shot target {target.data} is a {dataset.task} data set, "

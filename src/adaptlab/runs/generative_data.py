@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
+from adaptlab.data.chat_render import ChatTemplate
 from adaptlab.data.generative import GenerativeCorpus, capped_test, sample_generative
 from adaptlab.data.generative_encoding import GenerativeEncoder, Seq2SeqEncoder
 from adaptlab.data.generative_loading import load_generative
@@ -19,9 +20,10 @@ from adaptlab.data.texts import load_texts, sample_texts
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import DataError
 from adaptlab.records.spec import RunSpec
-from adaptlab.tasks.generative_evaluation import Answers, GenerativeSplit
+from adaptlab.runs.generative_evaluation import Answers, GenerativeSplit
 from adaptlab.tasks.generative_facts import GenerativeFacts
 from adaptlab.tasks.generative_settings import GenerativeSettings
+from adaptlab.tasks.registry import LABELLED
 
 log = logging.getLogger("adaptlab.train")
 
@@ -54,7 +56,7 @@ def encode_data(
     size, seed), pairs' and chats' test split capped as a run caps it. The chat template is
     `settings`' file's, else `template` (an adapter's), else the tokenizer's."""
     if task.data_shape is None:
-        corpus = load_texts(data, text_column=settings.text_column)
+        corpus = load_texts(data, LABELLED, text_column=settings.text_column)
         if sample is not None:
             corpus = sample_texts(corpus, *sample)
         splits = {
@@ -66,6 +68,7 @@ def encode_data(
         return EncodedData(corpus.name, corpus.description, splits, dropped, corpus.origins)
     texts = load_generative(
         data,
+        LABELLED,
         shape=task.data_shape,
         prompt_column=settings.prompt_column,
         completion_column=settings.completion_column,
@@ -74,14 +77,15 @@ def encode_data(
         texts = sample_generative(texts, *sample)
     if test_cap is not None:
         texts = capped_test(texts, *test_cap)
-    template = settings.template_text() or template
+    chosen = settings.chat_template_or(template)
     encoder = prompt_encoder(
         task,
         tokenizer,
         max_length,
         train_on_prompt=settings.train_on_prompt,
-        chat_template=template,
+        chat_template=chosen,
     )
+    template = None if chosen is None else chosen.text
     if task.data_shape == "messages":
         template = template or tokenizer.chat_template
     return _encode_corpus(texts, encoder, tokenizer, max_length, template)
@@ -117,7 +121,7 @@ def prompt_encoder(
     max_length: int,
     *,
     train_on_prompt: bool = False,
-    chat_template: str | None = None,
+    chat_template: ChatTemplate | None = None,
 ) -> GenerativeEncoder | Seq2SeqEncoder:
     """What encodes `task`'s examples: for an encoder-decoder, prompts in and completions as
     labels (`Seq2SeqEncoder`); for a decoder, one sequence with its targets marked."""

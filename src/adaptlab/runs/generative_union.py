@@ -12,8 +12,8 @@ from transformers import PreTrainedTokenizerBase
 
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.records.spec import RunSpec
-from adaptlab.tasks.generative_data import EncodedData, encode_run_data
-from adaptlab.tasks.generative_evaluation import Answers, GenerativeSplit
+from adaptlab.runs.generative_data import EncodedData, encode_run_data
+from adaptlab.runs.generative_evaluation import Answers, GenerativeSplit
 from adaptlab.tasks.generative_facts import GenerativeFacts
 from adaptlab.tasks.generative_settings import GenerativeSettings
 

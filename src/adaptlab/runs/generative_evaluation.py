@@ -3,7 +3,7 @@ target tokens (chunked, `adaptlab.engine.lm_loss`: the logits never exist whole)
 tasks that generate, answers decoded in batches by the engine `adaptlab serve` uses
 (`adaptlab.engine.generate`) and scored against the references
 (`adaptlab.tasks.generation_metrics`). An encoder-decoder's batches, targets and answers are its
-own (`adaptlab.tasks.seq2seq_targets`, `adaptlab.engine.generate_seq2seq`), picked by its
+own (`adaptlab.runs.seq2seq_targets`, `adaptlab.engine.generate_seq2seq`), picked by its
 config's `is_encoder_decoder`. In a multi-process run the batches are shared out and the
 results gathered."""
 
@@ -25,14 +25,14 @@ from adaptlab.engine.packing import Encoded, collate_padded, target_tokens
 from adaptlab.finite import exp_or_inf
 from adaptlab.parallel.shared_evaluation import gathered, my_turn
 from adaptlab.records.generated import Generated
-from adaptlab.tasks.generation_metrics import generation_scores
-from adaptlab.tasks.generative_facts import PERPLEXITY, TOKEN_ACCURACY
-from adaptlab.tasks.seq2seq_targets import (
+from adaptlab.runs.seq2seq_targets import (
     collate_seq2seq,
     is_encoder_decoder,
     seq2seq_scores,
     target_count,
 )
+from adaptlab.tasks.generation_metrics import generation_scores
+from adaptlab.tasks.generative_facts import PERPLEXITY, TOKEN_ACCURACY
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A generative run (tasks `causal-lm`, `sft`, `chat`): the data read and sampled (a multi-task
-run's data sets each so, then united: `adaptlab.tasks.generative_union`), the model
+run's data sets each so, then united: `adaptlab.runs.generative_union`), the model
 loaded as a causal LM with its adapter, every split encoded with the loss on its target tokens
 (`adaptlab.data.generative_encoding`, or document windows for plain text), the objective built
 (`GenerativeLm`), and after training the test scored with a sample of its generations kept;
@@ -26,16 +26,18 @@ from adaptlab.records.generated import SAMPLE_SIZE
 from adaptlab.records.result import DataInfo
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.split_record import SplitRecord
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS
-from adaptlab.tasks.generative_data import EncodedData, encode_run_data
-from adaptlab.tasks.generative_evaluation import (
+from adaptlab.runs.generative_data import EncodedData, encode_run_data
+from adaptlab.runs.generative_evaluation import (
     Generation,
 )
+from adaptlab.runs.generative_objective import GenerativeLm
+from adaptlab.runs.generative_union import encoded_union
+from adaptlab.runs.preparers import prepares
+from adaptlab.runs.seq2seq_targets import check_windows
+from adaptlab.tasks.generation_metrics import GENERATION_METRICS
+from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_facts import GenerativeFacts, computed_metrics
-from adaptlab.tasks.generative_objective import GenerativeLm
 from adaptlab.tasks.generative_settings import GenerativeSettings
-from adaptlab.tasks.generative_union import encoded_union
-from adaptlab.tasks.seq2seq_targets import check_windows
 
 
 class GenerativeRun(GenerativeLm):
@@ -115,6 +117,7 @@ def checked_settings(task: GenerativeFacts, spec: RunSpec) -> GenerativeSettings
     return settings
 
 
+@prepares(GenerativeTask)
 def prepare_generative(task: GenerativeFacts, spec: RunSpec, device: torch.device) -> GenerativeRun:
     """Read `spec`'s data for `task`, load its model as a causal LM on `device`, adapt it."""
     settings = checked_settings(task, spec)

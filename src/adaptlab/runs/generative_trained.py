@@ -13,14 +13,14 @@ from adaptlab.data.generative import Turn
 from adaptlab.data.generative_encoding import GenerativeEncoder
 from adaptlab.data.generative_rows import PromptColumns, read_generative
 from adaptlab.models.loading import LoadedModel
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS, generation_scores
-from adaptlab.tasks.generative_data import encode_data, prompt_encoder
-from adaptlab.tasks.generative_evaluation import (
+from adaptlab.runs.generative_data import encode_data, prompt_encoder
+from adaptlab.runs.generative_evaluation import (
     Generation,
     Scored,
     generate_answers,
     score_split,
 )
+from adaptlab.tasks.generation_metrics import GENERATION_METRICS, generation_scores
 from adaptlab.tasks.generative_facts import GenerativeFacts
 from adaptlab.tasks.generative_settings import GenerativeSettings
 
@@ -78,7 +78,7 @@ def prompts_of(
     """The prompts to answer, with their references: a data file's examples (read as the
     task's data, each with its answer), or lines of text, each a prompt (for a chat, a user's
     turn) without one."""
-    template = settings.template_text() or manifest.get("chat_template")
+    template = settings.chat_template_or(manifest.get("chat_template"))
     encoder = prompt_encoder(task, loaded.tokenizer, max_length, chat_template=template)
     if isinstance(source, Path):
         shape = task.data_shape or "prompt-completion"

@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.engine.objective import DevScore
 from adaptlab.engine.packing import collate_packed, pack
 from adaptlab.engine.packing_attention import packing_attention
-from adaptlab.tasks.generative_evaluation import (
+from adaptlab.runs.generative_evaluation import (
     Encoded,
     Generation,
     GenerativeSplit,

@@ -21,7 +21,10 @@ from adaptlab.models.loading import load_model
 from adaptlab.records.result import DataInfo
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.split_record import SplitRecord
-from adaptlab.tasks.mlm_objective import MaskedLm, evaluate_mlm
+from adaptlab.runs.mlm_objective import MaskedLm, evaluate_mlm
+from adaptlab.runs.preparers import prepares
+from adaptlab.tasks.mlm import MaskedLanguageModelling
+from adaptlab.tasks.registry import LABELLED
 
 
 class MaskedLmRun(MaskedLm):
@@ -61,9 +64,12 @@ class MaskedLmRun(MaskedLm):
         return Tested(test.loss, test.metrics)
 
 
-def prepare_masked_lm(spec: RunSpec, device: torch.device) -> MaskedLmRun:
+@prepares(MaskedLanguageModelling)
+def prepare_masked_lm(
+    task: MaskedLanguageModelling, spec: RunSpec, device: torch.device
+) -> MaskedLmRun:
     """Read `spec`'s documents, load its model with a masked-LM head on `device`, adapt it."""
-    corpus = load_texts(spec.data, **spec.data_options)
+    corpus = load_texts(spec.data, LABELLED, **spec.data_options)
     if spec.train_size is not None:
         corpus = sample_texts(corpus, spec.train_size, spec.train.seed)
     loaded = load_model(spec.model, "masked_lm", seed=spec.train.seed)

@@ -34,15 +34,17 @@ from adaptlab.engine.scale_model import announce_scale
 from adaptlab.engine.sharding import gather_adapter, shard_model
 from adaptlab.engine.trained_run import OnTrained, OnTrainedLm
 from adaptlab.engine.training_checkpoint import TrainingCheckpoint, TrainingPlan
-from adaptlab.engine.untrained_run import score_untrained
 from adaptlab.errors import ConfigError
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.parallel.ranks import is_main_process
 from adaptlab.parallel.shared_evaluation import shared_evaluation
-from adaptlab.records.result import RunResult, Versions
+from adaptlab.records.result import RunResult
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.threads import ThreadUse
+from adaptlab.records.versions import Versions
+from adaptlab.runs.preparers import prepare_run
+from adaptlab.runs.untrained_run import score_untrained
 from adaptlab.tasks.registry import get_task, run_task
 
 log = logging.getLogger("adaptlab.train")
@@ -82,7 +84,7 @@ def execute(
     over the processes (FSDP2, `adaptlab.engine.sharding`).
 
     A spec that trains nothing (a combination, a multi-task adapter scored on one data set)
-    is scored by `adaptlab.engine.untrained_run`: it writes no folder and takes none of the
+    is scored by `adaptlab.runs.untrained_run`: it writes no folder and takes none of the
     training options.
     """
     if spec.trains_nothing:
@@ -143,7 +145,7 @@ def _execute(
     started = time.perf_counter()
     folder = RunFolder(out, overwrite, run_inputs(spec))
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
-    objective: RunObjective = run_task(spec.task).prepare_run(spec, device)
+    objective: RunObjective = prepare_run(run_task(spec.task), spec, device)
     model, handle = objective.model, objective.handle
     if checkpoint is not None:  # a checkpoint that does not fit is refused before the device line
         plan = TrainingPlan.of(objective.examples, spec.train, objective.metric)

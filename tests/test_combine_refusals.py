@@ -1,0 +1,207 @@
+"""`adaptlab combine` refuses what makes no combination, in one line with exit status 1, its
+inputs unchanged byte for byte and no folder written: a single adapter, one folder given twice,
+an empty option, sources that cannot combine, bad options; the library refuses them too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+from cli_cases import refused, unchanged
+from test_combine import make_source
+
+import adaptlab
+from adaptlab.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def sources(tiny_model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("sources")
+    lora = {"lora": {"rank": 4, "targets": ["query", "value"]}}
+    return {
+        "a": make_source(tiny_model_dir, folder / "a", lora, seed=1),
+        "b": make_source(tiny_model_dir, folder / "b", lora, seed=2),
+        "houlsby": make_source(tiny_model_dir, folder / "houlsby", "houlsby", seed=4),
+        "ia3": make_source(tiny_model_dir, folder / "ia3", "ia3", seed=6),
+    }
+
+
+@contextmanager
+def untouched(*folders: Path | str) -> Iterator[None]:
+    """Every file under each of `folders` is left as it was, byte for byte."""
+    with ExitStack() as stack:
+        for folder in folders:
+            stack.enter_context(unchanged(Path(folder)))
+        yield
+
+
+def refuse(
+    adapters: str,
+    options: list[str],
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    out: Path,
+    capsys: pytest.CaptureFixture[str],
+    *needles: str,
+) -> str:
+    """`adaptlab combine --adapters ADAPTERS OPTIONS` fails in one line holding every needle,
+    the sources and the base model unchanged, `out` not written; the line comes back."""
+    args = ["combine", "--adapters", adapters, "--out", str(out), "--model", tiny_model_dir]
+    with untouched(sources["a"].parent, tiny_model_dir):
+        line = refused([*args, *options], capsys, *needles)
+    assert not out.exists()
+    return line
+
+
+def test_a_single_adapter_is_refused(
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    needle = f"combine needs at least two adapters, got 1: {sources['a']}"
+    refuse(str(sources["a"]), [], sources, tiny_model_dir, tmp_path / "c", capsys, needle)
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotted", "link"])
+def test_one_folder_given_twice_is_refused_however_it_is_spelled(
+    spelling: str,
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first = sources["a"]
+    second = {"same": first, "dotted": first / ".." / first.name, "link": tmp_path / "link"}[
+        spelling
+    ]
+    if spelling == "link":
+        second.symlink_to(first, target_is_directory=True)
+    line = refuse(
+        f"{first},{second}",
+        ["--names", "a,b"],
+        sources,
+        tiny_model_dir,
+        tmp_path / "c",
+        capsys,
+        f"adapters 1 and 2 ({first} and {second}) are one adapter folder",
+        "combine different adapters",
+    )
+    assert str(first.resolve()) in line
+
+
+@pytest.mark.parametrize("option", ["--weights", "--names", "--adapters"])
+def test_an_empty_option_is_refused_not_taken_as_left_out(
+    option: str,
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    adapters = f"{sources['a']},{sources['b']}"
+    needle = f"{option} is empty"
+    refuse(adapters, [option, ""], sources, tiny_model_dir, tmp_path / "c", capsys, needle)
+
+
+def test_the_library_refuses_them_too(
+    sources: dict[str, Path], tiny_model_dir: str, tmp_path: Path
+) -> None:
+    a, b = sources["a"], sources["b"]
+    cases = [
+        ({"adapters": [a]}, "at least two adapters, got 1"),
+        ({"adapters": [a, a], "names": ["x", "y"]}, "are one adapter folder"),
+        ({"adapters": [a, b], "weights": []}, "2 adapters, 0 weights"),
+        ({"adapters": [a, b], "names": []}, "2 adapters, 0 names"),
+    ]
+    with untouched(a.parent, tiny_model_dir):
+        for options, needle in cases:
+            with pytest.raises(ConfigError, match=needle) as caught:
+                adaptlab.combine_adapters(out=tmp_path / "c", model=tiny_model_dir, **options)  # type: ignore[arg-type]
+            assert "\n" not in str(caught.value)
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(
+    ("pick", "needles"),
+    [
+        (("a", "houlsby"), ("are of different methods (lora and houlsby)",)),
+        (("houlsby", "ia3"), ("are of different methods",)),
+    ],
+)
+def test_sources_that_cannot_combine_are_refused_naming_both(
+    pick: tuple[str, str],
+    needles: tuple[str, ...],
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first, second = (sources[p] for p in pick)
+    adapters = f"{first},{second}"
+    names = (str(first), str(second), *needles)
+    refuse(adapters, [], sources, tiny_model_dir, tmp_path / "c", capsys, *names)
+
+
+def test_houlsby_of_another_size_is_refused(
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    other = make_source(tiny_model_dir, tmp_path / "h8", {"houlsby": {"hidden_size": 8}}, seed=1)
+    needle = "differ in houlsby's hidden_size"
+    with unchanged(other):
+        refuse(
+            f"{sources['houlsby']},{other}",
+            [],
+            sources,
+            tiny_model_dir,
+            tmp_path / "c",
+            capsys,
+            needle,
+        )
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        (["--weights", "1"], "one weight per adapter: 2 adapters, 1 weights"),
+        (["--weights", "1,x"], "--weights: 'x' is not a number"),
+        (["--how", "average"], "how"),
+        (["--how", "ties"], "density"),
+        (["--how", "linear", "--density", "0.5"], "density"),
+        (["--how", "linear", "--rank", "2"], "rank"),
+        (["--names", "x,x"], "two sources are named 'x'"),
+        (["--names", "a b,c"], "cannot name a source"),
+        (["--adapters", "a,"], "--adapters has an empty item"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(
+    options: list[str],
+    needle: str,
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    adapters = f"{sources['a']},{sources['b']}"
+    refuse(adapters, options, sources, tiny_model_dir, tmp_path / "c", capsys, needle)
+
+
+def test_an_existing_out_folder_and_a_missing_source_are_refused(
+    sources: dict[str, Path],
+    tiny_model_dir: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("mine")
+    with unchanged(taken):
+        args = ["combine", "--adapters", f"{sources['a']},{sources['b']}", "--out", str(taken)]
+        refused([*args, "--model", tiny_model_dir], capsys, "exists and is not empty")
+    missing = f"{sources['a']},{tmp_path / 'nowhere'}"
+    needle = "no such adapter or run folder"
+    refuse(missing, [], sources, tiny_model_dir, tmp_path / "c", capsys, needle)
