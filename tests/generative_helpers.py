@@ -48,3 +48,12 @@ def write_chats(path: Path, count: int = 30) -> Path:
     ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
+
+
+def write_preferences(path: Path, count: int = 60) -> Path:
+    """`count` pairs where " yes" is always preferred to " no": easy to learn."""
+    rows = [
+        {"prompt": f"is {i} a number ?", "chosen": " yes", "rejected": " no"} for i in range(count)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path

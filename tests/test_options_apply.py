@@ -92,15 +92,16 @@ def refused_unchanged(
         ("seq2seq", ["--data", "pairs.jsonl", "--task", "sft"],
          "--task sft is not this adapter's task: it is a seq2seq adapter"),
         ("sft", ["--data", "pairs.jsonl", "--chat-template", "template.jinja"],
-         "--chat-template is for chat adapters; this one is an sft adapter"),
+         "--chat-template is for chat, dpo, simpo, orpo, reward, kto and grpo adapters; this one "
+         "is an sft adapter"),
         ("sft", ["--data", "pairs.jsonl", "--text-column", "body"],
          "--text-column is for single_label, multi_label, token, regression, mlm and causal-lm "
          "adapters; this one is an sft adapter"),
         ("seq2seq", ["--data", "pairs.jsonl", "--train-on-prompt"],
          "--train-on-prompt is for sft and chat adapters; this one is a seq2seq adapter"),
         ("classifier", ["--data", "reviews.csv", "--max-new-tokens", "3"],
-         "--max-new-tokens is for sft, chat and seq2seq adapters; this one is a single_label "
-         "adapter"),
+         "--max-new-tokens is for sft, chat, seq2seq, dpo, simpo, orpo, kto and grpo adapters; "
+         "this one is a single_label adapter"),
         ("classifier", ["--data", "reviews.csv", "--prompt-column", "q"],
          "--prompt-column is for sft and seq2seq adapters; this one is a single_label adapter"),
     ],
@@ -124,7 +125,8 @@ def test_eval_of_a_base_alone_refuses_what_its_task_does_not_read(
 ) -> None:
     args = ["eval", "--model", made["decoder"], "--data", "pairs.jsonl", "--task", "sft"]
     args += ["--chat-template", "template.jinja"]
-    refused_unchanged(args, capsys, [work], "--chat-template is for chat tasks; this one is an sft")
+    needle = "--chat-template is for chat, dpo, simpo, orpo, reward, kto and grpo tasks; this one"
+    refused_unchanged(args, capsys, [work], f"{needle} is an sft")
 
 
 @pytest.mark.parametrize("option", ["--pack", "--metric"])
@@ -141,10 +143,11 @@ def test_eval_offers_no_training_option(
     ("adapter", "extra", "needle"),
     [
         ("sft", ["--input", "questions.txt", "--chat-template", "template.jinja"],
-         "--chat-template is for chat adapters; this one is an sft adapter"),
+         "--chat-template is for chat, dpo, simpo, orpo, kto and grpo adapters; this one is an "
+         "sft adapter"),
         ("classifier", ["--input", "questions.txt", "--max-new-tokens", "3"],
-         "--max-new-tokens is for causal-lm, sft, chat and seq2seq adapters; this one is a "
-         "single_label adapter"),
+         "--max-new-tokens is for causal-lm, sft, chat, seq2seq, dpo, simpo, orpo, kto and grpo "
+         "adapters; this one is a single_label adapter"),
         ("sft", ["--input", "questions.txt", "--prompt-column", "q"],
          "--prompt-column is for data-file inputs (.jsonl, .csv, .tsv); --input questions.txt "
          "is read a prompt a line"),
@@ -166,9 +169,11 @@ def test_predict_refuses_what_the_adapter_or_input_does_not_read(
     ("extra", "needle"),
     [
         (["--data", "pairs.jsonl", "--task", "sft", "--chat-template", "template.jinja"],
-         "--chat-template is for chat runs; this one is an sft run"),
+         "--chat-template is for chat, dpo, simpo, orpo, reward, kto and grpo runs; this one is "
+         "an sft run"),
         (["--data", "pairs.jsonl", "--task", "causal-lm", "--max-new-tokens", "3"],
-         "--max-new-tokens is for sft, chat and seq2seq runs; this one is a causal-lm run"),
+         "--max-new-tokens is for sft, chat, seq2seq, dpo, simpo, orpo, kto and grpo runs; this "
+         "one is a causal-lm run"),
         (["--data", "pairs.jsonl", "--task", "sft", "--label-column", "stars"],
          "--label-column is for single_label, multi_label, token and regression runs; this one "
          "is an sft run"),

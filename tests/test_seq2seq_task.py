@@ -300,7 +300,7 @@ def test_train_eval_and_predict_run_end_to_end(
     [
         (["--pack"], "--pack is for causal-lm, sft and chat runs; this one is a seq2seq run"),
         (["--train-on-prompt"], "--train-on-prompt is for sft and chat runs"),
-        (["--chat-template", "t.jinja"], "--chat-template is for chat runs"),
+        (["--chat-template", "t.jinja"], "--chat-template is for chat, dpo"),
         (["--model", "LLAMA"], "it is a LlamaForCausalLM; pick an encoder-decoder"),
         (["--model", "BERT"], "it is a BertModel; pick an encoder-decoder"),
         (["--data", "chats.jsonl"], "column 'prompt' not found"),

@@ -18,7 +18,7 @@ from adaptlab.cli.data_file_options import (
 from adaptlab.cli.options import data_source
 from adaptlab.data.builtin import BUILTINS
 from adaptlab.data.describe import describe
-from adaptlab.data.generative import Conversation, GenerativeExample
+from adaptlab.data.generative import Conversation, GenerativeExample, PromptCompletion, Turn
 from adaptlab.data.generative_builtins import (
     GENERATIVE_SHAPES,
     generative_builtin_datasets,
@@ -26,6 +26,14 @@ from adaptlab.data.generative_builtins import (
 )
 from adaptlab.data.generative_loading import load_generative
 from adaptlab.data.loading import load_dataset
+from adaptlab.data.preference import (
+    PREFERENCE_SHAPES,
+    Judged,
+    Preference,
+    PreferenceExample,
+)
+from adaptlab.data.preference_builtins import PREFERENCE_SHAPES_HELD, preference_builtin_datasets
+from adaptlab.data.preference_loading import load_preferences
 from adaptlab.data.texts import load_texts
 from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import ConfigError
@@ -40,8 +48,9 @@ SHOWN_CHARACTERS = 300
 
 @app.command("list")
 def list_builtin() -> None:
-    """List the built-in offline corpora: labelled ones and generative ones (prompt ->
-    completion pairs, chats), with the tasks that read each.
+    """List the built-in offline corpora: labelled ones, generative ones (prompt ->
+    completion pairs, chats) and preference-family ones (pairs, judged answers, questions),
+    with the tasks that read each.
 
     Example:
 
@@ -55,6 +64,8 @@ def list_builtin() -> None:
         table.add_row(name, entry.task, entry.summary)
     for name, summary in generative_builtin_datasets().items():
         table.add_row(name, ", ".join(_generative_tasks(name)), summary)
+    for name, summary in preference_builtin_datasets().items():
+        table.add_row(name, ", ".join(_preference_tasks(name)), summary)
     console().print(table)
 
 
@@ -85,6 +96,8 @@ def show(
     task = get_task(data_file.task) if data_file.task else None
     if source in GENERATIVE_SHAPES and task is None:
         task = get_task(_generative_tasks(source)[0])
+    if source in PREFERENCE_SHAPES_HELD and task is None:
+        task = get_task(_preference_tasks(source)[0])
     if task is not None and not task.labelled:
         _show_unlabelled(source, task.name, data_file.load_options())
         return
@@ -118,6 +131,12 @@ def _generative_tasks(name: str) -> list[str]:
     )
 
 
+def _preference_tasks(name: str) -> list[str]:
+    """The tasks that read built-in preference-family corpus `name`, in listing order."""
+    held = PREFERENCE_SHAPES_HELD[name]
+    return task_names(lambda task: getattr(task, "data_shape", None) == held)
+
+
 def _show_unlabelled(source: str, task_name: str, options: Mapping[str, Any]) -> None:
     """The splits of `source` read for unlabelled task `task_name`: plain documents, or
     prompt -> completion pairs and chats, with their sizes and two training examples."""
@@ -128,6 +147,12 @@ def _show_unlabelled(source: str, task_name: str, options: Mapping[str, Any]) ->
         name, description, unit = texts.name, texts.description, "documents"
         examples: Sequence[object] = [_cut(text) for text in texts.splits["train"][:2]]
         sizes = [len(texts.splits[split]) for split in SPLIT_NAMES]
+    elif shape in PREFERENCE_SHAPES:
+        _refuse_options(source, shape, options)
+        read = load_preferences(source, LABELLED, shape=shape)
+        name, description, unit = read.name, read.description, "examples"
+        examples = [_example(example) for example in read.splits["train"][:2]]
+        sizes = [len(read.splits[split]) for split in SPLIT_NAMES]
     else:
         _refuse_options(source, shape, options)
         corpus = load_generative(source, LABELLED, shape=shape)
@@ -156,11 +181,23 @@ def _refuse_options(source: str, shape: str, options: Mapping[str, Any]) -> None
         )
 
 
-def _example(example: GenerativeExample) -> dict[str, Any]:
-    """A pair or a chat as plain JSON values."""
+def _example(example: GenerativeExample | PreferenceExample) -> dict[str, Any]:
+    """An example (a pair, a chat, a preference, a judged answer, a question) as plain JSON
+    values."""
     if isinstance(example, Conversation):
-        return {"messages": [{"role": t.role, "content": t.content} for t in example.turns]}
-    return {"prompt": example.prompt, "completion": example.completion}
+        return {"messages": _messages(example.turns)}
+    if isinstance(example, PromptCompletion):
+        return {"prompt": example.prompt, "completion": example.completion}
+    prompt = example.prompt if isinstance(example.prompt, str) else _messages(example.prompt)
+    if isinstance(example, Preference):
+        return {"prompt": prompt, "chosen": example.chosen, "rejected": example.rejected}
+    if isinstance(example, Judged):
+        return {"prompt": prompt, "completion": example.completion, "label": example.desirable}
+    return {"prompt": prompt, "answer": example.answer}
+
+
+def _messages(turns: Sequence[Turn]) -> list[dict[str, str]]:
+    return [{"role": t.role, "content": t.content} for t in turns]
 
 
 def _cut(text: str) -> str:

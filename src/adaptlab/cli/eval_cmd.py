@@ -33,6 +33,11 @@ from adaptlab.cli.options import (
     non_negative,
     positive,
 )
+from adaptlab.cli.preference_options import (
+    DEFAULT_PREFERENCE,
+    PreferenceOptions,
+    with_preference_options,
+)
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.loading import load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
@@ -48,10 +53,13 @@ from adaptlab.runs.evaluation import evaluate as run_evaluation
 from adaptlab.runs.generative_evaluation import Scored
 from adaptlab.runs.generative_trained import score_trained
 from adaptlab.runs.mlm_objective import MlmEvaluation, evaluate_mlm
+from adaptlab.runs.preference_trained import score_preferences, score_rewards
 from adaptlab.tasks.choice import choose_metric
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.judging import MetricChoice
+from adaptlab.tasks.preference import PreferenceTask
 from adaptlab.tasks.registry import LABELLED, get_task
+from adaptlab.tasks.reward import RewardModel
 from adaptlab.tasks.task import Task
 from adaptlab.tasks.unread_options import refuse_unread_by_task
 
@@ -65,10 +73,20 @@ EVAL_GENERATION = (
 )
 """The generative options scoring reads (not --pack or --metric: nothing trains, and every
 metric is shown)."""
+EVAL_PREFERENCE = (
+    "beta",
+    "loss",
+    "simpo_gamma",
+    "desirable_weight",
+    "undesirable_weight",
+    "center_rewards_coefficient",
+)
+"""The preference options scoring reads (not --precompute-reference: nothing trains)."""
 
 
 @with_data_file_options()
 @with_generation_options(EVAL_GENERATION)
+@with_preference_options(EVAL_PREFERENCE)
 def evaluate(
     context: typer.Context,
     data: Annotated[
@@ -94,6 +112,7 @@ def evaluate(
     max_length: MaxLength = 128,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
     generation: GenerationOptions = DEFAULT_GENERATION,
+    preference: PreferenceOptions = DEFAULT_PREFERENCE,
     device: Device = "auto",
     model: BaseModel = None,
     head: Head = None,
@@ -159,6 +178,8 @@ def evaluate(
         adaptlab eval --adapter runs/task --data slovenian-opinions \\
             --stack-swap lang-en=runs/lang-sl                  # MAD-X zero-shot transfer
 
+        adaptlab eval --adapter runs/qa-dpo --data countries-qa-pairs    # reward accuracy
+
         adaptlab eval --adapter runs/qa-lora --harness arc_easy,hellaswag --limit 200
     """
     _check_harness_options(context, harness)
@@ -175,7 +196,11 @@ def evaluate(
         )
     check_split(split)
     swaps = parse_swaps(stack_swap or [])
-    options = {**data_file.load_options(), **generation.load_options()}
+    options = {
+        **data_file.load_options(),
+        **generation.load_options(),
+        **preference.load_options(),
+    }
     if adapter is None:
         if head is not None:
             raise ConfigError("--head picks the head of a combined adapter: give --adapter")
@@ -191,7 +216,15 @@ def evaluate(
     result: Evaluation | MlmEvaluation | Scored
     task = get_task(manifest["task"])
     with stack_swapped(loaded.model, swaps):
-        if isinstance(task, GenerativeTask):
+        if isinstance(task, PreferenceTask | RewardModel):
+            scoring = (loaded, manifest, data, options, split, max_length, batch_size)
+            on_split = (
+                score_preferences(task, *scoring)
+                if isinstance(task, PreferenceTask)
+                else score_rewards(task, *scoring)
+            )
+            name, count, result = on_split.name, on_split.examples, on_split.scored
+        elif isinstance(task, GenerativeTask):
             on_split = score_trained(
                 loaded, manifest, task, data, options, split, max_length, batch_size
             )

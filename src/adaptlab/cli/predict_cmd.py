@@ -94,6 +94,8 @@ def predict(
     for result in run_prediction(loaded.model, encoder, texts, name, labels, batch_size):
         if jsonl:
             print(json.dumps(result.to_dict()))
+        elif result.score is not None:  # a reward model's score
+            print(f"{result.score:.4f}\t{result.text}")
         elif result.words is not None:
             print(" ".join(f"{w}/{t}" for w, t in zip(result.words, result.label, strict=True)))
         elif isinstance(result.probability, float):

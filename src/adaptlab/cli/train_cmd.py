@@ -20,6 +20,7 @@ from adaptlab.cli.generation_options import (
     GenerationOptions,
     with_generation_options,
 )
+from adaptlab.cli.grpo_options import DEFAULT_GRPO, GrpoOptions, with_grpo_options
 from adaptlab.cli.options import (
     DataOption,
     Device,
@@ -27,6 +28,11 @@ from adaptlab.cli.options import (
     Progress,
     comma_separated,
     positive,
+)
+from adaptlab.cli.preference_options import (
+    DEFAULT_PREFERENCE,
+    PreferenceOptions,
+    with_preference_options,
 )
 from adaptlab.cli.run_core import ONE_PROCESS, Launch, run_training, training_command
 from adaptlab.cli.scale_options import AUTO_SCALE
@@ -104,6 +110,8 @@ def checkpoint_cadence(value: str | None) -> str | None:
 @training_command
 @with_data_file_options(split=True)
 @with_generation_options()
+@with_preference_options()
+@with_grpo_options()
 @with_training_options(method=method_help(), epochs="Training epochs.", warmup=True)
 def train(
     model: Annotated[
@@ -128,6 +136,8 @@ def train(
     training: TrainConfig = DEFAULT_TRAINING,
     data_file: DataFileOptions = DEFAULT_DATA_FILE,
     generation: GenerationOptions = DEFAULT_GENERATION,
+    preference: PreferenceOptions = DEFAULT_PREFERENCE,
+    grpo: GrpoOptions = DEFAULT_GRPO,
     device: Device = "auto",
     scale: Scale = AUTO_SCALE,
     overwrite: Overwrite = False,
@@ -180,6 +190,9 @@ def train(
         adaptlab train --model smollm2-135m --data countries-qa --task sft --method lora \\
             --pack --out runs/qa-lora             # a decoder taught to answer questions
 
+        adaptlab train --model smollm2-135m --data countries-qa-pairs --task dpo \\
+            --method lora --stack runs/qa-lora --out runs/qa-dpo    # DPO on an SFT adapter
+
         adaptlab train --model ./llama-3-8b --data reviews.csv --method lora -o rank=16 \\
             --quantize nf4 --gradient-checkpointing --out runs/qlora     # QLoRA on one GPU
     """
@@ -189,7 +202,12 @@ def train(
         method,
         train_size=train_size,
         train=training,
-        data_options={**data_file.load_options(), **generation.load_options()},
+        data_options={
+            **data_file.load_options(),
+            **generation.load_options(),
+            **preference.load_options(),
+            **grpo.load_options(),
+        },
         device=device,
         scale=scale,
         fuse=comma_separated(adapters),

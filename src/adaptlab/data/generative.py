@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
 
 from adaptlab.data.splits import sample_train_and_dev
 from adaptlab.data.types import Origin
@@ -53,17 +54,30 @@ class Conversation:
 
 GenerativeExample = PromptCompletion | Conversation
 
+Item = TypeVar("Item")
+
 
 @dataclass(frozen=True)
-class GenerativeCorpus:
-    """Generative examples in fixed train / dev / test splits, and how they were made; `origins`
-    holds where each example came from (split by split, in the same order), or None where that
-    was not kept."""
+class SplitCorpus(Generic[Item]):
+    """Examples of one kind in fixed train / dev / test splits, and how they were made;
+    `origins` holds where each example came from (split by split, in the same order), or None
+    where that was not kept. Generative and preference corpora are its kinds; sampling,
+    capping the test split and splitting files serve them all."""
 
     name: str
-    splits: Mapping[str, tuple[GenerativeExample, ...]]
+    splits: Mapping[str, tuple[Item, ...]]
     description: str
     origins: Mapping[str, tuple[Origin | None, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class GenerativeCorpus(SplitCorpus[GenerativeExample]):
+    """Generative examples (prompt-completion pairs or chats) in fixed train / dev / test
+    splits (see `SplitCorpus`)."""
+
+
+CorpusT = TypeVar("CorpusT", bound="SplitCorpus[Any]")
+"""A corpus of any kind, handed back as the same kind."""
 
 
 def check_conversation(turns: Sequence[Turn], where: str) -> None:
@@ -101,7 +115,7 @@ def check_conversation(turns: Sequence[Turn], where: str) -> None:
         )
 
 
-def sample_generative(corpus: GenerativeCorpus, train_size: int, seed: int) -> GenerativeCorpus:
+def sample_generative(corpus: CorpusT, train_size: int, seed: int) -> CorpusT:
     """`train_size` training examples sampled with `seed`, as many dev (or all there are); the
     test split is kept."""
     train = corpus.splits["train"]
@@ -115,7 +129,7 @@ def sample_generative(corpus: GenerativeCorpus, train_size: int, seed: int) -> G
     return replace(corpus, splits=splits, description=corpus.description + note, origins=origins)
 
 
-def capped_test(corpus: GenerativeCorpus, size: int, seed: int) -> GenerativeCorpus:
+def capped_test(corpus: CorpusT, size: int, seed: int) -> CorpusT:
     """`corpus` with at most `size` test examples, sampled with `seed` (kept in their order)."""
     test = corpus.splits["test"]
     if size >= len(test):

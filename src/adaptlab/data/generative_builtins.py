@@ -67,13 +67,19 @@ pairs (which the chat task reads as one-question chats) or chats (messages)."""
 
 
 def shape_refusal(name: str, shape: str) -> str | None:
-    """Why built-in `name` cannot be read as `shape` data (None: it can): chats are no pairs."""
+    """Why built-in `name` cannot be read as `shape` data (None: it can): its own shape, or
+    pairs read as one-question chats; chats are no pairs, and neither holds preferences."""
     held = GENERATIVE_SHAPES[name]
-    if held == shape or held == "prompt-completion":
+    if held == shape or (held == "prompt-completion" and shape == "messages"):
         return None
+    if held == "messages":
+        return (
+            f"built-in {name} holds chats (messages), not {shape} data; "
+            "learn it with a task that reads chats (chat)"
+        )
     return (
-        f"built-in {name} holds chats (messages), not {shape} data; "
-        "learn it with a task that reads chats (chat)"
+        f"built-in {name} holds prompt -> completion pairs, not {shape} data; learn it with "
+        "sft or chat, or give preference-family data (adaptlab data list shows the built-ins)"
     )
 
 

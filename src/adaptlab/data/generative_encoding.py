@@ -10,7 +10,8 @@ Decoder-only models (`GenerativeEncoder`):
 - A conversation is rendered by the chat template (`adaptlab.data.chat_render`); every
   assistant turn's tokens are targets, the other turns' are not. Only the turns that reach
   the `max_length` tokens kept are looked for, so a long chat costs what is kept of it.
-- `train_on_prompt` makes every token a target.
+- `train_on_prompt` makes every token a target; `last_answer_only` makes a chat's last
+  assistant turn its only target (an answer compared with another, as preference tuning does).
 
 Labels sit at their token's position (`labels[i]` is `input_ids[i]` or IGNORE_INDEX); the loss
 shifts them. A sequence longer than `max_length` loses its earliest tokens (the prompt's start,
@@ -90,10 +91,12 @@ class GenerativeEncoder:
         *,
         train_on_prompt: bool = False,
         chat_template: str | ChatTemplate | None = None,
+        last_answer_only: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.max_length = _checked_length(tokenizer, max_length)
         self.train_on_prompt = train_on_prompt
+        self.last_answer_only = last_answer_only
         self.chat_template = (
             ChatTemplate(chat_template) if isinstance(chat_template, str) else chat_template
         )
@@ -109,6 +112,8 @@ class GenerativeEncoder:
             rendered = self.chat.render(_checked(example), kept=self.max_length)
             ids, answers = list(rendered.input_ids), rendered.answers
             answer = answers[-1].start
+            if self.last_answer_only:
+                answers = answers[-1:]
         if self.train_on_prompt:
             labels = list(ids)
         else:

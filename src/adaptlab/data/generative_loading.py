@@ -4,28 +4,34 @@ or a built-in generative corpus, in fixed train / dev / test splits.
 A single file is split 80/10/10 by the fixed rule every single-source corpus follows (seed 0);
 a folder's `train.*` and optional `dev.*` and `test.*` files (.jsonl, .csv, .tsv) keep their
 splits, dev carved as 10% of train when only train and test are given. Rows are read by
-`adaptlab.data.generative_rows`.
+`adaptlab.data.generative_rows`; `folder_rows` and `split_rows` split preference data too
+(`adaptlab.data.preference_loading`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from adaptlab.data.generative import (
     SHAPES,
     Conversation,
+    CorpusT,
     GenerativeCorpus,
-    GenerativeExample,
     PromptCompletion,
     Turn,
 )
-from adaptlab.data.generative_rows import EXTENSIONS, Located, PromptColumns, read_generative
+from adaptlab.data.generative_rows import EXTENSIONS, PromptColumns, read_generative
 from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.data.splits import carve_dev, three_way_split
-from adaptlab.data.types import SPLIT_NAMES
+from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import ConfigError, DataError
+
+Row = TypeVar("Row")
+Rows = list[tuple[Row, Origin]]
+"""Examples of one kind, each with the file and line it starts on."""
 
 
 def as_chat(pair: PromptCompletion) -> Conversation:
@@ -71,14 +77,23 @@ def load_generative(
         return _checked_builtin(source, GENERATIVE_BUILTINS[source](tasks), shape)
     path = Path(source).expanduser()
     if path.is_dir():
-        return _split(path.resolve().name, f"folder {path}", _folder(path, shape, columns))
+        found = folder_rows(path, lambda file: read_generative(file, shape, columns))
+        return split_rows(path.resolve().name, f"folder {path}", found, GenerativeCorpus)
     if not path.exists():
+        from adaptlab.data.preference_builtins import PREFERENCE_SHAPES_HELD
+
+        if source in PREFERENCE_SHAPES_HELD:
+            raise DataError(
+                f"built-in {source} holds {PREFERENCE_SHAPES_HELD[source]} data, not {shape} "
+                "data; learn it with a task that reads it (adaptlab data list names them)"
+            )
         raise DataError(
             f"unknown generative data source '{source}': no such file or folder, and not a "
             f"built-in ({', '.join(GENERATIVE_BUILTINS) or 'none installed'}); give a "
             f"{', '.join(EXTENSIONS)} file, a folder of split files or a built-in"
         )
-    return _split(path.stem, f"file {path}", {"train": read_generative(path, shape, columns)})
+    given = {"train": read_generative(path, shape, columns)}
+    return split_rows(path.stem, f"file {path}", given, GenerativeCorpus)
 
 
 def _checked_builtin(name: str, corpus: GenerativeCorpus, shape: str) -> GenerativeCorpus:
@@ -99,9 +114,10 @@ def _checked_builtin(name: str, corpus: GenerativeCorpus, shape: str) -> Generat
     return corpus
 
 
-def _folder(folder: Path, shape: str, columns: PromptColumns) -> dict[str, Located]:
-    """The `train.*` and optional `dev.*` and `test.*` files of a folder."""
-    found: dict[str, Located] = {}
+def folder_rows(folder: Path, read: Callable[[Path], Rows[Row]]) -> dict[str, Rows[Row]]:
+    """The `train.*` and optional `dev.*` and `test.*` files of a folder, each read by
+    `read`."""
+    found: dict[str, Rows[Row]] = {}
     for split in SPLIT_NAMES:
         files = [
             folder / f"{split}{ext}" for ext in EXTENSIONS if (folder / f"{split}{ext}").is_file()
@@ -111,20 +127,23 @@ def _folder(folder: Path, shape: str, columns: PromptColumns) -> dict[str, Locat
                 f"{folder} has several {split} files ({', '.join(f.name for f in files)}); keep one"
             )
         if files:
-            found[split] = read_generative(files[0], shape, columns)
+            found[split] = read(files[0])
     if "train" not in found:
         wanted = ", ".join(f"train{ext}" for ext in EXTENSIONS)
         raise DataError(f"{folder} has no training file; add one of {wanted}")
     return found
 
 
-def _split(name: str, source: str, given: Mapping[str, Located]) -> GenerativeCorpus:
-    """Fill in missing dev / test splits by the fixed rules (seed 0)."""
+def split_rows(
+    name: str, source: str, given: Mapping[str, Rows[Row]], kind: type[CorpusT]
+) -> CorpusT:
+    """The `kind` corpus of the rows `given` by split, missing dev / test splits filled in by
+    the fixed rules (seed 0)."""
     train = given["train"]
     if "dev" not in given and "test" not in given:
         at = three_way_split([None] * len(train))
         splits = {split: _pick(train, ids) for split, ids in zip(SPLIT_NAMES, at, strict=True)}
-        return _corpus(name, f"{source}, one source split 80/10/10 (seed 0)", splits)
+        return _corpus(name, f"{source}, one source split 80/10/10 (seed 0)", splits, kind)
     if "test" not in given:
         raise DataError(f"{name} has a dev split but no test split; add a test file")
     if "dev" not in given:
@@ -134,16 +153,18 @@ def _split(name: str, source: str, given: Mapping[str, Located]) -> GenerativeCo
             "dev": _pick(train, dev_at),
             "test": given["test"],
         }
-        return _corpus(name, f"{source}, dev carved as 10% of train (seed 0)", carved)
-    return _corpus(name, f"{source}, splits as given", given)
+        return _corpus(name, f"{source}, dev carved as 10% of train (seed 0)", carved, kind)
+    return _corpus(name, f"{source}, splits as given", given, kind)
 
 
-def _pick(located: Located, indices: Sequence[int]) -> Located:
+def _pick(located: Rows[Row], indices: Sequence[int]) -> Rows[Row]:
     """The rows at `indices`, in that order."""
     return [located[index] for index in indices]
 
 
-def _corpus(name: str, source: str, splits: Mapping[str, Located]) -> GenerativeCorpus:
+def _corpus(
+    name: str, source: str, splits: Mapping[str, Rows[Row]], kind: type[CorpusT]
+) -> CorpusT:
     """The corpus of three non-empty splits, with its description and origins."""
     for split in SPLIT_NAMES:
         if not splits[split]:
@@ -152,10 +173,10 @@ def _corpus(name: str, source: str, splits: Mapping[str, Located]) -> Generative
                 "training rows need at least 11 of them)"
             )
     sizes = ", ".join(f"{split} {len(splits[split])}" for split in SPLIT_NAMES)
-    examples: dict[str, tuple[GenerativeExample, ...]] = {
+    examples: dict[str, tuple[Row, ...]] = {
         split: tuple(example for example, _ in splits[split]) for split in SPLIT_NAMES
     }
-    return GenerativeCorpus(
+    return kind(
         name=name,
         splits=examples,
         description=f"{source}: {sizes} examples.",

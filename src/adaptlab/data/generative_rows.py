@@ -27,7 +27,7 @@ from adaptlab.data.generative import (
     Turn,
     check_conversation,
 )
-from adaptlab.data.readers import decode_utf8, json_line, no_rows, read_bytes, table_records
+from adaptlab.data.readers import decode_utf8, jsonl_objects, no_rows, read_bytes, table_records
 from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
@@ -86,20 +86,10 @@ def _table(path: Path, text: str, columns: PromptColumns) -> Located:
 
 
 def _jsonl(path: Path, text: str, shape: str, columns: PromptColumns) -> Located:
-    """One JSON object a line; blank lines are skipped. Only newlines end a record (a JSON
-    string may hold U+2028 and other separators that str.splitlines would cut at)."""
+    """One JSON object a line (`jsonl_objects`); blank lines are skipped."""
     located: Located = []
     reader: RowReader | None = None
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        record, keys = json_line(line, where)
-        if len(set(keys)) < len(keys):
-            twice = next(key for index, key in enumerate(keys) if key in keys[:index])
-            raise DataError(
-                f"{where} names '{twice}' more than once; keep one so it is clear which to read"
-            )
+    for number, where, record, keys in jsonl_objects(path, text):
         reader = reader or _row_reader(shape, keys, columns, where)
         located.append((reader(record, where), Origin(path.name, number)))
     return located

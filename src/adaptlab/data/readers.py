@@ -283,6 +283,23 @@ def json_line(line: str, where: str) -> tuple[dict[str, Any], list[str]]:
     return value, [key for key, _ in objects[-1]]  # inner objects are parsed first
 
 
+def jsonl_objects(path: Path, text: str) -> Iterator[tuple[int, str, dict[str, Any], list[str]]]:
+    """Each non-blank line's JSON object (`text` is `path`'s) with its line number, `where` (the
+    file and line, for errors) and its keys; a key named twice is one line. Only newlines end
+    a record (a JSON string may hold U+2028 and other separators that str.splitlines cuts at)."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        record, keys = json_line(line, where)
+        if len(set(keys)) < len(keys):
+            twice = next(key for index, key in enumerate(keys) if key in keys[:index])
+            raise DataError(
+                f"{where} names '{twice}' more than once; keep one so it is clear which to read"
+            )
+        yield number, where, record, keys
+
+
 def read_jsonl(path: Path, columns: Columns) -> list[RawRow]:
     """Read one JSON object per line; blank lines and rows with blank text are skipped."""
     rows = []

@@ -13,7 +13,7 @@ completes (cut as the server cuts it), or after `max_new_tokens` tokens.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -57,20 +57,42 @@ def generate_batch(
     _check_sampling(temperature, top_p, stop)
     _check_prompts(_check_model(model), prompts, max_new_tokens)
     answers = _Answers(len(prompts), progress)
-    seat = Seat(model, adapter=None, shares_rows=False, fixed=True)  # the model as it is
-    generator = TextGenerator(tokenizer, lambda *_: seat, max_rows=batch_size, wake=lambda: None)
-    for index, prompt in enumerate(prompts):
-        sampling = Sampling(max_new_tokens, temperature, top_p, tuple(stop), seed + index)
-        generator.submit(Completion(None, list(prompt), sampling, answers.receiver(index)))
+    requests = [
+        Completion(
+            None,
+            list(prompt),
+            Sampling(max_new_tokens, temperature, top_p, tuple(stop), seed + index),
+            answers.receiver(index),
+        )
+        for index, prompt in enumerate(prompts)
+    ]
+    decode(model, tokenizer, requests, max_rows=batch_size, check=answers.raise_failure)
+    return answers.texts()
+
+
+def decode(
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    requests: Sequence[Completion],
+    *,
+    max_rows: int,
+    check: Callable[[], None],
+) -> None:
+    """Decode every request with `model` as it is (no adapter activated or swapped), at most
+    `max_rows` sequences together, in eval mode (the model's mode restored after); `check`
+    runs after each step (to raise a failure its receivers kept)."""
+    seat = Seat(model, adapter=None, shares_rows=False, fixed=True)
+    generator = TextGenerator(tokenizer, lambda *_: seat, max_rows=max_rows, wake=lambda: None)
+    for request in requests:
+        generator.submit(request)
     was_training = model.training
     model.eval()
     try:
         while generator.busy():
             generator.step()
-            answers.raise_failure()
+            check()
     finally:
         model.train(was_training)
-    return answers.texts()
 
 
 class _Answers:

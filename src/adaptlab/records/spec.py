@@ -206,9 +206,15 @@ class RunSpec:
 
     def learning_rate(self) -> float:
         """The given learning rate, or the lowest default of what the run trains (App. A.2),
-        for its task (a task that generates text has its own defaults)."""
-        generates = self.task is not None and get_task(self.task).generates
-        return self.train.learning_rate_for(self.trained_configs, generates=generates)
+        for its task (a task that generates text has its own defaults, which a preference task
+        scales by its `learning_rate_factor`)."""
+        task = None if self.task is None else get_task(self.task)
+        rate = self.train.learning_rate_for(
+            self.trained_configs, generates=task is not None and task.generates
+        )
+        if self.train.learning_rate is None and task is not None:
+            rate = float(f"{rate * task.learning_rate_factor:.12g}")  # 1e-6, not 1.0...02e-6
+        return rate
 
     def to_dict(self) -> dict[str, Any]:
         """The fully resolved spec, JSON-ready (the learning rate resolved too)."""

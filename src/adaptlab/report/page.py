@@ -10,6 +10,7 @@ import adaptlab.report.crosslingual as crosslingual
 import adaptlab.report.fusion as fusion
 import adaptlab.report.generative as generative
 import adaptlab.report.harness as harness
+import adaptlab.report.preference as preference
 import adaptlab.report.sections as sections
 import adaptlab.report.temporal as temporal
 from adaptlab.report.learning_forgetting import learning_forgetting
@@ -45,6 +46,7 @@ def render(view: StudyView, title: str, sequences: Sequence[StoredSequence] = ()
             sections.learning_rate(view),
             sections.overfitting(view),
             generative.generative(view),
+            preference.preference(view),
             harness.harness(view),
             learning_forgetting(view),
             sections.analysis(view),

@@ -7,40 +7,32 @@ an analysis reads the trained model with every split's encoded examples (`traine
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
-
 import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from adaptlab.engine.adapters import attach_adapters
-from adaptlab.engine.run_objective import Tested
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.engine.trained_run import DecoderCollator, TrainedRun
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.models.decoder import check_causal_lm
 from adaptlab.models.loading import load_model
-from adaptlab.records.generated import SAMPLE_SIZE
-from adaptlab.records.result import DataInfo
 from adaptlab.records.spec import RunSpec
-from adaptlab.records.split_record import SplitRecord
 from adaptlab.runs.generative_data import EncodedData, encode_run_data
-from adaptlab.runs.generative_evaluation import (
-    Generation,
-)
+from adaptlab.runs.generative_evaluation import Generation, GenerativeSplit
 from adaptlab.runs.generative_objective import GenerativeLm
 from adaptlab.runs.generative_union import encoded_union
 from adaptlab.runs.preparers import prepares
 from adaptlab.runs.seq2seq_targets import check_windows
+from adaptlab.runs.split_run import SplitRun
 from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_facts import GenerativeFacts, computed_metrics
 from adaptlab.tasks.generative_settings import GenerativeSettings
 
 
-class GenerativeRun(GenerativeLm):
+class GenerativeRun(SplitRun, GenerativeLm):
     """`GenerativeLm` over a run's data, with what `execute` asks (`RunObjective`)."""
 
     def __init__(
@@ -70,20 +62,8 @@ class GenerativeRun(GenerativeLm):
         self.spec, self.task, self.handle, self.encoded = spec, task, handle, data
         self.description = data.description
 
-    @property
-    def data(self) -> DataInfo:
-        sizes = {name: len(split.encoded) for name, split in self.encoded.splits.items()}
-        return DataInfo(
-            name=self.encoded.name,
-            task=self.task.name,
-            labels=(),
-            sizes=sizes,
-            dropped=dict(self.encoded.dropped),
-        )
-
-    @property
-    def splits(self) -> SplitRecord:
-        return SplitRecord.of(self.spec.data, self.encoded.origins)
+    def split_size(self, split: GenerativeSplit) -> int:
+        return len(split.encoded)
 
     @property
     def trained(self) -> TrainedRun:
@@ -94,15 +74,6 @@ class GenerativeRun(GenerativeLm):
         decoder = self.task.model_kind == "causal_lm"
         collator = DecoderCollator(self.pad_id) if decoder else None
         return TrainedRun(self.model, self.tokenizer, self.task.name, features, collator)
-
-    def frozen_replay(self, mode: str, folder: Path | None) -> AbstractContextManager[None]:
-        """Nothing to replay: the frozen front's outputs are not kept for generative runs."""
-        return nullcontext()
-
-    def test(self) -> Tested:
-        scored = self.score(self.encoded.splits["test"])
-        generations = scored.generated[:SAMPLE_SIZE] if scored.generated else None
-        return Tested(scored.loss, scored.metrics, generations=generations)
 
 
 def checked_settings(task: GenerativeFacts, spec: RunSpec) -> GenerativeSettings:
@@ -115,6 +86,16 @@ def checked_settings(task: GenerativeFacts, spec: RunSpec) -> GenerativeSettings
             f"{', '.join(computed_metrics(task))}"
         )
     return settings
+
+
+def check_trains(handle: AdaptHandle, spec: RunSpec, task: str) -> None:
+    """Refuse an adapter with nothing to train beside the frozen pretrained LM head."""
+    if not handle.parameter_counts()["trainable"]:
+        names = "+".join(config.name for config in spec.trained_configs)
+        raise ConfigError(
+            f"{names} trains nothing in a run of task {task}: the pretrained LM head stays "
+            "frozen; pick a method that adapts the model (lora, houlsby, ...)"
+        )
 
 
 @prepares(GenerativeTask)
@@ -132,12 +113,7 @@ def prepare_generative(task: GenerativeFacts, spec: RunSpec, device: torch.devic
     model: nn.Module = loaded.model
     prepare_base(model, spec.scale, device)
     handle = attach_adapters(model, spec, train_head=False)  # the LM head is pretrained
-    if not handle.parameter_counts()["trainable"]:
-        names = "+".join(config.name for config in spec.trained_configs)
-        raise ConfigError(
-            f"{names} trains nothing in a run of task {task.name}: the pretrained LM head stays "
-            "frozen; pick a method that adapts the model (lora, houlsby, ...)"
-        )
+    check_trains(handle, spec, task.name)
     if data.chat_template is not None:  # serving renders chats as training did
         handle.record_chat_template(data.chat_template)
     return GenerativeRun(spec, task, model, tokenizer, handle, data, settings)

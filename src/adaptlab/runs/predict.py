@@ -27,11 +27,13 @@ def predict(
     batch_size: int = 64,
 ) -> list[Prediction]:
     """Label each text as `task` does (the argmax class with its probability, labels above 0.5
-    for multi-label, the value for regression, one tag per word for token tasks)."""
+    for multi-label, the value for regression, a reward model's score, one tag per word for
+    token tasks)."""
     chosen = get_task(task)
     model.eval()
     device = next(model.parameters()).device
-    features = encoder.encode([chosen.placeholder(text) for text in texts])
+    eos = encoder.tokenizer.eos_token
+    features = encoder.encode([chosen.placeholder(chosen.input_text(t, eos)) for t in texts])
     predictions: list[Prediction] = []
     offset = 0
     for batch in batches(encoder, features, batch_size, device):

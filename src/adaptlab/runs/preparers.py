@@ -53,6 +53,10 @@ PREPARERS: Registry[Preparer] = Registry(
         "adaptlab.tasks.labelled.LabelledTask": "adaptlab.runs.labelled_run",
         "adaptlab.tasks.generative.GenerativeTask": "adaptlab.runs.generative_run",
         "adaptlab.tasks.mlm.MaskedLanguageModelling": "adaptlab.runs.mlm_run",
+        "adaptlab.tasks.preference.PreferenceTask": "adaptlab.runs.preference_run",
+        "adaptlab.tasks.reward.RewardModel": "adaptlab.runs.reward_run",
+        "adaptlab.tasks.kto.UnpairedPreference": "adaptlab.runs.kto_run",
+        "adaptlab.tasks.grpo.GroupRelativePolicy": "adaptlab.runs.grpo_run",
     },
 )
 """adaptlab's preparers (their modules imported when a run first asks) and any registered from

@@ -14,10 +14,12 @@ import functools
 import itertools
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from adaptlab.data.builtin import builtin_datasets
 from adaptlab.data.generative_builtins import generative_builtin_datasets
 from adaptlab.data.identity import content_digest
+from adaptlab.data.preference_builtins import preference_builtin_datasets
 from adaptlab.engine.adapters import as_adapter_name
 from adaptlab.errors import ConfigError
 from adaptlab.records.scale import Scale
@@ -44,8 +46,16 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
     """
     _check_swaps(spec)
     models = grid_models(spec, base)
-    builtins = {*builtin_datasets(), *generative_builtin_datasets()}
-    data = [(local_path(d.source, base, builtins), d.run_options(base)) for d in spec.data]
+    builtins = {
+        *builtin_datasets(),
+        *generative_builtin_datasets(),
+        *preference_builtin_datasets(),
+    }
+    data = [
+        (local_path(d.source, base, builtins), options)
+        for d in spec.data
+        for options in with_betas(d.run_options(base), spec.betas)
+    ]
     hashed = functools.cache(content_digest)  # each data file hashed once
 
     def digest(source: str) -> str | None:
@@ -131,7 +141,9 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                     planned = PlannedRun(
                         run_id(run_spec),
                         spec.name,
-                        entry.display_label + scale_label(spec.scale_axes, scale),
+                        entry.display_label
+                        + scale_label(spec.scale_axes, scale)
+                        + beta_label(spec.betas, options),
                         run_spec,
                         analysis,
                         needs=tuple(needs),
@@ -144,6 +156,16 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
         for size, scale in itertools.product(spec.train_sizes, scales):
             runs += spanning.runs(seed, model, size, scale, analysis)
     return _checked(spec.name, runs)
+
+
+def with_betas(options: dict[str, Any], betas: list[float]) -> list[dict[str, Any]]:
+    """A data entry's run options, once per beta of the study's `betas` (as given: none)."""
+    return [{**options, "beta": beta} for beta in betas] or [options]
+
+
+def beta_label(betas: list[float], options: dict[str, Any]) -> str:
+    """What a cell's label adds where the study crosses betas: " · beta=0.1"."""
+    return f" · beta={options['beta']:g}" if len(betas) > 1 else ""
 
 
 def _zero_shot_targets(

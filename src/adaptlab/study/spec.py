@@ -125,6 +125,7 @@ class StudySpec(StrictModel):
     train_sizes: Annotated[list[PositiveInt | None], Field(min_length=1)] = [None]
     seeds: Annotated[list[Seed], Field(min_length=1)] = [0]
     learning_rates: LearningRates = DEFAULT
+    betas: list[PositiveFloat] = []
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 16
     max_length: Annotated[int, Field(ge=2)] = 128
@@ -249,6 +250,26 @@ class StudySpec(StrictModel):
                         f"method {entry.display_label}: a sequence trains its own adapters; "
                         "fusion, stack:, combine: and multi_task: are not for sequences"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _betas_for_preferences(self) -> StudySpec:
+        """`betas` crosses the grid of preference data entries that do not set their own."""
+        if not self.betas:
+            return self
+        refuse_repeats(self.betas)
+        for entry in self.data:
+            options = entry.options.as_kwargs()
+            task = options.get("task")
+            if task is None or "beta" not in get_task(task).data_options:
+                raise ValueError(
+                    f"betas: crosses preference tasks' beta; data entry {entry.source} is of "
+                    f"task {task or 'a labelled one'}, which has none"
+                )
+            if "beta" in options:
+                raise ValueError(
+                    f"data entry {entry.source} sets its own beta; drop it or drop betas:"
+                )
         return self
 
     @model_validator(mode="after")

@@ -15,8 +15,9 @@ from adaptlab.tasks.registry import known_task, task_names
 
 class DataOptions(StrictModel):
     """How to read a data file (as `adaptlab train`'s column options; a built-in reads its own
-    and refuses them), and a generative task's options (`adaptlab train`'s --pack,
-    --max-new-tokens, ...), which `study.spec_generative` checks as a run does."""
+    and refuses them), and a generative or preference task's options (`adaptlab train`'s
+    --pack, --max-new-tokens, --beta, ...), which `study.spec_generative` checks as a run
+    does."""
 
     text_column: str | None = None
     text_pair_column: str | None = None
@@ -33,6 +34,19 @@ class DataOptions(StrictModel):
     max_new_tokens: Any = None
     stop: Any = None
     metric: Any = None
+    beta: Any = None
+    loss: Any = None
+    simpo_gamma: Any = None
+    precompute_reference: Any = None
+    desirable_weight: Any = None
+    undesirable_weight: Any = None
+    center_rewards_coefficient: Any = None
+    reward: Any = None
+    format_pattern: Any = None
+    num_generations: Any = None
+    epsilon: Any = None
+    temperature: Any = None
+    scale_rewards: Any = None
 
     @field_validator("task")
     @classmethod

@@ -12,14 +12,20 @@ from typing import Any
 
 from adaptlab.data.builtin import BUILTINS
 from adaptlab.data.generative_builtins import generative_builtin_datasets, shape_refusal
+from adaptlab.data.preference_builtins import PREFERENCE_SHAPES_HELD
 from adaptlab.errors import ConfigError
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_facts import computed_metrics
 from adaptlab.tasks.generative_settings import GENERATIVE_OPTIONS, GenerativeSettings
+from adaptlab.tasks.grpo import GRPO_OPTIONS
+from adaptlab.tasks.preference_settings import PREFERENCE_KEYS
 from adaptlab.tasks.registry import get_task, task_names
+from adaptlab.tasks.reward import CENTER_OPTION, RewardModel, RewardSettings
 from adaptlab.tasks.unread_options import refuse_unread_by_task
 
 _DEFAULTS = {each.name: each.default for each in fields(GenerativeSettings)}
+TASK_OPTIONS = (*GENERATIVE_OPTIONS, *PREFERENCE_KEYS, *GRPO_OPTIONS, CENTER_OPTION)
+"""The data options only a generative, preference, reward or GRPO task reads."""
 
 
 def generative_task(task: str | None) -> GenerativeTask | None:
@@ -36,13 +42,22 @@ def generative_tasks() -> list[str]:
 def check_entry(source: str, options: Mapping[str, Any]) -> None:
     """Refuse (ValueError, one line) options a data entry's task does not take, a generative
     built-in without a generative task, and a built-in its generative task cannot read."""
-    task = generative_task(options.get("task"))
+    named = options.get("task")
+    if named is not None and isinstance(get_task(named), RewardModel):
+        _check_reward_entry(source, options)
+        return
+    task = generative_task(named)
     if task is None:
-        given = [key for key in GENERATIVE_OPTIONS if key in options]
+        given = [key for key in options if key in TASK_OPTIONS]
         if given:
             raise ValueError(
                 f"{given[0]} is an option of the generative tasks "
                 f"({', '.join(generative_tasks())}); give task: one of them, or drop it"
+            )
+        if source in PREFERENCE_SHAPES_HELD:
+            raise ValueError(
+                f"{source} is a built-in preference-family corpus; name the task that learns "
+                f"it, e.g. {{{source}: {{task: dpo}}}}"
             )
         if source in generative_builtin_datasets():
             raise ValueError(
@@ -51,7 +66,7 @@ def check_entry(source: str, options: Mapping[str, Any]) -> None:
             )
         return
     try:
-        settings = GenerativeSettings.of(options, task.name)
+        settings = task.settings(options)
         refuse_unread_by_task(options, task, "run")
     except ConfigError as error:
         raise ValueError(f"{source}: {error}") from None
@@ -63,8 +78,32 @@ def check_entry(source: str, options: Mapping[str, Any]) -> None:
     _check_source(source, task)
 
 
+def _check_reward_entry(source: str, options: Mapping[str, Any]) -> None:
+    """A reward model's entry: its options checked as its run checks them, its source pairs."""
+    task = get_task("reward")
+    try:
+        RewardSettings.of(options)
+        refuse_unread_by_task(options, task, "run")
+    except ConfigError as error:
+        raise ValueError(f"{source}: {error}") from None
+    held = PREFERENCE_SHAPES_HELD.get(source)
+    elsewhere = source in BUILTINS or source in generative_builtin_datasets()
+    if held not in (None, RewardModel.data_shape) or elsewhere:
+        raise ValueError(
+            f"{source} holds no preference pairs, which task reward reads; give pairs such as "
+            "countries-qa-pairs"
+        )
+
+
 def _check_source(source: str, task: GenerativeTask) -> None:
     """A built-in that `task` cannot read is refused, naming what it can."""
+    held = PREFERENCE_SHAPES_HELD.get(source)
+    if held is not None and held != task.data_shape:
+        readers = task_names(lambda each: getattr(each, "data_shape", None) == held)
+        raise ValueError(
+            f"{source} holds {held} data, which task {task.name} does not read; learn it with "
+            f"task {' or '.join(readers) or 'none installed'}"
+        )
     if source in BUILTINS and task.data_shape is not None:
         twin = f"{source}-instructions"
         instead = (
@@ -94,7 +133,7 @@ def run_options(options: Mapping[str, Any], base: Path) -> dict[str, Any]:
     task = generative_task(options.get("task"))
     if task is None:
         return dict(options)
-    settings = GenerativeSettings.of(options, task.name)
+    settings = task.settings(options)
     kept = {key: value for key, value in options.items() if key not in GENERATIVE_OPTIONS}
     for key in GENERATIVE_OPTIONS:
         value = getattr(settings, key)

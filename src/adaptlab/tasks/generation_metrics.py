@@ -23,13 +23,12 @@ nothing.
 from __future__ import annotations
 
 import logging
-import re
-import string
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adaptlab.checks import shown
+from adaptlab.data.answer_text import normalize_answer
 from adaptlab.errors import ConfigError, DataError
 
 Scorer = Callable[[Sequence[str], Sequence[str]], float]
@@ -44,18 +43,6 @@ class GenerationMetric:
     best: float
     score: Scorer
     higher_is_better: bool = True
-
-
-_PUNCTUATION = frozenset(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD v1.1's `normalize_answer`: lower case, no punctuation, no articles, single
-    spaces."""
-    lowered = text.lower()
-    unpunctuated = "".join(char for char in lowered if char not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", unpunctuated).split())
 
 
 def exact_match(prediction: str, reference: str) -> float:

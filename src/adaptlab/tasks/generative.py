@@ -11,7 +11,11 @@ from adaptlab.errors import ConfigError
 from adaptlab.tasks.task import Task
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from adaptlab.models.loading import ModelKind
+    from adaptlab.tasks.generative_settings import GenerativeSettings
     from adaptlab.tasks.task import RunAsked
 
 
@@ -27,6 +31,13 @@ class GenerativeTask(Task):
     None: plain documents (`adaptlab.data.texts`)."""
     generates: ClassVar[bool] = True
     """Whether dev and test generate answers to score (False: perplexity alone)."""
+
+    def settings(self, options: Mapping[str, Any]) -> GenerativeSettings:
+        """A run's data `options` checked for this task (one line for a bad value): the
+        generative settings they give."""
+        from adaptlab.tasks.generative_settings import GenerativeSettings
+
+        return GenerativeSettings.of(options, self.name)
 
     def check_run(self, spec: RunAsked, analysed: bool) -> None:
         if analysed and self.model_kind != "causal_lm":

@@ -8,12 +8,14 @@ from typing import Any
 
 @dataclass
 class Prediction:
-    """One input's prediction; `words` is set for word-level tasks (one tag per word)."""
+    """One input's prediction; `words` is set for word-level tasks (one tag per word), `score`
+    for a reward model (its scalar score, with no label)."""
 
     text: str
     label: Any
     probability: float | list[float] | None
     words: list[str] | None = None
+    score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`adaptlab predict --jsonl`, the server): fields that are set."""

@@ -27,6 +27,12 @@ TASKS: Registry[Task] = Registry(
         "sft": "adaptlab.tasks.sft",
         "chat": "adaptlab.tasks.chat",
         "seq2seq": "adaptlab.tasks.seq2seq",
+        "dpo": "adaptlab.tasks.dpo",
+        "simpo": "adaptlab.tasks.simpo",
+        "orpo": "adaptlab.tasks.orpo",
+        "reward": "adaptlab.tasks.reward",
+        "kto": "adaptlab.tasks.kto",
+        "grpo": "adaptlab.tasks.grpo",
     },
 )
 """adaptlab's tasks (listed first, in this order) and any registered from outside."""

@@ -80,6 +80,8 @@ class Task:
     generates: ClassVar[bool] = False
     """Whether dev and test generate text to score; its runs take each method's
     `generation_learning_rate`."""
+    learning_rate_factor: ClassVar[float] = 1.0
+    """What its runs multiply the method's default learning rate by (a given rate is kept)."""
     word_level: ClassVar[bool] = False
     """Whether an example's text is a list of words with one label each."""
     one_class_each: ClassVar[bool] = False
@@ -129,6 +131,11 @@ class Task:
         from adaptlab.data.types import Example
 
         return Example(text=text, label=0)
+
+    def input_text(self, text: str, eos_token: str | None) -> str:
+        """An input to predict written as the model was trained to read its texts (the text
+        itself; a reward model's ends with the EOS text, `eos_token`, as its pairs did)."""
+        return text
 
     # --- encoding ---------------------------------------------------------------------------
 

@@ -1,0 +1,87 @@
+"""The options of GRPO (`--task grpo`): the verifiable reward (and the `format` reward's
+pattern), completions per prompt, the clipping range, the sampling temperature and how rewards
+are scaled; its KL coefficient and loss are the preference tasks' `--beta` and `--loss`. They
+join the run's data options (`adaptlab.tasks.grpo_settings` checks them), unset ones left out,
+so other runs' options and ids are unchanged; one the task does not read is refused
+(`adaptlab.tasks.unread_options`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Annotated, Any
+
+import typer
+
+from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.tasks.verifiable_rewards import REWARDS
+
+Reward = Annotated[
+    str | None,
+    typer.Option(
+        help=f"GRPO's verifiable reward: {', '.join(REWARDS.listed())}, or one registered from "
+        "Python with register_reward (default exact)."
+    ),
+]
+FormatPattern = Annotated[
+    str | None,
+    typer.Option(
+        help="The format reward's regular expression, matched against the whole stripped "
+        "completion (default: one line of 1-80 characters)."
+    ),
+]
+NumGenerations = Annotated[
+    int | None,
+    typer.Option(help="GRPO: completions sampled per prompt, at least 2 (default 8)."),
+]
+Epsilon = Annotated[
+    float | None,
+    typer.Option(help="GRPO: the probability ratio's clipping range, in (0, 1) (default 0.2)."),
+]
+Temperature = Annotated[
+    float | None,
+    typer.Option(help="GRPO: the temperature training completions are sampled at (default 1.0)."),
+]
+ScaleRewards = Annotated[
+    str | None,
+    typer.Option(
+        help="GRPO: divide advantages by the group's reward spread (group), the batch's "
+        "(batch) or nothing (none) (default group)."
+    ),
+]
+
+_OPTION_TYPES = {
+    "reward": Reward,
+    "format_pattern": FormatPattern,
+    "num_generations": NumGenerations,
+    "epsilon": Epsilon,
+    "temperature": Temperature,
+    "scale_rewards": ScaleRewards,
+}
+
+
+@dataclass(frozen=True)
+class GrpoOptions:
+    """The GRPO options as given; None where not given."""
+
+    reward: str | None = None
+    format_pattern: str | None = None
+    num_generations: int | None = None
+    epsilon: float | None = None
+    temperature: float | None = None
+    scale_rewards: str | None = None
+
+    def load_options(self) -> dict[str, Any]:
+        """The options given, as data options."""
+        given = {each.name: getattr(self, each.name) for each in fields(self)}
+        return {name: value for name, value in given.items() if value is not None}
+
+
+DEFAULT_GRPO = GrpoOptions()
+"""No option given: the `grpo` parameter's default in a command."""
+
+
+def with_grpo_options() -> Callable[[Command], Command]:
+    """Give a command the GRPO options in place of its `grpo` parameter."""
+    options = {name: (kind, getattr(DEFAULT_GRPO, name)) for name, kind in _OPTION_TYPES.items()}
+    return with_option_group("grpo", GrpoOptions, options)

@@ -1,0 +1,85 @@
+"""A trained preference or reward adapter scored on a split of preference-family data
+(`adaptlab eval`), as its run scored its test. A preference adapter: the pairs' loss and
+implicit rewards, with the reference the adapter trained against (the base, or the adapters it
+is stacked on), and the `sft` metrics of the answers it generates against the chosen
+(desirable) ones; a reward model: its pairwise accuracy and margin. The implicit rewards take
+the beta given (`--beta`), else the task's default: give the one the adapter trained with.
+Chats are rendered with the adapter's template unless a template file is given."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from adaptlab.models.loading import LoadedModel
+from adaptlab.runs.generative_evaluation import Generation, Scored
+from adaptlab.runs.generative_trained import SplitScores
+from adaptlab.runs.kto_objective import KtoLm
+from adaptlab.runs.preference_data import Reading, encode_judged, encode_preferences
+from adaptlab.runs.preference_objective import PreferenceLm
+from adaptlab.runs.reward_objective import RewardPairs
+from adaptlab.runs.reward_run import encode_reward_data
+from adaptlab.tasks.generation_metrics import GENERATION_METRICS
+from adaptlab.tasks.kto import UnpairedPreference
+from adaptlab.tasks.preference import PreferenceTask
+from adaptlab.tasks.preference_settings import PreferenceSettings
+from adaptlab.tasks.reward import RewardModel, RewardSettings
+
+
+def score_preferences(
+    task: PreferenceTask,
+    loaded: LoadedModel,
+    manifest: Mapping[str, Any],
+    data: str,
+    options: Mapping[str, Any],
+    split: str,
+    max_length: int,
+    batch_size: int,
+) -> SplitScores:
+    """`split` of `data` scored by the adapter's model as its task scores dev and test."""
+    settings = PreferenceSettings.of(options, task)
+    generative = settings.generative
+    generation = Generation(GENERATION_METRICS, generative.max_new_tokens, generative.stop)
+    reading = Reading(max_length, template=manifest.get("chat_template"))
+    metric = task.primary_metric
+    model, tokenizer = loaded.model, loaded.tokenizer
+    if isinstance(task, UnpairedPreference):
+        judged = encode_judged(data, task, settings, tokenizer, reading)
+        part = judged.splits[split]
+        kto = KtoLm(
+            model, tokenizer, settings, (), part,
+            metric=metric, generation=generation, eval_batch_size=batch_size,
+        )  # fmt: skip
+        return SplitScores(judged.name, len(part.answers), kto.score(part))
+    pairs = encode_preferences(data, task, settings, tokenizer, reading)
+    chosen = pairs.splits[split]
+    scorer = PreferenceLm(
+        model, tokenizer, task, settings, (), chosen,
+        metric=metric, generation=generation, eval_batch_size=batch_size,
+    )  # fmt: skip
+    return SplitScores(pairs.name, len(chosen.pairs), scorer.score(chosen))
+
+
+def score_rewards(
+    task: RewardModel,
+    loaded: LoadedModel,
+    manifest: Mapping[str, Any],
+    data: str,
+    options: Mapping[str, Any],
+    split: str,
+    max_length: int,
+    batch_size: int,
+) -> SplitScores:
+    """`split` of `data`'s pairs scored by a reward adapter's model as its run scored test:
+    pairwise accuracy, margin and the two sides' mean scores."""
+    settings = RewardSettings.of(options)
+    reading = Reading(max_length, template=manifest.get("chat_template"))
+    encoded = encode_reward_data(data, task, settings, loaded.tokenizer, reading)
+    pairs = encoded.splits[split]
+    scorer = RewardPairs(
+        loaded.model, (), pairs,
+        pad_id=loaded.tokenizer.pad_token_id, center_coefficient=settings.center_coefficient,
+        eval_batch_size=batch_size,
+    )  # fmt: skip
+    scored = scorer.score(pairs)
+    return SplitScores(encoded.name, len(pairs), Scored(scored.loss, scored.metrics))
