@@ -28,10 +28,6 @@ class CompletionLogps:
     sums: torch.Tensor
     tokens: torch.Tensor
 
-    def means(self) -> torch.Tensor:
-        """Mean log-probability per completion token (NaN for a row with none)."""
-        return self.sums / self.tokens
-
 
 def completion_log_probs(
     model: nn.Module,
