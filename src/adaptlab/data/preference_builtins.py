@@ -6,7 +6,6 @@ docs/data.md). Each loads only when asked for."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 
 from adaptlab.data.arithmetic import NAME as ARITHMETIC
@@ -26,6 +25,7 @@ from adaptlab.data.countries_pairs import (
 from adaptlab.data.friends_pairs import NAME as FRIENDS_PAIRS
 from adaptlab.data.friends_pairs import SUMMARY as FRIENDS_SUMMARY
 from adaptlab.data.friends_pairs import load_friends_pairs
+from adaptlab.data.generative import copied_on_load, without_tasks
 from adaptlab.data.instruction_pairs import PAIRS_SUFFIX, load_instruction_pairs, summary
 from adaptlab.data.label_instructions import PHRASINGS
 from adaptlab.data.label_kind import LabelledTasks
@@ -35,33 +35,16 @@ Load = Callable[[LabelledTasks], PreferenceCorpus]
 """What loads a built-in: the labelled tasks read the labelled corpus it is made of, if any."""
 
 
-def _copied(load: Load) -> Load:
-    """`load`, its (cached) corpus handed out with split dicts of its own, so a caller that
-    changes them leaves the next caller's corpus as it was."""
-
-    def fresh(tasks: LabelledTasks) -> PreferenceCorpus:
-        corpus = load(tasks)
-        origins = None if corpus.origins is None else dict(corpus.origins)
-        return replace(corpus, splits=dict(corpus.splits), origins=origins)
-
-    return fresh
-
-
-def _unlabelled(load: Callable[[], PreferenceCorpus]) -> Load:
-    """`load`, of a corpus made of no labelled one, as a `Load` (the tasks unused)."""
-    return lambda tasks: load()
-
-
 INSTRUCTION_PAIRS = [f"{name}{PAIRS_SUFFIX}" for name in PHRASINGS]
 
 PREFERENCE_BUILTINS: dict[str, Load] = {
-    PAIRS: _copied(_unlabelled(load_countries_pairs)),
-    UNPAIRED: _copied(_unlabelled(load_countries_unpaired)),
-    QUESTIONS_NAME: _copied(_unlabelled(load_countries_questions)),
-    FRIENDS_PAIRS: _copied(_unlabelled(load_friends_pairs)),
-    ARITHMETIC: _copied(_unlabelled(load_arithmetic)),
+    PAIRS: copied_on_load(without_tasks(load_countries_pairs)),
+    UNPAIRED: copied_on_load(without_tasks(load_countries_unpaired)),
+    QUESTIONS_NAME: copied_on_load(without_tasks(load_countries_questions)),
+    FRIENDS_PAIRS: copied_on_load(without_tasks(load_friends_pairs)),
+    ARITHMETIC: copied_on_load(without_tasks(load_arithmetic)),
     **{
-        f"{name}{PAIRS_SUFFIX}": _copied(partial(load_instruction_pairs, name))
+        f"{name}{PAIRS_SUFFIX}": copied_on_load(partial(load_instruction_pairs, name))
         for name in PHRASINGS
     },
 }
