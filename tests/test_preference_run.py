@@ -139,6 +139,7 @@ def test_reference_free_runs_learn_an_easy_preference(
         ("orpo", ["--precompute-reference"], "--precompute-reference"),
         ("sft", ["--beta", "0.1"], "--beta"),
         ("dpo", ["--simpo-gamma", "1"], "--simpo-gamma"),
+        ("dpo", ["--undesirable-weight", "2"], "--undesirable-weight"),
     ],
 )
 def test_an_option_the_task_does_not_read_is_refused(
@@ -247,9 +248,11 @@ def test_a_kto_run_learns_unpaired_judgements(
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = tmp_path / "kto"
     args = ["train", "--model", str(inputs / "tiny-decoder"), "--data", str(data), "--task", "kto"]
-    code, _, err = run_cli([*args, "--beta", "0.5", *TRAIN, "--out", str(out)], capsys)
+    weights = ["--desirable-weight", "1.2"]
+    code, _, err = run_cli([*args, "--beta", "0.5", *weights, *TRAIN, "--out", str(out)], capsys)
     assert code == 0, err
     metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["spec"]["data_options"]["desirable_weight"] == 1.2
     assert metrics["metric"] == "reward_margin"
     assert metrics["test"]["reward_margin"] > 0  # desirable answers rewarded above the others
     assert metrics["test"]["kl"] >= 0

@@ -63,6 +63,8 @@ _OPTION_TYPES = {
     "simpo_gamma": SimpoGamma,
     "precompute_reference": PrecomputeReference,
     "center_rewards_coefficient": CenterRewardsCoefficient,
+    "desirable_weight": DesirableWeight,
+    "undesirable_weight": UndesirableWeight,
 }
 
 
@@ -75,6 +77,8 @@ class PreferenceOptions:
     simpo_gamma: float | None = None
     precompute_reference: bool = False
     center_rewards_coefficient: float | None = None
+    desirable_weight: float | None = None
+    undesirable_weight: float | None = None
 
     def load_options(self) -> dict[str, Any]:
         """The options given, as data options."""
