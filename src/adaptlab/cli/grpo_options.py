@@ -8,12 +8,12 @@ so other runs' options and ids are unchanged; one the task does not read is refu
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 
-from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.cli.option_group import Command, given_fields, with_option_group
 from adaptlab.tasks.verifiable_rewards import REWARDS
 
 Reward = Annotated[
@@ -73,8 +73,7 @@ class GrpoOptions:
 
     def load_options(self) -> dict[str, Any]:
         """The options given, as data options."""
-        given = {each.name: getattr(self, each.name) for each in fields(self)}
-        return {name: value for name, value in given.items() if value is not None}
+        return given_fields(self)
 
 
 DEFAULT_GRPO = GrpoOptions()

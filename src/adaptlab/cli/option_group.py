@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any
 
 Command = Callable[..., None]
@@ -44,3 +45,12 @@ def with_option_group(
         return run
 
     return decorate
+
+
+def given_fields(group: Any) -> dict[str, Any]:
+    """A dataclass group's fields that were given (neither None nor False), by name: the data
+    options of a group whose every option defaults to not given."""
+    values = {each.name: getattr(group, each.name) for each in fields(group)}
+    return {
+        name: value for name, value in values.items() if value is not None and value is not False
+    }

@@ -8,12 +8,12 @@ out, so other runs' options and ids are unchanged; one the task does not read is
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 
-from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.cli.option_group import Command, given_fields, with_option_group
 from adaptlab.tasks.preference_settings import DPO_LOSSES
 
 Beta = Annotated[
@@ -82,10 +82,7 @@ class PreferenceOptions:
 
     def load_options(self) -> dict[str, Any]:
         """The options given, as data options."""
-        given = {each.name: getattr(self, each.name) for each in fields(self)}
-        return {
-            name: value for name, value in given.items() if value is not None and value is not False
-        }
+        return given_fields(self)
 
 
 DEFAULT_PREFERENCE = PreferenceOptions()
