@@ -293,6 +293,20 @@ def mean_epoch_curve(runs: Sequence[Run], metric: str) -> EpochCurve | None:
     return tuple(epochs), tuple(statistics.fmean(by_epoch[e]) for e in epochs)
 
 
+def method_curves(
+    chosen: Mapping[str, Sequence[Run]], metric: str
+) -> dict[str, tuple[EpochCurve, list[EpochCurve]]]:
+    """Per method with a dev `metric` recorded: its mean curve over its runs and each run's own
+    (what `plots.epoch_curves` draws)."""
+    curves: dict[str, tuple[EpochCurve, list[EpochCurve]]] = {}
+    for method, runs in chosen.items():
+        mean = mean_epoch_curve(runs, metric)
+        if mean is not None:
+            each = [curve for run in runs if (curve := epoch_curve(run, metric)) is not None]
+            curves[method] = (mean, each)
+    return curves
+
+
 def runs_of(runs: Sequence[Run], cell: Cell) -> list[Run]:
     """The runs that make up `cell`'s numbers: its runs with a finite test score."""
     return [

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import adaptlab.report.plots as plots
-from adaptlab.report.aggregate import EpochCurve, best_run, epoch_curve, mean_epoch_curve
+from adaptlab.report.aggregate import best_run, method_curves
 from adaptlab.report.markup import Html, figure, note, section, table, tag
 from adaptlab.report.records import Run, Setting
 from adaptlab.report.view import StudyView
@@ -56,12 +56,7 @@ def _curves(
     chosen: Mapping[str, Sequence[Run]], colors: dict[str, plots.Color], label: str
 ) -> list[Html]:
     """The dev-perplexity figure of a setting (none when no run recorded dev perplexity)."""
-    curves: dict[str, tuple[EpochCurve, list[EpochCurve]]] = {}
-    for method, runs in chosen.items():
-        mean = mean_epoch_curve(runs, PERPLEXITY)
-        if mean is not None:
-            each = [curve for run in runs if (curve := epoch_curve(run, PERPLEXITY)) is not None]
-            curves[method] = (mean, each)
+    curves = method_curves(chosen, PERPLEXITY)
     if not curves:
         return []
     uri = plots.epoch_curves(curves, PERPLEXITY, colors, label)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import adaptlab.report.plots as plots
-from adaptlab.report.aggregate import EpochCurve, epoch_curve, mean_epoch_curve
+from adaptlab.report.aggregate import method_curves
 from adaptlab.report.markup import Html, figure, section, table, tag
 from adaptlab.report.records import Run
 from adaptlab.report.spread import spread_text
@@ -69,12 +69,7 @@ def _curves(
     """The dev reward accuracy and margin figures of a setting (those some run recorded)."""
     figures = []
     for metric in CURVES:
-        curves: dict[str, tuple[EpochCurve, list[EpochCurve]]] = {}
-        for method, runs in chosen.items():
-            mean = mean_epoch_curve(runs, metric)
-            if mean is not None:
-                each = [c for run in runs if (c := epoch_curve(run, metric)) is not None]
-                curves[method] = (mean, each)
+        curves = method_curves(chosen, metric)
         if curves:
             uri = plots.epoch_curves(curves, metric, colors, label)
             figures.append(figure(uri, f"dev {COLUMNS[metric]} against epochs, {label}"))
