@@ -7,7 +7,8 @@ LoRA, countries-qa, per seed:
 - `sft+chosen`: the control with the same extra training on the chosen answers alone, an SFT
   adapter stacked on the SFT one, on the same questions and answers;
 - `sft+dpo-own`: DPO on pairs whose rejected answer is the SFT model's own wrong answer to a
-  training question (`pairs_from_answers`), the on-policy pairs DPO is meant for;
+  training question (`own_answer_pairs`, as `adaptlab data pairs` makes them), the on-policy
+  pairs DPO is meant for;
 - `sft+grpo`: GRPO stacked on the SFT adapter, on countries-qa-questions (`--grpo-train-size`
   questions, `--generations` samples each, rewarded by exact match of the answer).
 
@@ -39,13 +40,15 @@ from typing import Any
 import torch
 
 from adaptlab.data.generative import sample_generative
-from adaptlab.data.preference import Preference, Question, pairs_from_answers
+from adaptlab.data.preference import Preference, Question
 from adaptlab.data.preference_loading import load_preferences
+from adaptlab.data.preference_writing import write_preferences
 from adaptlab.engine.restore import load_trained
 from adaptlab.methods.adapt import disabled
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.spec import RunSpec
-from adaptlab.runs.generative_evaluation import Generation, generate_answers, score_split
+from adaptlab.runs.generative_evaluation import Generation, score_split
+from adaptlab.runs.own_pairs import own_answer_pairs
 from adaptlab.runs.preference_data import Reading, encode_preferences
 from adaptlab.runs.preference_objective import collate_pairs, pair_logps
 from adaptlab.runs.run import execute
@@ -115,20 +118,21 @@ def own_pairs(sft: Path, seed: int, args: argparse.Namespace, folder: Path) -> P
         return folder
     loaded, _ = load_trained(sft, "cpu")
     corpus_questions = _train_questions(_scoring_spec(seed, args))
-    answers = generate_answers(
+    pairs = own_answer_pairs(
         loaded.model.eval(),
         loaded.tokenizer,
-        [loaded.tokenizer(q.prompt)["input_ids"] for q in corpus_questions],
+        corpus_questions,
+        max_length=64,
+        chat_template=None,
         max_new_tokens=12,
         stop=("\n",),
         batch_size=64,
     )
-    pairs = pairs_from_answers(corpus_questions, answers)
     folder.mkdir(parents=True, exist_ok=True)
-    _write(folder / "train.jsonl", pairs)
+    write_preferences(folder / "train.jsonl", pairs)
     held = load_preferences(PAIRS, LABELLED, shape="preference")
     for split in ("dev", "test"):
-        _write(
+        write_preferences(
             folder / f"{split}.jsonl", [p for p in held.splits[split] if isinstance(p, Preference)]
         )
     print(
@@ -191,11 +195,6 @@ def _train_questions(spec: RunSpec) -> list[Question]:
     return [
         Question(p.prompt, p.chosen) for p in corpus.splits["train"] if isinstance(p, Preference)
     ]
-
-
-def _write(path: Path, pairs: list[Preference]) -> None:
-    rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 def arms_of(seed: int, args: argparse.Namespace) -> dict[str, Path]:

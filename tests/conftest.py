@@ -55,3 +55,11 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
     folder = tmp_path_factory.mktemp("stages")
     return write_stage(folder, "sentiment"), write_stage(folder, "topic")
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random Llama with an EOS token and a chat template, saved once per test module."""
+    from generative_helpers import tiny_decoder
+
+    return tiny_decoder(tmp_path_factory.mktemp("decoder"))

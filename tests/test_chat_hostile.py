@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from cli_cases import refused, run_cli, unchanged
-from generative_helpers import tiny_decoder, write_chats
+from generative_helpers import write_chats
 
 import adaptlab
 from adaptlab.data.chat_render import ChatRenderer
@@ -35,11 +35,6 @@ ROLE_AND_END_ONLY = (
 ASSISTANT_AS_NOTHING = (
     "{% for m in messages %}{% if m.role != 'assistant' %}{{ m.content }} {% endif %}{% endfor %}"
 )
-
-
-@pytest.fixture(scope="module")
-def decoder(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return tiny_decoder(tmp_path_factory.mktemp("decoder"))
 
 
 @pytest.fixture()
@@ -229,8 +224,10 @@ def test_a_broken_template_from_the_manifest_is_named_as_the_manifests(
         refused(
             given,
             capsys,
-            "the chat template from the adapter's manifest cannot render a conversation",
+            f"the chat template from the manifest of adapter {broken_adapter} cannot render a "
+            "conversation",
             "this template is broken",
+            "; the adapter was saved with a broken template: retrain it",
         )
     (work / "good.jinja").write_text("{% for m in messages %}{{ m.content }}\n{% endfor %}")
     code, _, err = run_cli([*given, "--chat-template", "good.jinja"], capsys)

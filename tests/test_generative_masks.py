@@ -287,7 +287,7 @@ def test_a_template_that_fails_or_renders_the_past_differently_is_one_line(llama
         error,
         "the chat template passed as chat_template cannot render",
         "roles must alternate",
-        "--chat-template",
+        "; pass a chat template that renders system, user and assistant messages",
     )
     # marks the last message: a turn renders one way last and another with more after it
     shifting = (

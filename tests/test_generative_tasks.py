@@ -13,18 +13,13 @@ from pathlib import Path
 
 import pytest
 from cli_cases import refused, run_cli, unchanged, write_reviews
-from generative_helpers import tiny_decoder, write_chats, write_pairs
+from generative_helpers import write_chats, write_pairs
 from serve_helpers import CHAT_TEMPLATE
 
 from adaptlab.engine.training_checkpoint import STATE, checkpoint_folder
 
 TRAIN = ["train", "--method", "lora", "--epochs", "2", "--batch-size", "8", "--seed", "0"]
 GENERATION = ["--max-new-tokens", "3"]
-
-
-@pytest.fixture(scope="module")
-def decoder(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return tiny_decoder(tmp_path_factory.mktemp("decoder"))
 
 
 @pytest.fixture()

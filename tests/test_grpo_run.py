@@ -2,8 +2,9 @@
 verifiable reward the base model almost never earns (it answers "yes" to 3% of samples, and
 never greedily) is learnt, so dev's mean reward rises from 0 and every epoch records the mean
 and spread of its sampled rewards; a reward registered from Python drives a run; sampling is
-seeded; the built-in rewards score as documented; and bad options are refused in one line with
-nothing written."""
+seeded; a training row holds the tokens the policy drew, not its text tokenised again; the
+built-in rewards score as documented; and bad options are refused in one line with nothing
+written."""
 
 from __future__ import annotations
 
@@ -17,13 +18,17 @@ from cli_cases import refused, run_cli, unchanged
 from tiny_models import tiny_config
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.engine.group_sampling import sample_groups
 from adaptlab.errors import ConfigError
-from adaptlab.models.loading import load_model
+from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.spec import RunSpec
+from adaptlab.runs.grpo_data import QuestionSplit
+from adaptlab.runs.grpo_objective import SEED_RANGE, GroupRelativeLm, sample_rows
 from adaptlab.runs.grpo_run import GrpoRun
 from adaptlab.runs.preparers import prepare_run
+from adaptlab.tasks.grpo_settings import GrpoSettings
 from adaptlab.tasks.registry import get_task
 from adaptlab.tasks.verifiable_rewards import FormatRule, get_reward, register_reward, reward_for
 
@@ -53,6 +58,26 @@ def word_decoder(root: Path) -> str:
     T.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+def piece_decoder(root: Path) -> LoadedModel:
+    """A tiny random Llama over a word-piece vocabulary in which "y" "##es" decode to "yes",
+    which the tokenizer writes as the one token "yes" (and [PAD] and [UNK] decode to no text):
+    tokenising a completion's text again need not give back the tokens drawn."""
+    words = ["[PAD]", "[UNK]", "[EOS]", "is", "?", "y", "##es", "yes", "no"]
+    core = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.decoder = decoders.WordPiece(prefix="##")
+    tokenizer = T.PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]"
+    )
+    config = tiny_config("llama")
+    config.vocab_size, config.eos_token_id, config.bos_token_id = len(words), 2, None
+    torch.manual_seed(0)
+    folder = root / "tiny-pieces"
+    T.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return load_model(str(folder), "causal_lm", seed=0)
 
 
 def write_questions(path: Path, answer: str = "yes", count: int = 60) -> Path:
@@ -164,6 +189,57 @@ def test_sampling_is_seeded_and_grouped(inputs: Path) -> None:
     assert len(set(once)) > 4  # temperature 1 draws different completions of one prompt
 
 
+def test_a_row_holds_the_tokens_drawn_not_its_text_tokenised(tmp_path: Path) -> None:
+    loaded = piece_decoder(tmp_path)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    prompt = tokenizer("is ?")["input_ids"]
+    split = QuestionSplit([prompt] * 4, ["is ?"] * 4, ["yes"] * 4)
+    options = {"task": "grpo", "num_generations": 16, "max_new_tokens": 3}
+    objective = GroupRelativeLm(
+        model, tokenizer, GrpoSettings.of(options, "grpo"), split, split, eval_batch_size=4
+    )
+    generator = torch.Generator().manual_seed(0)
+    twin = torch.Generator().set_state(generator.get_state())  # draws the step's seed again
+    batch = objective.batch([0, 1, 2, 3], generator)
+    seed = int(torch.randint(SEED_RANGE, (), generator=twin))
+    samples = sample_groups(
+        model, tokenizer, [prompt] * 4, group=16, max_new_tokens=3, temperature=1.0, seed=seed
+    )
+    rows = zip(batch["input_ids"], batch["completion_mask"].bool(), strict=True)
+    assert [tuple(ids[mask].tolist()) for ids, mask in rows] == [s.ids for s in samples]
+    eos = tokenizer.eos_token_id
+    for sample in samples:  # the ids drawn are the text's, and the end of text that ended it
+        assert tokenizer.decode(sample.ids, skip_special_tokens=True) == sample.text
+        assert (sample.ids[-1] == eos) == sample.ended
+        assert len(sample.ids) == sample.tokens + sample.ended
+    again = [tokenizer(s.text, add_special_tokens=False)["input_ids"] for s in samples]
+    differ = [s.ids for s, ids in zip(samples, again, strict=True) if ids != [*s.ids[: s.tokens]]]
+    assert len(differ) >= 8  # "y" "##es" tokenised again as "yes", a drawn [PAD] as nothing
+    pieces = [ids for ids in differ if any(ids[i : i + 2] == (5, 6) for i in range(len(ids)))]
+    assert pieces, differ
+
+
+def test_a_completion_a_stop_string_ended_keeps_every_token_it_drew(tmp_path: Path) -> None:
+    loaded = piece_decoder(tmp_path)
+    tokenizer = loaded.tokenizer
+    prompt = tokenizer("is ?")["input_ids"]
+    samples = sample_groups(
+        loaded.model, tokenizer, [prompt], group=64, max_new_tokens=3, temperature=1.0, seed=0,
+        stop=("s",),
+    )  # fmt: skip
+    stopped = [s for s in samples if s.ended and s.ids[-1] != tokenizer.eos_token_id]
+    assert len(stopped) >= 8
+    for sample in stopped:
+        drawn = tokenizer.decode(sample.ids, skip_special_tokens=True)
+        assert sample.text == drawn[: drawn.index("s")]  # the text is cut before the stop ...
+        assert "s" not in tokenizer.decode(sample.ids[:-1], skip_special_tokens=True)
+        assert len(sample.ids) == sample.tokens  # ... its last token completed it, no end after
+    rows = sample_rows([prompt], samples, 64)
+    for row, sample in zip(rows, samples, strict=True):
+        assert row.input_ids == (*prompt, *sample.ids)
+        assert row.labels == (IGNORE_INDEX,) * len(prompt) + sample.ids
+
+
 def test_a_training_batch_holds_the_groups_advantages(inputs: Path) -> None:
     run = base_run(inputs, num_generations=4)
     batch = run.batch([0, 1, 2], torch.Generator().manual_seed(0))
@@ -174,8 +250,8 @@ def test_a_training_batch_holds_the_groups_advantages(inputs: Path) -> None:
     torch.testing.assert_close(groups.sum(1), torch.zeros(3), atol=1e-4, rtol=0)
     rewards = torch.tensor(run.sampled[-12:]).view(3, 4)
     assert torch.equal(groups > 0, rewards > rewards.mean(1, keepdim=True))
-    tokens = batch["completion_mask"].sum(1)  # one new token: a word, or [EOS] (a drawn
-    assert (tokens <= 1).all() and tokens.sum() >= 9  # [PAD] or [UNK] is no text, so no token)
+    tokens = batch["completion_mask"].sum(1)  # the one token drawn: a word, [EOS], [PAD] ...
+    assert (tokens == 1).all()
     loss = run.loss(batch)
     assert loss.requires_grad and torch.isfinite(loss)
 
@@ -203,6 +279,10 @@ def test_the_built_in_rewards() -> None:
     [
         (["--num-generations", "1"], "num_generations"),
         (["--epsilon", "1.5"], "epsilon"),
+        (["--epsilon-high", "0"], "epsilon_high must be above 0"),
+        (["--epsilon-high", "-0.1"], "epsilon_high"),
+        (["--num-iterations", "0"], "num_iterations"),
+        (["--num-iterations", "2", "--checkpoint-every", "3"], "multiple of 2"),
         (["--temperature", "0"], "temperature"),
         (["--beta", "-0.1"], "beta"),
         (["--reward", "nope"], "unknown reward 'nope'"),

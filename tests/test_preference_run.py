@@ -140,9 +140,12 @@ def test_reference_free_runs_learn_an_easy_preference(
         ("sft", ["--beta", "0.1"], "--beta"),
         ("dpo", ["--simpo-gamma", "1"], "--simpo-gamma"),
         ("dpo", ["--undesirable-weight", "2"], "--undesirable-weight"),
+        ("dpo", ["--loss", "square"], "loss"),
+        ("dpo", ["--beta", "0"], "beta must be above 0"),
+        ("simpo", ["--simpo-gamma", "-1"], "simpo_gamma must be at least 0"),
     ],
 )
-def test_an_option_the_task_does_not_read_is_refused(
+def test_an_option_the_task_does_not_read_or_a_bad_value_is_refused(
     task: str,
     option: list[str],
     needle: str,
@@ -155,19 +158,6 @@ def test_an_option_the_task_does_not_read_is_refused(
     with unchanged(tmp_path):
         refused(
             [*args, "--task", task, *option, *TRAIN, "--out", str(tmp_path / "x")], capsys, needle
-        )
-
-
-@pytest.mark.parametrize(
-    ("option", "needle"), [(["--loss", "square"], "loss"), (["--beta", "0"], "beta")]
-)
-def test_a_bad_value_is_refused(
-    option: list[str], needle: str, inputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    args = ["train", "--model", str(inputs / "tiny-decoder"), "--data", str(inputs / "pairs.jsonl")]
-    with unchanged(tmp_path):
-        refused(
-            [*args, "--task", "dpo", *option, *TRAIN, "--out", str(tmp_path / "x")], capsys, needle
         )
 
 
@@ -276,9 +266,11 @@ def test_kto_needs_two_answers_a_batch(
 def test_eval_scores_a_dpo_adapter_as_its_run_tested_it(
     inputs: Path, dpo_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Without --beta the run's own beta (0.5, from its metrics.json) scores the rewards; a
+    given --beta wins, and the margin, beta times the log-ratio, scales with it."""
     args = [
         "eval", "--adapter", str(dpo_run), "--data", str(inputs / "pairs.jsonl"),
-        "--model", str(inputs / "tiny-decoder"), "--beta", "0.5", "--max-length", "32", "--json",
+        "--model", str(inputs / "tiny-decoder"), "--max-length", "32", "--json",
     ]  # fmt: skip
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
@@ -286,6 +278,9 @@ def test_eval_scores_a_dpo_adapter_as_its_run_tested_it(
     tested = json.loads((dpo_run / "metrics.json").read_text())["test"]
     for metric in ("reward_accuracy", "reward_margin", "chosen_logps"):
         assert scores[metric] == pytest.approx(tested[metric], abs=1e-4)
+    code, out, err = run_cli([*args, "--beta", "0.05"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["reward_margin"] == pytest.approx(scores["reward_margin"] / 10, rel=1e-4)
 
 
 def test_a_killed_dpo_run_resumes_to_the_scores_of_an_unbroken_one(
@@ -321,3 +316,65 @@ def test_a_killed_dpo_run_resumes_to_the_scores_of_an_unbroken_one(
     assert second["test_loss"] == pytest.approx(first["test_loss"], rel=1e-5, abs=1e-6)
     for a, b in zip(first["epochs"], second["epochs"], strict=True):
         assert b["dev_loss"] == pytest.approx(a["dev_loss"], rel=1e-5, abs=1e-6)
+
+
+def test_data_pairs_rejects_the_models_own_wrong_answers(
+    inputs: Path, dpo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every wrong answer becomes a pair (the reference chosen, the answer rejected); with those
+    very answers as the references, greedy decoding answers every question right: no pair (one
+    question a batch: the same computation both times)."""
+    questions = tmp_path / "questions.jsonl"
+    rows = [{"prompt": f"is {i} a number ?", "answer": "seventeen and three"} for i in range(40)]
+    questions.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "new folder" / "own.jsonl"  # made as the file is written
+    args = [
+        "data", "pairs", "--adapter", str(dpo_run), "--model", str(inputs / "tiny-decoder"),
+        "--max-new-tokens", "2", "--max-length", "32", "--batch-size", "1", "--device", "cpu",
+    ]  # fmt: skip
+    code, printed, err = run_cli([*args, "--data", str(questions), "--out", str(out)], capsys)
+    assert code == 0, err
+    pairs = [json.loads(line) for line in out.read_text().splitlines()]
+    asked = {row["prompt"] for row in rows}
+    assert pairs and f"{len(pairs)} of " in printed
+    for pair in pairs:
+        assert pair["prompt"] in asked
+        assert pair["chosen"] == " seventeen and three"
+        assert pair["rejected"].strip() and pair["rejected"] != pair["chosen"]
+    answered = tmp_path / "answered.jsonl"
+    answers = [{"prompt": p["prompt"], "answer": p["rejected"]} for p in pairs]
+    answered.write_text("".join(json.dumps(row) + "\n" for row in answers * 3))
+    again = tmp_path / "again.jsonl"
+    code, printed, err = run_cli([*args, "--data", str(answered), "--out", str(again)], capsys)
+    assert code == 0, err
+    assert again.read_text() == "" and printed.startswith("0 of ")
+
+
+def test_data_pairs_refuses_questions_without_answers_and_an_existing_file(
+    dpo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps({"prompt": f"q {i}"}) + "\n" for i in range(30)))
+    out = tmp_path / "own.jsonl"
+    args = ["data", "pairs", "--adapter", str(dpo_run), "--data", str(questions)]
+    with unchanged(tmp_path):
+        refused([*args, "--out", str(out)], capsys, "without a reference answer")
+    out.write_text("kept\n")
+    with unchanged(tmp_path):
+        refused([*args, "--out", str(out)], capsys, "is not an earlier pairs file")
+
+
+def test_eval_refuses_a_damaged_recorded_beta_naming_the_run_file(
+    inputs: Path, dpo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(dpo_run, run)
+    record = json.loads((run / "metrics.json").read_text())
+    record["spec"]["data_options"]["beta"] = -1
+    (run / "metrics.json").write_text(json.dumps(record))
+    args = [
+        "eval", "--adapter", str(run), "--data", str(inputs / "pairs.jsonl"),
+        "--model", str(inputs / "tiny-decoder"), "--max-length", "32",
+    ]  # fmt: skip
+    with unchanged(tmp_path):
+        refused(args, capsys, f"{run / 'metrics.json'}: beta must be above 0")

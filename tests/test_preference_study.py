@@ -94,30 +94,34 @@ def test_the_report_has_a_preference_section(study: Study, tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("entry", "betas", "needle"),
     [
-        ({"pairs.jsonl": {"task": "orpo", "loss": "ipo"}}, [], "loss"),
-        ({"pairs.jsonl": {"task": "dpo", "beta": -1}}, [], "beta"),
-        ({"countries-qa": {"task": "dpo"}}, [], "countries-qa"),
-        ({"countries-qa-pairs": {"task": "sft"}}, [], "countries-qa-pairs"),
-        ({"countries-qa-pairs": {}}, [], "task: dpo"),
+        ({"pairs.jsonl": {"task": "orpo", "loss": "ipo"}}, None, "loss"),
+        ({"pairs.jsonl": {"task": "dpo", "beta": -1}}, None, "beta"),
+        ({"countries-qa": {"task": "dpo"}}, None, "countries-qa"),
+        ({"countries-qa-pairs": {"task": "sft"}}, None, "countries-qa-pairs"),
+        ({"countries-qa-pairs": {}}, None, "task: dpo"),
         ({"pairs.jsonl": {"task": "dpo", "beta": 0.2}}, [0.1, 0.3], "sets its own beta"),
         ({"pairs.jsonl": {"task": "dpo"}}, [0.1, 0.1], "listed twice"),
+        ({"pairs.jsonl": {"task": "dpo"}}, [], "betas: must be a list of numbers above 0"),
+        ({"pairs.jsonl": {"task": "dpo"}}, [float("inf")], "must be a finite number above 0"),
+        ({"pairs.jsonl": {"task": "dpo"}}, [float("nan")], "must be a finite number above 0"),
         ({"pairs.jsonl": {"task": "sft"}}, [0.1, 0.3], "which has none"),
-        ({"pairs.jsonl": {"task": "reward", "beta": 0.1}}, [], "--beta"),
-        ({"countries-qa": {"task": "reward"}}, [], "no preference pairs"),
-        ({"pairs.jsonl": {"task": "reward", "center_rewards_coefficient": -1}}, [], "0 or more"),
-        ({"arithmetic": {"task": "grpo", "num_generations": 1}}, [], "num_generations"),
+        ({"pairs.jsonl": {"task": "reward", "beta": 0.1}}, None, "--beta"),
+        ({"countries-qa": {"task": "reward"}}, None, "no preference pairs"),
+        ({"pairs.jsonl": {"task": "reward", "center_rewards_coefficient": -1}}, None, "0 or more"),
+        ({"arithmetic": {"task": "grpo", "num_generations": 1}}, None, "num_generations"),
     ],
 )
 def test_a_bad_preference_entry_or_beta_is_one_line(
     entry: dict[str, object],
-    betas: list[float],
+    betas: list[float] | None,
     needle: str,
     study: Study,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "pairs.jsonl").write_text((study.folder / "pairs.jsonl").read_text())
-    spec = write_spec(tmp_path, "unused-model", [entry], **({"betas": betas} if betas else {}))
+    crossed = {"betas": betas} if betas is not None else {}
+    spec = write_spec(tmp_path, "unused-model", [entry], **crossed)
     with unchanged(tmp_path):
         refused(["study", "run", str(spec), "--no-progress"], capsys, needle)
 

@@ -10,8 +10,9 @@ policy's gradients too.
 GRPO's batch is made by TRL itself (`_generate_and_score_completions`: it samples completions
 from the tiny policy on the CPU and scores them with a reward function given here), called
 directly rather than through `_prepare_inputs`, which would shuffle the rows away from the
-order of the rewards; its loss is TRL's `compute_loss` in eval mode (train mode divides by
-gradient-accumulation counters the training loop sets).
+order of the rewards; with `num_iterations` 2 it comes through `_prepare_inputs`, whose buffer
+serves both steps (nothing there is compared by row order). Its loss is TRL's `compute_loss` in
+eval mode (train mode divides by gradient-accumulation counters the training loop sets).
 """
 
 from __future__ import annotations
@@ -365,9 +366,14 @@ def test_kto_equals_trl_kto_trainer(tokenizer: Any, tmp_path: Path) -> None:
     close("KTO loss", losses.mean(), theirs)
 
 
-def test_grpo_equals_trl_grpo_trainer(tokenizer: Any, tmp_path: Path) -> None:
-    group, beta = 4, 0.1
-    given: list[float] = []
+GROUP, GRPO_BETA = 4, 0.1
+"""GRPO's group size and KL coefficient in these comparisons."""
+
+
+def grpo_trainer(tokenizer: Any, tmp_path: Path, given: list[float], **options: Any) -> Any:
+    """TRL's GRPOTrainer on the tiny Llama (groups of 4, beta 0.1, `options` beside), its
+    reference moved off the policy so the KL term counts; the rewards it asks for are kept in
+    `given`."""
 
     def reward(completions: list[str], **kwargs: Any) -> list[float]:
         values = [float(len(text.split())) + 0.5 * text.count("the") for text in completions]
@@ -380,39 +386,52 @@ def test_grpo_equals_trl_grpo_trainer(tokenizer: Any, tmp_path: Path) -> None:
         trl.GRPOConfig,
         tmp_path / "out",
         per_device_train_batch_size=8,
-        num_generations=group,
+        num_generations=GROUP,
         max_completion_length=6,
-        beta=beta,
+        beta=GRPO_BETA,
+        **options,
     )
-    prompts = datasets.Dataset.from_dict({"prompt": PROMPTS})
     trainer = trl.GRPOTrainer(
         model=T.AutoModelForCausalLM.from_pretrained(folder),
         reward_funcs=[reward],
         args=config,
-        train_dataset=prompts,
+        train_dataset=datasets.Dataset.from_dict({"prompt": PROMPTS}),
         processing_class=tokenizer,
     )
-    assert trainer.loss_type == "dapo"
-    model, reference = trainer.model, trainer.ref_model
     generator = torch.Generator().manual_seed(2)
     with torch.no_grad():  # a reference that differs from the policy, so the KL term counts
-        for parameter in reference.parameters():
+        for parameter in trainer.ref_model.parameters():
             parameter.add_(0.05 * torch.randn(parameter.shape, generator=generator))
+    return trainer
+
+
+def grpo_rows(inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """A TRL batch's ids, attention mask, completion-token mask and completion width."""
+    completion_mask = inputs["completion_mask"]
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+    attention_mask = torch.cat([inputs["prompt_mask"], completion_mask], 1)
+    scored = torch.cat([torch.zeros_like(inputs["prompt_mask"]), completion_mask], 1)
+    return input_ids, attention_mask, scored, completion_mask.shape[1]
+
+
+def test_grpo_equals_trl_grpo_trainer(tokenizer: Any, tmp_path: Path) -> None:
+    given: list[float] = []
+    trainer = grpo_trainer(tokenizer, tmp_path, given)
+    assert trainer.loss_type == "dapo"
+    model, reference = trainer.model, trainer.ref_model
     model.eval()
     torch.manual_seed(3)
     inputs = trainer._generate_and_score_completions(first_batch(trainer))
     completion_mask = inputs["completion_mask"]
     assert completion_mask.sum(1).unique().numel() > 1  # completions of several lengths
+    assert "old_per_token_logps" not in inputs  # one step per generation: the policy's own
 
     close(
         "GRPO advantages",
-        group_advantages(torch.tensor(given), group, "group"),
+        group_advantages(torch.tensor(given), GROUP, "group"),
         inputs["advantages"],
     )
-    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
-    attention_mask = torch.cat([inputs["prompt_mask"], completion_mask], 1)
-    scored = torch.cat([torch.zeros_like(inputs["prompt_mask"]), completion_mask], 1)
-    width = completion_mask.shape[1]
+    input_ids, attention_mask, scored, width = grpo_rows(inputs)
     with torch.no_grad():
         reference_logps = completion_token_log_probs(reference, input_ids, attention_mask, scored)[
             :, -width:
@@ -432,7 +451,7 @@ def test_grpo_equals_trl_grpo_trainer(tokenizer: Any, tmp_path: Path) -> None:
             completion_mask,
             inputs["advantages"],
             reference_logps=reference_logps,
-            beta=beta,
+            beta=GRPO_BETA,
         )
 
     close("GRPO (dapo) loss", ours(), trainer.compute_loss(model, inputs))
@@ -452,7 +471,87 @@ def test_grpo_equals_trl_grpo_trainer(tokenizer: Any, tmp_path: Path) -> None:
             completion_mask,
             inputs["advantages"],
             reference_logps=reference_logps,
-            beta=beta,
+            beta=GRPO_BETA,
         ),
         trainer.compute_loss(model, inputs),
     )
+
+
+@pytest.mark.parametrize("kind", ("dapo", "grpo"))
+def test_grpo_second_step_on_a_generation_equals_trl(
+    kind: str, tokenizer: Any, tmp_path: Path
+) -> None:
+    """num_iterations 2 with clip-higher: TRL buffers one generation for both steps
+    (`_prepare_inputs`, steps_per_generation 1) with the sampling policy's log-probabilities
+    taken as it generates; after a step of the policy, its loss and gradient on the buffered
+    batch are ours against the log-probabilities kept."""
+    epsilon, epsilon_high = 0.2, 0.28
+    trainer = grpo_trainer(
+        tokenizer,
+        tmp_path,
+        [],
+        num_iterations=2,
+        epsilon=epsilon,
+        epsilon_high=epsilon_high,
+        loss_type=kind,
+    )
+    model = trainer.model
+    model.train()  # the trainer buffers generations in training mode only
+    torch.manual_seed(3)
+    generation = first_batch(trainer)
+    trainer._step = 0
+    inputs = trainer._prepare_inputs(generation)
+    trainer._step = 1
+    assert trainer._prepare_inputs(generation) is inputs  # the second step reuses the first's
+    model.eval()
+    input_ids, attention_mask, scored, width = grpo_rows(inputs)
+    completion_mask, advantages = inputs["completion_mask"], inputs["advantages"]
+    with torch.no_grad():
+        old = completion_token_log_probs(model, input_ids, attention_mask, scored)[:, -width:]
+    close(
+        f"GRPO ({kind}) sampling policy's per-token log-probs", old, inputs["old_per_token_logps"]
+    )
+
+    def ours() -> torch.Tensor:
+        logps = completion_token_log_probs(model, input_ids, attention_mask, scored)[:, -width:]
+        return grpo_loss(
+            kind,
+            logps,
+            completion_mask,
+            advantages,
+            old_logps=old,
+            reference_logps=inputs["ref_per_token_logps"],
+            beta=GRPO_BETA,
+            epsilon=epsilon,
+            epsilon_high=epsilon_high,
+        )
+
+    close(f"GRPO ({kind}) first step's loss", ours(), trainer.compute_loss(model, inputs))
+    model.zero_grad()
+    trainer.compute_loss(model, inputs).backward()
+    with torch.no_grad():  # the first step: plain gradient descent, large enough to clip
+        for parameter in model.parameters():
+            parameter -= 20.0 * parameter.grad
+    model.zero_grad()
+    with torch.no_grad():
+        moved = completion_token_log_probs(model, input_ids, attention_mask, scored)[:, -width:]
+        ratio = torch.exp(moved - old)[completion_mask.bool()]
+        rising = (advantages[:, None].expand_as(moved) > 0)[completion_mask.bool()]
+    assert ((ratio > 1 + epsilon) & rising).any()  # past the symmetric clip: epsilon_high counts
+    close(f"GRPO ({kind}) second step's loss", ours(), trainer.compute_loss(model, inputs))
+    close(
+        f"GRPO ({kind}) second step's gradient",
+        gradients(model, ours),
+        gradients(model, lambda: trainer.compute_loss(model, inputs)),
+    )
+    symmetric = grpo_loss(
+        kind,
+        moved,
+        completion_mask,
+        advantages,
+        old_logps=old,
+        reference_logps=inputs["ref_per_token_logps"],
+        beta=GRPO_BETA,
+        epsilon=epsilon,
+    )
+    assert (ours() - symmetric).abs() > 1e-4

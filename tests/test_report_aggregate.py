@@ -108,10 +108,8 @@ def test_robustness_is_mean_over_rates_over_best_mean() -> None:
     ]
     assert robustness(cells_of(records)) == pytest.approx((0.8 + 0.6) / 2 / 0.8)
     assert robustness(cells_of(records[:2])) is None  # one learning rate: no number
-    assert (
-        robustness(cells_of([make_record(learning_rate=lr, test=-0.1) for lr in (1e-5, 2e-5)]))
-        is None
-    )
+    zero = [make_record(learning_rate=lr, test=0.0, epochs=[(0.5, 0.0)]) for lr in (1e-5, 2e-5)]
+    assert robustness(cells_of(zero)) is None  # a best mean of 0: no ratio
 
 
 def test_welch_p_matches_the_textbook_value() -> None:

@@ -47,7 +47,7 @@ def generative_record(
     metric = "exact_match" if sft else "perplexity"
 
     def scores(perplexity: float) -> dict[str, float]:
-        found = {"perplexity": perplexity, "token_accuracy": 10.0 / perplexity}
+        found = {"perplexity": perplexity, "token_accuracy": 1.0 / perplexity}
         return {**found, "exact_match": exact_match} if sft else found
 
     row["data"] = {

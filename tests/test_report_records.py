@@ -59,8 +59,8 @@ def make_row(
     correct) per class."""
     curve = epochs if epochs is not None else [(0.60, test - 0.04), (0.50, test), (0.55, test)]
     dev_score = dev if dev is not None else test + 0.01
-    test_f1 = macro_f1 if macro_f1 is not None else test - 0.01
-    dev_f1 = dev_macro_f1 if dev_macro_f1 is not None else dev_score - 0.01
+    test_f1 = macro_f1 if macro_f1 is not None else _f1_beside(test)
+    dev_f1 = dev_macro_f1 if dev_macro_f1 is not None else _f1_beside(dev_score)
     count = trainable if trainable is not None else TRAINABLE.get(method, 50_000)
     return {
         "run_id": f"{study}/{data}/{train_size}/{method}/{learning_rate}/{seed}",
@@ -95,7 +95,7 @@ def make_row(
                 "step": (i + 1) * steps_per_epoch,
                 "train_loss": 0.7 / (i + 1),
                 "dev_loss": loss,
-                "dev_metrics": {metric: score, "macro_f1": score - 0.01},
+                "dev_metrics": {metric: score, "macro_f1": _f1_beside(score)},
                 "seconds": 10.0 * (i + 1),
             }
             for i, (loss, score) in enumerate(curve)
@@ -119,6 +119,12 @@ def make_row(
         },
         "host": "lab-box",
     }
+
+
+def _f1_beside(score: float) -> float:
+    """The macro-F1 a row holds beside `score`: 0.01 below it and at least 0 (a diverged
+    run's NaN or infinity as it is)."""
+    return max(score - 0.01, 0.0) if math.isfinite(score) else score
 
 
 def _classes(rows: Sequence[tuple[str, int, int, int]]) -> list[dict[str, Any]]:

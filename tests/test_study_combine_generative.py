@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cli_cases import refused, run_cli, unchanged
-from generative_helpers import tiny_decoder, write_chats, write_pairs
+from generative_helpers import write_chats, write_pairs
 from study_helpers import one_thread, write_reviews
 
 from adaptlab import combine_adapters
@@ -53,11 +53,6 @@ TRAIN_SIZE, MAX_LENGTH = 16, 32
 def _one_thread() -> Iterator[None]:
     with one_thread():
         yield
-
-
-@pytest.fixture(scope="module")
-def decoder(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return tiny_decoder(tmp_path_factory.mktemp("decoder"))
 
 
 def write_doubles(path: Path, count: int = 40) -> Path:

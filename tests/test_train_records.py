@@ -137,9 +137,9 @@ def test_fields_older_rows_lack_take_their_unknown_value() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        (["trainable_parameters"], "12", r"trainable_parameters: expected an integer, got '12'"),
-        (["total_parameters"], True, r"total_parameters: expected an integer, got True"),
-        (["epochs", 0, "dev_metrics"], {"accuracy": "x"}, r"epochs\[0\]\.dev_metrics: expected"),
+        (["trainable_parameters"], "12", r"trainable_parameters: expected an integer .*got '12'"),
+        (["total_parameters"], True, r"total_parameters: expected an integer .*, got True"),
+        (["epochs", 0, "dev_metrics"], {"accuracy": "x"}, r"dev_metrics\.accuracy: expected a"),
         (["spec", "train", "epochs"], 2.5, r"spec\.train\.epochs: expected an integer"),
         (["spec", "methods", 0, "config"], {"hidden_size": "big"}, r"spec\.methods: houlsby"),
         (["data", "task"], "ranking", r"data\.task: expected one of single_label"),

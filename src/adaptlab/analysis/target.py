@@ -25,6 +25,7 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from adaptlab.data.chat_render import kept_template
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.loading import load_dataset
 from adaptlab.data.subsample import low_resource
@@ -148,7 +149,7 @@ def _generative_target(
     if named is not None and named != task.name:
         raise DataError(f"{data} is read as {named} data, the adapter was trained for {task.name}")
     settings = replace(GenerativeSettings.of(options, task.name), chat_template=None)
-    template = manifest.get("chat_template")  # the one it trained with
+    template = kept_template(manifest, path)  # the one it trained with
     tokenizer = loaded.tokenizer
     if run is not None:
         encoded = encode_run_data(task, run, data, settings, tokenizer, template=template)

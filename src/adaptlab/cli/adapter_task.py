@@ -10,7 +10,8 @@ from pathlib import Path
 
 from adaptlab.errors import ConfigError
 from adaptlab.methods.combined_heads import require_head
-from adaptlab.methods.manifest import adapter_folder, parse_manifest
+from adaptlab.methods.manifest import adapter_folder
+from adaptlab.tasks.adapter_manifest import read_adapter_manifest
 from adaptlab.tasks.registry import get_task
 from adaptlab.tasks.task import Task
 from adaptlab.tasks.unread_options import described, refuse_unread_by_task
@@ -23,7 +24,7 @@ def adapter_task(adapter: Path, head: str | None) -> Task | None:
     """The task of `adapter` (an adapter or run folder; of the source `head` names for an
     adapter combined from several), None where the manifest names none."""
     folder = adapter_folder(adapter)
-    manifest = parse_manifest(folder)
+    manifest = read_adapter_manifest(folder)
     chosen = require_head(manifest, folder, head)
     named = chosen.task if chosen is not None else manifest.task
     return get_task(named) if named else None

@@ -69,8 +69,12 @@ def combine(
         adaptlab combine --adapters runs/chat,runs/rude --weights 1,-0.5 --out runs/polite
     """
     from adaptlab.methods.combine import combine_adapters
+    from adaptlab.methods.manifest import adapter_folder
+    from adaptlab.tasks.adapter_manifest import read_adapter_manifest
 
     sources = _items(adapters, "--adapters")
+    for source in sources:  # a task no reader knows is refused here, not where it is read back
+        read_adapter_manifest(adapter_folder(source))
     combined = combine_adapters(
         sources,
         out,

@@ -16,9 +16,10 @@ from adaptlab.cli.data_file_options import (
     with_data_file_options,
 )
 from adaptlab.cli.options import data_source
+from adaptlab.cli.pairs_cmd import pairs
 from adaptlab.data.builtin import BUILTINS
 from adaptlab.data.describe import describe
-from adaptlab.data.generative import Conversation, GenerativeExample, PromptCompletion, Turn
+from adaptlab.data.generative import Conversation, GenerativeExample, PromptCompletion
 from adaptlab.data.generative_builtins import (
     GENERATIVE_SHAPES,
     generative_builtin_datasets,
@@ -34,13 +35,18 @@ from adaptlab.data.preference import (
 )
 from adaptlab.data.preference_builtins import PREFERENCE_SHAPES_HELD, preference_builtin_datasets
 from adaptlab.data.preference_loading import load_preferences
+from adaptlab.data.preference_writing import messages_of
 from adaptlab.data.texts import load_texts
 from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import ConfigError
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.registry import LABELLED, get_task, task_names
 
-app = typer.Typer(help="Inspect data sets.", no_args_is_help=True)
+app = typer.Typer(
+    help="Inspect data sets; make preference pairs from a model's own answers.",
+    no_args_is_help=True,
+)
+app.command("pairs")(pairs)
 
 SHOWN_CHARACTERS = 300
 """Characters of a document `data show` prints (documents may be whole books)."""
@@ -185,19 +191,15 @@ def _example(example: GenerativeExample | PreferenceExample) -> dict[str, Any]:
     """An example (a pair, a chat, a preference, a judged answer, a question) as plain JSON
     values."""
     if isinstance(example, Conversation):
-        return {"messages": _messages(example.turns)}
+        return {"messages": messages_of(example.turns)}
     if isinstance(example, PromptCompletion):
         return {"prompt": example.prompt, "completion": example.completion}
-    prompt = example.prompt if isinstance(example.prompt, str) else _messages(example.prompt)
+    prompt = example.prompt if isinstance(example.prompt, str) else messages_of(example.prompt)
     if isinstance(example, Preference):
         return {"prompt": prompt, "chosen": example.chosen, "rejected": example.rejected}
     if isinstance(example, Judged):
         return {"prompt": prompt, "completion": example.completion, "label": example.desirable}
     return {"prompt": prompt, "answer": example.answer}
-
-
-def _messages(turns: Sequence[Turn]) -> list[dict[str, str]]:
-    return [{"role": t.role, "content": t.content} for t in turns]
 
 
 def _cut(text: str) -> str:

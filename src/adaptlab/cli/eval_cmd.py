@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from torch import nn
-from typer._click.core import ParameterSource
 
 from adaptlab.cli.adapter_task import adapter_task, check_adapter_options
 from adaptlab.cli.console import console
@@ -19,6 +17,7 @@ from adaptlab.cli.data_file_options import (
     DataFileOptions,
     with_data_file_options,
 )
+from adaptlab.cli.eval_harness import HarnessCall, check_harness_options, score_with_harness
 from adaptlab.cli.generation_options import (
     DEFAULT_GENERATION,
     GenerationOptions,
@@ -29,7 +28,6 @@ from adaptlab.cli.options import (
     Device,
     Head,
     MaxLength,
-    comma_separated,
     non_negative,
     positive,
 )
@@ -38,6 +36,8 @@ from adaptlab.cli.preference_options import (
     PreferenceOptions,
     with_preference_options,
 )
+from adaptlab.cli.recorded_objective import recorded_options
+from adaptlab.data.chat_render import kept_template
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.loading import load_dataset
 from adaptlab.data.masking import MaskedLmEncoder
@@ -182,12 +182,12 @@ def evaluate(
 
         adaptlab eval --adapter runs/qa-lora --harness arc_easy,hellaswag --limit 200
     """
-    _check_harness_options(context, harness)
+    check_harness_options(context, harness)
     if quantize is not None:
         check_quantize_kind(quantize, "--quantize")
     if harness is not None:
         harnessed = HarnessCall(harness, harness_include, num_fewshot, limit, harness_out, quantize)
-        _score_with_harness(harnessed, adapter, model, batch_size, device, stack_swap, as_json)
+        score_with_harness(harnessed, adapter, model, batch_size, device, stack_swap, as_json)
         return
     if data is None:
         raise ConfigError(
@@ -211,13 +211,15 @@ def evaluate(
         trained_task = adapter_task(adapter, head)
         if trained_task is not None:  # else loading says the manifest names none
             check_adapter_options(options, trained_task, data_file.task)
+        options = recorded_options(adapter, trained_task, EVAL_PREFERENCE, options)
         loaded, manifest = load_trained(adapter, device, model=model, head=head, quantize=quantize)
+    kept = None if adapter is None else kept_template(manifest, adapter)
     judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation | Scored
     task = get_task(manifest["task"])
     with stack_swapped(loaded.model, swaps):
         if isinstance(task, PreferenceTask | RewardModel):
-            scoring = (loaded, manifest, data, options, split, max_length, batch_size)
+            scoring = (loaded, kept, data, options, split, max_length, batch_size)
             on_split = (
                 score_preferences(task, *scoring)
                 if isinstance(task, PreferenceTask)
@@ -226,7 +228,7 @@ def evaluate(
             name, count, result = on_split.name, on_split.examples, on_split.scored
         elif isinstance(task, GenerativeTask):
             on_split = score_trained(
-                loaded, manifest, task, data, options, split, max_length, batch_size
+                loaded, kept, task, data, options, split, max_length, batch_size
             )
             name, count, result = on_split.name, on_split.examples, on_split.scored
         elif not task.labelled:
@@ -308,97 +310,3 @@ def _masked_lm(
     encoder = MaskedLmEncoder(loaded.tokenizer, max_length)
     features = encoder.encode(corpus.splits[split])
     return corpus.name, len(features), evaluate_mlm(loaded.model, encoder, features, batch_size)
-
-
-# --- lm-evaluation-harness (--harness) -------------------------------------------------------
-
-_WITH_HARNESS = {"adapter", "model", "batch_size", "device", "stack_swap", "as_json", "quantize"}
-"""The options that still apply with --harness (besides its own)."""
-_HARNESS_ONLY = {"harness_include", "num_fewshot", "limit", "harness_out"}
-"""The options of --harness alone."""
-
-
-@dataclass(frozen=True)
-class HarnessCall:
-    """What --harness and its options ask for."""
-
-    tasks: str
-    include: Path | None
-    num_fewshot: int | None
-    limit: int | None
-    out: Path | None
-    quantize: str | None
-
-
-def _check_harness_options(context: typer.Context, harness: str | None) -> None:
-    """Refuse, in one line, an option that only scoring on --data reads given with --harness,
-    and an option of --harness given without it."""
-    given = {
-        param.name: max(param.opts, key=len)
-        for param in context.command.params
-        if param.name and context.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
-    }
-    harness_options = {*_WITH_HARNESS, *_HARNESS_ONLY, "harness"}
-    if harness is not None:
-        for name, flag in given.items():
-            if name not in harness_options:
-                raise ConfigError(
-                    f"{flag} does not apply with --harness: lm-eval's tasks bring their own "
-                    "data, prompts and settings; drop it"
-                )
-    else:
-        for name, flag in given.items():
-            if name in _HARNESS_ONLY:
-                raise ConfigError(
-                    f"{flag} is an option of --harness: add --harness TASKS, or drop it"
-                )
-
-
-def _score_with_harness(
-    call: HarnessCall,
-    adapter: Path | None,
-    model: str | None,
-    batch_size: int,
-    device: str,
-    stack_swap: list[str] | None,
-    as_json: bool,
-) -> None:
-    """Score the adapter (or the base `model` alone) with lm-evaluation-harness, print each
-    task's metrics and where lm-eval's results JSON went."""
-    from adaptlab.integrations.lm_eval import evaluate as harness_evaluate
-    from adaptlab.integrations.lm_eval_results import metric_rows
-
-    scored = harness_evaluate(
-        adapter,
-        comma_separated(call.tasks),
-        model=model,
-        include=call.include,
-        num_fewshot=call.num_fewshot,
-        limit=call.limit,
-        batch_size=batch_size,
-        device=device,
-        out=call.out,
-        stack_swaps=parse_swaps(stack_swap or []),
-        quantize=call.quantize,
-    )
-    written = str(scored.written) if scored.written else None
-    if as_json:
-        print(json.dumps({"results": scored.results["results"], "written": written}))
-        return
-    table = Table(title=f"{adapter or model} on lm-eval {call.tasks}")
-    for column in ("task", "metric", "value", "stderr"):
-        table.add_column(column, justify="left" if column in ("task", "metric") else "right")
-    for task, metric, value, stderr in metric_rows(scored.results):
-        table.add_row(task, metric, _shown(value), _shown(stderr))
-    out = console()
-    out.print(table)
-    kept = "give --harness-out DIR to keep them"
-    note = f"written to {written}" if written else f"not written: {kept}"
-    out.print(f"lm-eval results {note}", soft_wrap=True, highlight=False)
-
-
-def _shown(value: Any) -> str:
-    """A score as the table shows it: a number to 4 decimals, anything else as it is."""
-    if isinstance(value, float | int) and not isinstance(value, bool):
-        return f"{value:.4f}"
-    return "" if value is None else str(value)

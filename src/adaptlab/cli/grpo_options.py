@@ -1,9 +1,9 @@
 """The options of GRPO (`--task grpo`): the verifiable reward (and the `format` reward's
-pattern), completions per prompt, the clipping range, the sampling temperature and how rewards
-are scaled; its KL coefficient and loss are the preference tasks' `--beta` and `--loss`. They
-join the run's data options (`adaptlab.tasks.grpo_settings` checks them), unset ones left out,
-so other runs' options and ids are unchanged; one the task does not read is refused
-(`adaptlab.tasks.unread_options`)."""
+pattern), completions per prompt, the clipping range and its upper end, the optimiser steps per
+generated batch, the sampling temperature and how rewards are scaled; its KL coefficient and
+loss are the preference tasks' `--beta` and `--loss`. They join the run's data options
+(`adaptlab.tasks.grpo_settings` checks them), unset ones left out, so other runs' options and
+ids are unchanged; one the task does not read is refused (`adaptlab.tasks.unread_options`)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,20 @@ Epsilon = Annotated[
     float | None,
     typer.Option(help="GRPO: the probability ratio's clipping range, in (0, 1) (default 0.2)."),
 ]
+EpsilonHigh = Annotated[
+    float | None,
+    typer.Option(
+        help="GRPO: the ratio's upper clipping range, above 0 (DAPO's clip-higher, 0.28 there; "
+        "default: --epsilon). It acts from the second step on a batch (--num-iterations)."
+    ),
+]
+NumIterations = Annotated[
+    int | None,
+    typer.Option(
+        help="GRPO: optimiser steps on each generated batch, at least 1 (the paper's mu; "
+        "default 1)."
+    ),
+]
 Temperature = Annotated[
     float | None,
     typer.Option(help="GRPO: the temperature training completions are sampled at (default 1.0)."),
@@ -55,6 +69,8 @@ _OPTION_TYPES = {
     "format_pattern": FormatPattern,
     "num_generations": NumGenerations,
     "epsilon": Epsilon,
+    "epsilon_high": EpsilonHigh,
+    "num_iterations": NumIterations,
     "temperature": Temperature,
     "scale_rewards": ScaleRewards,
 }
@@ -68,6 +84,8 @@ class GrpoOptions:
     format_pattern: str | None = None
     num_generations: int | None = None
     epsilon: float | None = None
+    epsilon_high: float | None = None
+    num_iterations: int | None = None
     temperature: float | None = None
     scale_rewards: str | None = None
 

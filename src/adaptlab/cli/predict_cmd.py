@@ -17,6 +17,7 @@ from adaptlab.cli.generation_options import (
     with_generation_options,
 )
 from adaptlab.cli.options import BaseModel, Device, Head, MaxLength, positive
+from adaptlab.data.chat_render import kept_template
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.generative_rows import EXTENSIONS
 from adaptlab.data.readers import decode_utf8, read_bytes
@@ -83,7 +84,8 @@ def predict(
     if isinstance(task, GenerativeTask):
         settings = GenerativeSettings.of(given, task.name)
         loaded, manifest = load_trained(adapter, device, model=model, head=head)
-        prompts, references = prompts_of(task, loaded, manifest, settings, max_length, source)
+        kept = kept_template(manifest, adapter)
+        prompts, references = prompts_of(task, loaded, kept, settings, max_length, source)
         for row in answer(loaded, prompts, references, settings, batch_size):
             print(json.dumps(row) if jsonl else row["generation"])
         return

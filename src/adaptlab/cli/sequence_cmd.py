@@ -31,7 +31,11 @@ from adaptlab.cli.options import (
 from adaptlab.cli.run_core import ONE_PROCESS, Launch, run_training, training_command
 from adaptlab.cli.scale_options import AUTO_SCALE
 from adaptlab.cli.training_options import DEFAULT_TRAINING, with_training_options
-from adaptlab.continual.objectives import DEFAULT_OBJECTIVE, OBJECTIVES, get_objective
+from adaptlab.continual.objectives import (
+    DEFAULT_OBJECTIVE,
+    OBJECTIVES,
+    refuse_unread_by_objective,
+)
 from adaptlab.continual.registry import StrategyEntry, list_strategies
 from adaptlab.continual.result import SequenceResult
 from adaptlab.continual.run import (
@@ -48,7 +52,6 @@ from adaptlab.integrations.trackers.session import TrackedRun
 from adaptlab.methods.compose import MethodSpec
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
-from adaptlab.tasks.unread_options import described, refuse_unread
 
 MaxNewTokens = Annotated[
     int,
@@ -225,9 +228,7 @@ def stage_options(
     given = generation.load_options()
     if not given:
         return ()
-    readers = {each.name: each.data_options for each in OBJECTIVES}
-    reads = get_objective(objective).data_options
-    refuse_unread(given, reads, readers, "sequence", described(objective, "sequence"))
+    refuse_unread_by_objective(given, objective)
     return (given,) * stages
 
 

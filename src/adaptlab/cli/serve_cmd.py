@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from adaptlab.cli.options import Device, MaxLength
+from adaptlab.data.template_bounds import RENDER_SECONDS
 from adaptlab.errors import ConfigError
 
 SERVE_HINT = (
@@ -45,7 +46,7 @@ def serve(
     device: Device = "auto",
     max_render_seconds: Annotated[
         float, typer.Option(help="Most seconds a chat template may take to render a chat.")
-    ] = 2.0,
+    ] = RENDER_SECONDS,
     ray: Annotated[bool, typer.Option("--ray", help="Deploy with Ray Serve.")] = False,
     replicas: Annotated[int, typer.Option(help="Ray Serve replicas (with --ray).")] = 1,
     address: Annotated[

@@ -43,15 +43,13 @@ from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers.session import TrackedRun
 from adaptlab.methods.compose import MethodSpec
 from adaptlab.methods.configs.fusion import FUSION
-from adaptlab.methods.frozen_cache import MODES
+from adaptlab.methods.frozen_cache import DEFAULT_MODE, MODES
 from adaptlab.methods.registry import METHODS
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import RunResult
 from adaptlab.records.scale import Scale
-from adaptlab.runs.run import RunSpec, execute
+from adaptlab.runs.run import RunSpec, check_frozen_cache, execute
 from adaptlab.tasks.choice import choose_metric
-from adaptlab.tasks.registry import run_task, task_names
-from adaptlab.tasks.unread_options import described
 
 FusedFolders = Annotated[
     str | None,
@@ -78,26 +76,11 @@ def method_help() -> str:
     )
 
 
-DEFAULT_CACHE = "auto"
-"""--frozen-cache's default: replay where the run's method leaves a frozen front."""
-
-
 def cache_mode(value: str) -> str:
     """--frozen-cache: one of the cache's modes."""
     if value not in MODES:
         raise ConfigError(f"--frozen-cache must be one of {', '.join(MODES)}, got {value!r}")
     return value
-
-
-def check_frozen_cache(mode: str, task: str | None) -> None:
-    """--frozen-cache other than auto only for a run of a labelled task, whose classifier
-    replays its frozen front (the others have nothing to replay)."""
-    if mode != DEFAULT_CACHE and not run_task(task).labelled:
-        labelled = ", ".join(task_names(lambda each: each.labelled))
-        raise ConfigError(
-            f"--frozen-cache is for runs of a labelled task ({labelled}); this one is "
-            f"{described(str(task), 'run')}"
-        )
 
 
 def checkpoint_cadence(value: str | None) -> str | None:
@@ -146,10 +129,11 @@ def train(
         str,
         typer.Option(
             help="Replay the frozen blocks' outputs after the first epoch (head, freeze, lst): "
-            "auto, memory, disk or off.",
+            "auto, memory, disk or off; memory and disk are refused where the method trains "
+            "from the first block.",
             callback=cache_mode,
         ),
-    ] = DEFAULT_CACHE,
+    ] = DEFAULT_MODE,
     launch: Launch = ONE_PROCESS,
     checkpoint_every: Annotated[
         str | None,

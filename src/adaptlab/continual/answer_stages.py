@@ -17,11 +17,10 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from adaptlab.continual.corpus_run import TextStage, TextStageRun
-from adaptlab.continual.objectives import OBJECTIVES
+from adaptlab.continual.objectives import refuse_unread_by_objective
 from adaptlab.continual.sequence_objective import (
     NOT_IN_A_SEQUENCE,
     SequenceSettings,
-    stage_data_options,
 )
 from adaptlab.continual.stages import KeptAdapter
 from adaptlab.data.builtin import BUILTINS
@@ -33,7 +32,6 @@ from adaptlab.runs.generative_evaluation import Generation, score_split
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_settings import GenerativeSettings
 from adaptlab.tasks.registry import get_task
-from adaptlab.tasks.unread_options import described, refuse_unread
 
 EXACT_MATCH = "exact_match"
 """The generated answers' score every sft and chat stage reports beside its perplexity."""
@@ -78,7 +76,7 @@ def read_answers(
     except AdaptlabError as error:
         raise type(error)(f"stage {source}: {error}") from None
     metrics = tuple(dict.fromkeys((EXACT_MATCH, task.primary_metric)))
-    return AnswerData(encoded, Generation(metrics, settings.max_new_tokens, settings.stop))
+    return AnswerData(encoded, Generation.of(settings, metrics))
 
 
 def stage_settings(options: Mapping[str, Any], task: str) -> GenerativeSettings:
@@ -88,9 +86,7 @@ def stage_settings(options: Mapping[str, Any], task: str) -> GenerativeSettings:
     for option, why in NOT_IN_A_SEQUENCE.items():
         if option in options:
             raise ConfigError(f"a sequence's stage takes no {option} ({why}); drop it")
-    readers = {objective.name: objective.data_options for objective in OBJECTIVES}
-    reads = stage_data_options(get_task(task))
-    refuse_unread(options, reads, readers, "sequence", described(task, "sequence"))
+    refuse_unread_by_objective(options, task)
     return GenerativeSettings.of(options, task)
 
 

@@ -5,9 +5,12 @@ freely. Which objectives there are, and the stored form of a spec's objective, c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from adaptlab.continual.sequence_objective import SequenceObjective
 from adaptlab.errors import ConfigError
 from adaptlab.registry import Registry
+from adaptlab.tasks.unread_options import described, refuse_unread
 
 OBJECTIVES: Registry[SequenceObjective] = Registry(
     "objective",
@@ -49,6 +52,14 @@ def check_objective_name(name: object) -> None:
     """`name` must name an objective: one line listing them otherwise."""
     if not known_objective(name):
         raise ConfigError(f"objective must be one of {', '.join(objective_names())}, got {name!r}")
+
+
+def refuse_unread_by_objective(given: Iterable[str], name: str) -> None:
+    """`refuse_unread` of the data options objective `name`'s stages read (its `data_options`),
+    naming the objectives whose stages read one it does not."""
+    readers = {each.name: each.data_options for each in OBJECTIVES}
+    reads = get_objective(name).data_options
+    refuse_unread(given, reads, readers, "sequence", described(name, "sequence"))
 
 
 def is_default_objective(name: str) -> bool:

@@ -13,44 +13,79 @@ offsets: a token that holds any character of the turn belongs to it.
 Each turn found costs a rendering of the chat up to it, so only the turns that reach the tokens
 a model will read are found (`render`'s `kept`): a long chat cut to its last tokens costs a few
 renderings, not one per turn. Every error a template causes names where it came from
-(`ChatTemplate.origin`).
+(`ChatTemplate.origin`: a file, or the folder of the adapter whose manifest keeps it, as several
+adapters may be in play) and says what to do about it there (`ChatTemplate.advice`).
+
+A template is code, so each rendering is bounded (`adaptlab.data.template_bounds`, as the
+server bounds its renders): stopped past `seconds` (by default the server's default), and
+refused when it writes more than `rendered_chars` of the window beyond what the messages hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from adaptlab.checks import shown
 from adaptlab.data.generative import Conversation, Turn
+from adaptlab.data.template_bounds import (
+    RENDER_SECONDS,
+    Overran,
+    overran,
+    overwrote,
+    rendered_chars,
+    time_bound,
+)
 from adaptlab.errors import ConfigError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-PASS_ANOTHER = "pass --chat-template FILE with one that"
-"""How every template refusal's advice starts."""
+PASS_FILE = "pass --chat-template FILE with one that"
+"""How the advice on a tokenizer's template starts."""
 
 
 @dataclass(frozen=True)
 class ChatTemplate:
     """A Jinja chat template and where it came from, as its errors name it ("the chat template
-    <origin> cannot ...")."""
+    <origin> cannot ...") and as their advice fits it (`kind`: passed to the API, read from a
+    file or kept in an adapter's manifest)."""
 
     text: str
     origin: str = "passed as chat_template"
+    kind: Literal["passed", "file", "manifest"] = "passed"
 
     @classmethod
     def from_file(cls, path: Path, text: str) -> ChatTemplate:
         """A template read from file `path` (`--chat-template`, a `chat_template` option)."""
-        return cls(text, f"from chat template file {path}")
+        return cls(text, f"from chat template file {path}", "file")
 
     @classmethod
-    def from_manifest(cls, text: str) -> ChatTemplate:
-        """The template an adapter was trained with, kept in its manifest."""
-        return cls(text, "from the adapter's manifest")
+    def from_manifest(cls, text: str, folder: str | PathLike[str]) -> ChatTemplate:
+        """The template adapter `folder` (an adapter folder, or a run folder holding one) was
+        trained with, kept in its manifest."""
+        return cls(text, f"from the manifest of adapter {folder}", "manifest")
+
+    def advice(self, needed: str) -> str:
+        """What a refusal of this template tells the user to do, `needed` saying what a
+        template that works does ("renders within 2 s")."""
+        if self.kind == "file":
+            return f"fix the file or pass another --chat-template FILE, one that {needed}"
+        if self.kind == "manifest":
+            return (
+                f"the adapter was saved with a broken template: retrain it with one that "
+                f"{needed}, or pass --chat-template FILE where the command takes one"
+            )
+        return f"pass a chat template that {needed}"
+
+
+def kept_template(manifest: Mapping[str, Any], folder: str | PathLike[str]) -> ChatTemplate | None:
+    """The chat template `manifest`, adapter `folder`'s, keeps (None: it keeps none)."""
+    text = manifest.get("chat_template")
+    return ChatTemplate.from_manifest(text, folder) if text else None
 
 
 @dataclass(frozen=True)
@@ -63,9 +98,18 @@ class RenderedChat:
 
 
 class ChatRenderer:
-    """Renders conversations with `template` (None: the tokenizer's own)."""
+    """Renders conversations with `template` (None: the tokenizer's own) for a model reading
+    `window` tokens, each rendering within `seconds` and writing at most `extra_chars`
+    characters beyond its messages' own."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, template: ChatTemplate | None) -> None:
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        template: ChatTemplate | None,
+        *,
+        window: int,
+        seconds: float = RENDER_SECONDS,
+    ) -> None:
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         if template is None and not getattr(tokenizer, "chat_template", None):
             raise ConfigError(
@@ -79,27 +123,40 @@ class ChatRenderer:
                 "use_fast=True)"
             )
         self.tokenizer = tokenizer
+        self.template = template
         self.chat_template = None if template is None else template.text
         self.origin = f"of tokenizer {name}" if template is None else template.origin
+        self.extra_chars = rendered_chars(window)
+        self.seconds = seconds
         self._writes_answers = False
 
     def text(self, turns: Sequence[Turn], *, opened: bool = False) -> str:
         """`turns` rendered by the template, the assistant's turn opened after them when
-        `opened`; whatever a template raises (it is code) is one line."""
+        `opened`; whatever a template raises (it is code), a rendering past `seconds` and one
+        writing more than `extra_chars` beyond the messages' characters are one line."""
         messages = [{"role": turn.role, "content": turn.content} for turn in turns]
         try:
-            text = self.tokenizer.apply_chat_template(
-                messages,
-                chat_template=self.chat_template,
-                add_generation_prompt=opened,
-                tokenize=False,
-            )
+            with time_bound(self.seconds):
+                text = self.tokenizer.apply_chat_template(
+                    messages,
+                    chat_template=self.chat_template,
+                    add_generation_prompt=opened,
+                    tokenize=False,
+                )
+        except Overran:
+            raise self.refusal(
+                overran(self.seconds), f"renders within {self.seconds:g} s"
+            ) from None
         except Exception as error:  # a template is code: whatever it raises is its refusal
             raise self.refusal(
                 f"cannot render a conversation ({shown(str(error))})",
                 "renders system, user and assistant messages",
             ) from None
-        return str(text)
+        text = str(text)
+        limit = self.extra_chars + sum(len(turn.content) for turn in turns)
+        if len(text) > limit:
+            raise self.refusal(overwrote(len(text)), f"writes at most {limit:,} characters")
+        return text
 
     def ids(self, text: str) -> list[int]:
         """The token ids of rendered text, as `apply_chat_template` tokenises it (no warning
@@ -127,8 +184,11 @@ class ChatRenderer:
         return RenderedChat(tuple(encoded["input_ids"]), tuple(reversed(answers)))
 
     def refusal(self, problem: str, needed: str) -> ConfigError:
-        """The one-line error of a template that `problem`, naming where it came from."""
-        return ConfigError(f"the chat template {self.origin} {problem}; {PASS_ANOTHER} {needed}")
+        """The one-line error of a template that `problem`, naming where it came from, with
+        advice that fits it on one that `needed`."""
+        template = self.template
+        advice = f"{PASS_FILE} {needed}" if template is None else template.advice(needed)
+        return ConfigError(f"the chat template {self.origin} {problem}; {advice}")
 
     def _answer(
         self, turns: Sequence[Turn], index: int, whole: str, offsets: Sequence[tuple[int, int]]

@@ -156,7 +156,7 @@ class GenerativeEncoder:
         """The chat renderer, made at the first conversation (a tokenizer without a chat
         template still encodes prompt-completion pairs)."""
         if self._chat is None:
-            self._chat = ChatRenderer(self.tokenizer, self.chat_template)
+            self._chat = ChatRenderer(self.tokenizer, self.chat_template, window=self.max_length)
         return self._chat
 
     def _pair(self, example: PromptCompletion) -> tuple[list[int], int]:

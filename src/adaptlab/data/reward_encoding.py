@@ -84,5 +84,7 @@ class RewardEncoder:
         """What renders conversations (a tokenizer without a chat template is refused here,
         at the first conversation, not for text pairs)."""
         if self._renderer is None:
-            self._renderer = ChatRenderer(self.tokenizer, self.chat_template)
+            self._renderer = ChatRenderer(
+                self.tokenizer, self.chat_template, window=self.max_length
+            )
         return self._renderer

@@ -42,7 +42,7 @@ def afresh(folder: Path) -> str:
 
 @dataclass
 class Position:
-    """Where a training stands: `done` batches of epoch `epoch` (whose example order is
+    """Where a training stands: `done` steps of epoch `epoch` (whose example order is
     `order`, None before it is drawn), `step` steps in all, the epoch's losses so far."""
 
     epoch: int = 1
@@ -55,18 +55,22 @@ class Position:
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    """The course of a run's training: `epochs` epochs of `per_epoch` batches over
-    `examples` training examples, each scored on the dev `metric`."""
+    """The course of a run's training: `epochs` epochs of `per_epoch` steps over
+    `examples` training examples, each scored on the dev `metric`; each batch is trained on
+    for `updates` steps in a row (`adaptlab.engine.objective.ReusesBatches`)."""
 
     examples: int
     per_epoch: int
     epochs: int
     metric: str
+    updates: int = 1
 
     @classmethod
-    def of(cls, examples: int, config: TrainConfig, metric: str) -> TrainingPlan:
-        """The plan of training on `examples` examples with `config`'s batches and epochs."""
-        return cls(examples, batch_count(examples, config.batch_size), config.epochs, metric)
+    def of(cls, examples: int, config: TrainConfig, metric: str, updates: int = 1) -> TrainingPlan:
+        """The plan of training on `examples` examples with `config`'s batches and epochs,
+        `updates` steps on each batch."""
+        steps = batch_count(examples, config.batch_size) * updates
+        return cls(examples, steps, config.epochs, metric, updates)
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,11 @@ class CheckpointRecord:
         if not 0 <= at.done < (1 if last else per_epoch):
             raise refuse(
                 "position.done", f"{at.done} batches done, of an epoch of {per_epoch} batches"
+            )
+        if at.done % plan.updates:
+            raise refuse(
+                "position.done",
+                f"{at.done} steps done, between the {plan.updates} steps taken on one batch",
             )
         if at.step != (at.epoch - 1) * per_epoch + at.done:
             raise refuse(

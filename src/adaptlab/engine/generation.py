@@ -42,11 +42,14 @@ class Piece:
 
 @dataclass(frozen=True)
 class Finish:
-    """The completion ended: "stop" (end of text or a stop string) or "length" (max_tokens)."""
+    """The completion ended: "stop" (end of text or a stop string) or "length" (max_tokens).
+    `token_ids`: every token drawn, the end-of-text token that ended it included (the text and
+    `completion_tokens` leave that one out)."""
 
     reason: str
     prompt_tokens: int
     completion_tokens: int
+    token_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -273,7 +276,8 @@ class TextGenerator:
             if piece:
                 row.job.emit(Piece(piece))
             if reason is not None:
-                row.job.emit(Finish(reason, len(row.job.prompt), len(row.tokens)))
+                drawn = (*row.tokens, token) if token in stops else tuple(row.tokens)
+                row.job.emit(Finish(reason, len(row.job.prompt), len(row.tokens), drawn))
 
     def _settle(self, lane: _Lane) -> None:
         """Drop ended and cancelled rows; keep each adapter's rows together, in key order."""

@@ -5,9 +5,12 @@ model as it is (whatever adapter is active), in eval mode and with no gradient.
 
 Completion k of the list (prompt k // group) draws its tokens with its own generator seeded
 `seed + k` (`adaptlab.engine.sampling`), so a seed gives the same completions again, whatever
-else runs. Each comes back as its text (cut before a stop string, as the server cuts it) and
-whether it ended (the model's end-of-text token or a stop string) or was cut at
-`max_new_tokens`, which is what a trainer needs to know whether to teach the end."""
+else runs. Each comes back as its text (cut before a stop string, as the server cuts it), the
+token ids it drew (the end-of-text token that ended it included; every token drawn where a stop
+string ended it, the one that completed the stop string too), and whether it ended (the end of
+text or a stop string) or was cut at `max_new_tokens`. A trainer reads the ids, not the text:
+tokenising the text again need not give back the tokens drawn (two tokens the tokenizer writes
+as one, a special token that decodes to no text)."""
 
 from __future__ import annotations
 
@@ -25,11 +28,13 @@ from adaptlab.engine.sampling import Sampling
 
 @dataclass(frozen=True)
 class Sampled:
-    """One completion: its text, whether it ended by itself, how many tokens it drew."""
+    """One completion: its text, whether it ended by itself, how many tokens it drew (the end
+    of text left out), and the ids of every token drawn (the end of text included)."""
 
     text: str
     ended: bool
     tokens: int
+    ids: tuple[int, ...]
 
 
 def sample_groups(
@@ -93,5 +98,6 @@ class _Received:
         made = []
         for pieces, finish in zip(self._pieces, self._finish, strict=True):
             assert finish is not None, "a completion ended without finishing"
-            made.append(Sampled("".join(pieces), finish.reason == "stop", finish.completion_tokens))
+            ended = finish.reason == "stop"
+            made.append(Sampled("".join(pieces), ended, finish.completion_tokens, finish.token_ids))
         return made

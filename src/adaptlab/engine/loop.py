@@ -5,10 +5,11 @@ The protocol of paper-effectiveness §3 / App. A.2: AdamW with a linear schedule
 a fixed number of epochs over the examples in a seeded order, evaluation on dev after every
 epoch, and the best epoch's weights kept (restored into the model at the end). A step is
 forward and loss (the objective's, plus what the running adapters add), the finite-loss check,
-backward, gradient clipping, the optimiser and the schedule. The run's scale (its
-`records.scale.Scale`, passed by whoever trains) sets the precision the forward passes
-(training and dev) run at, with float32 copies of what trains, and whether activations wait in
-host memory.
+backward, gradient clipping, the optimiser and the schedule; an objective that trains on each
+batch for several steps (`objective.ReusesBatches`, GRPO's mu) makes its batch once for them.
+The run's scale (its `records.scale.Scale`, passed by whoever trains) sets the precision the
+forward passes (training and dev) run at, with float32 copies of what trains, and whether
+activations wait in host memory.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from adaptlab.engine.checkpointing import offloaded_activations
 from adaptlab.engine.data_parallel import data_parallel
 from adaptlab.engine.events import tell_epoch, tell_step
 from adaptlab.engine.history import BestEpoch, TrainHistory
-from adaptlab.engine.objective import Objective
+from adaptlab.engine.objective import Objective, updates_per_batch
 from adaptlab.engine.precision import Precision, keep_trained_in_float32
 from adaptlab.engine.thread_governor import ThreadGovernor
 from adaptlab.engine.training_checkpoint import (
@@ -79,7 +80,8 @@ def train_epochs(
         if scale.offload_activations
         else nullcontext()
     )
-    plan = TrainingPlan.of(objective.examples, config, objective.metric)
+    updates = updates_per_batch(objective)
+    plan = TrainingPlan.of(objective.examples, config, objective.metric, updates)
     per_epoch, total_steps = plan.per_epoch, plan.per_epoch * config.epochs
     parts = Resumable.build(trainable, config, learning_rate, plan, precision.scaler, seed)
     optimizer, scheduler, generator = parts.optimizer, parts.scheduler, parts.generator
@@ -118,10 +120,14 @@ def train_epochs(
             bar.describe(f"{place}/{config.epochs}")
             if at.order is None:
                 at.order = torch.randperm(objective.examples, generator=generator).tolist()
+            held: tuple[Any, float] | None = None  # this process's part of the batch, its weight
             while at.done < per_epoch:
-                first = at.done * config.batch_size
-                batch = objective.batch(at.order[first : first + config.batch_size], generator)
-                part, weight = parallel.share(objective, batch)
+                if at.done % updates == 0:  # a new batch, trained on for `updates` steps
+                    first = at.done // updates * config.batch_size
+                    batch = objective.batch(at.order[first : first + config.batch_size], generator)
+                    held = parallel.share(objective, batch)
+                assert held is not None, "an epoch resumes at a batch's first step"
+                part, weight = held
                 with precision.autocast(), offloaded:
                     loss = objective.loss(part)
                     penalty = regularization_loss(model)  # AdapterFusion's value penalty

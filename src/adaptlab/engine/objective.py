@@ -6,7 +6,7 @@ so classification, masked and causal LM and continual stages train the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -53,3 +53,17 @@ class Objective(Protocol[BatchT]):
     def dev(self) -> DevScore:
         """Score the model as it is now on the dev examples."""
         ...
+
+
+@runtime_checkable
+class ReusesBatches(Protocol):
+    """An objective that trains on each batch for several optimiser steps in a row (GRPO's mu
+    steps per generated batch): the loop asks for a batch once, then takes that many steps."""
+
+    @property
+    def updates_per_batch(self) -> int: ...
+
+
+def updates_per_batch(objective: object) -> int:
+    """The optimiser steps the loop takes on each of `objective`'s batches (1 unless it says)."""
+    return objective.updates_per_batch if isinstance(objective, ReusesBatches) else 1

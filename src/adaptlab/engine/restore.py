@@ -12,11 +12,12 @@ from adaptlab.data.types import SPLIT_NAMES, Dataset
 from adaptlab.errors import AdapterFileError, ConfigError, DataError
 from adaptlab.methods.adapter_loading import load_adapter
 from adaptlab.methods.combined_heads import require_head
-from adaptlab.methods.manifest import MANIFEST, adapter_folder, parse_manifest
+from adaptlab.methods.manifest import MANIFEST, adapter_folder
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, load_model
 from adaptlab.models.quantize import quantize_base
 from adaptlab.models.resolve import trusted_base
+from adaptlab.tasks.adapter_manifest import read_adapter_manifest
 from adaptlab.tasks.registry import get_task
 
 
@@ -43,7 +44,7 @@ def load_trained(
     """
     target = torch_device(device)
     folder = adapter_folder(path)
-    parsed = parse_manifest(folder)
+    parsed = read_adapter_manifest(folder)
     manifest = parsed.raw
     chosen = require_head(parsed, folder, head)
     if chosen is not None:

@@ -12,10 +12,10 @@ from adaptlab.engine.inputs import run_inputs
 from adaptlab.engine.outputs import check_run_folder
 from adaptlab.engine.training_checkpoint import TrainingCheckpoint, training_checkpoint
 from adaptlab.errors import ConfigError
+from adaptlab.methods.adapter_kind import trained_as
 from adaptlab.methods.manifest import adapter_folder
-from adaptlab.methods.persistence import read_manifest
-from adaptlab.models.loading import same_model_class
 from adaptlab.records.spec import RunSpec
+from adaptlab.tasks.adapter_manifest import read_adapter_manifest
 from adaptlab.tasks.registry import TASKS, get_task, run_task
 from adaptlab.tasks.unread_options import described, refuse_unread_by_task
 
@@ -55,23 +55,24 @@ def check_data_options(spec: RunSpec) -> None:
 
 
 def check_frozen_adapters(spec: RunSpec) -> None:
-    """Refuse a stacked or fused adapter trained on another class of model than the run's
-    (combine's rule: one model class), unless it is a language adapter (its task learns plain
-    documents), which an adapter of any task may build on."""
+    """Refuse a stacked or fused adapter trained as another class of model than the run's
+    (combine's rule and answer, `adaptlab.methods.adapter_kind`: the class its manifest
+    records), unless it is a language adapter (its task learns plain documents), which an
+    adapter of any task may build on."""
     task = run_task(spec.task)
     kinds = {task.model_kind} if spec.task else {each.model_kind for each in TASKS if each.labelled}
     run = f"this {spec.task} run" if spec.task else "this labelled run"
     for option, folders in (("--stack", spec.stack), ("--adapters", spec.fuse)):
         for folder in folders:
-            manifest = read_manifest(adapter_folder(folder))
-            frozen = get_task(manifest["task"]) if manifest.get("task") else None
+            manifest = read_adapter_manifest(adapter_folder(folder))
+            frozen = get_task(manifest.task) if manifest.task else None
             if frozen is None or frozen.plain_text:
                 continue
-            if not any(same_model_class(frozen.model_kind, kind) for kind in kinds):
+            if not any(trained_as(manifest, kind) for kind in kinds):
                 language = ", ".join(TASKS.names(lambda each: each.plain_text))
                 raise ConfigError(
                     f"{option} {folder} is {described(frozen.name, 'adapter')}, trained as a "
-                    f"{manifest['base_model']['class']}; {run} trains a "
+                    f"{manifest.base_model.model_class}; {run} trains a "
                     f"{' or '.join(sorted(kinds))} model: build on adapters of that class of "
                     f"model, or on language adapters ({language})"
                 )

@@ -274,7 +274,13 @@ class TrainingCheckpoint:
     ) -> None:
         """Check the checkpoint being resumed against the run training `model` over `plan`
         with `config` at `precision`, as the loop will (`load`), before the run says
-        anything."""
+        anything. A cadence that would save between the steps taken on one batch (whose batch
+        a resumed run could not make again) is refused too."""
+        if isinstance(self.every, int) and self.every % plan.updates:
+            raise ConfigError(
+                f"--checkpoint-every {self.every} would save between the {plan.updates} steps "
+                f"taken on one batch; give a multiple of {plan.updates}"
+            )
         if self.record is None:
             return
         trainable = keep_trained_in_float32(model)

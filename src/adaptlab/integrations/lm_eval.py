@@ -39,7 +39,6 @@ from adaptlab.integrations.lm_eval_results import (
 )
 from adaptlab.integrations.lm_eval_yaml import task_folders, unparsed_task_file
 from adaptlab.methods.manifest import adapter_folder
-from adaptlab.methods.persistence import read_manifest
 from adaptlab.models.decoder import is_encoder
 from adaptlab.models.device import torch_device
 from adaptlab.models.loading import LoadedModel, ModelKind, load_model
@@ -48,6 +47,7 @@ from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
 from adaptlab.paths import existing
 from adaptlab.records.transfer import Swap
+from adaptlab.tasks.adapter_manifest import read_adapter_manifest
 from adaptlab.tasks.registry import get_task
 
 INSTALL = "{} needs lm-evaluation-harness: pip install 'adaptlab[harness]'"
@@ -203,7 +203,7 @@ def require_lm_eval(asker: str = "adaptlab eval --harness") -> None:
 def check_language_model(folder: Path) -> None:
     """Refuse an adapter whose model is no language model (a classifier's, a masked LM's):
     lm-eval scores text, which such a head does not produce."""
-    task = read_manifest(folder).get("task")
+    task = read_adapter_manifest(folder).task
     if not task:
         raise AdapterFileError(
             f"{folder}: the manifest names no task, so what its model predicts is unknown; "

@@ -43,6 +43,7 @@ from adaptlab.backbone.roles import ROLES
 from adaptlab.errors import ConfigError
 from adaptlab.fileio import publish_folder, staging_folder
 from adaptlab.methods.adapt import add_adapter, get_handle
+from adaptlab.methods.adapter_kind import adapter_kind
 from adaptlab.methods.adapter_loading import load_adapter, source_head
 from adaptlab.methods.combination import Combination
 from adaptlab.methods.combine_math import combine_deltas, combine_lora, result_rank
@@ -57,7 +58,7 @@ from adaptlab.methods.persistence import save_adapter
 from adaptlab.methods.site import SiteModule
 from adaptlab.methods.sliced import units
 from adaptlab.methods.state import get_state
-from adaptlab.models.loading import kind_of_class, load_model
+from adaptlab.models.loading import load_model
 from adaptlab.models.resolve import trusted_base
 from adaptlab.paths import check_new_folder
 
@@ -132,14 +133,13 @@ def _base_model(sources: Sequence[Source], model: str | None, seed: int) -> nn.M
             )
     first = sources[0]
     base_id = model or trusted_base(first.folder, first.manifest.base_model.id)
-    labels = first.manifest.label_names
-    trained_on = first.manifest.base_model.model_class
-    kind = kind_of_class(trained_on, labels is not None)  # the head its task's runs load
+    kind = adapter_kind(first.manifest)  # the head its task's runs load
     if kind is None:
         raise ConfigError(
-            f"{first.folder}: its base is a {trained_on}, whose head adaptlab cannot load"
+            f"{first.folder}: its base is a {first.manifest.base_model.model_class}, whose head "
+            "adaptlab cannot load"
         )
-    return load_model(base_id, kind, label_names=labels, seed=seed).model
+    return load_model(base_id, kind, label_names=first.manifest.label_names, seed=seed).model
 
 
 def _combine(

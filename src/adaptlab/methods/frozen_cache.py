@@ -13,7 +13,8 @@ float rounding of a differently padded batch.
 
 Outputs are kept in memory, or in float32 files in a scratch folder (beside the run) when
 `mode` is "disk", or "auto" and they would take more than half the memory available. The
-scratch files are deleted when training ends.
+scratch files are deleted when training ends. "memory" or "disk" where what trains starts at
+the first block is refused (`check_mode`); "auto" and "off" train on without a cache there.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from adaptlab.methods.site import OUTPUT
 from adaptlab.methods.state import get_state
 
 MODES = ("auto", "memory", "disk", "off")
+DEFAULT_MODE = "auto"
+"""Replay where the running adapter leaves a frozen front; say nothing where it does not."""
+FORCED = ("memory", "disk")
+"""The modes that ask for a cache: refused where there is nothing to cache."""
 
 
 class FrozenCache:
@@ -60,9 +65,9 @@ class FrozenCache:
         features: Sequence[dict[str, Any]],
         folder: Path | None = None,
     ) -> FrozenCache | None:
-        """A cache for `model`'s running adapter, or None where there is nothing to cache."""
-        if mode not in MODES:
-            raise ConfigError(f"frozen cache must be one of {', '.join(MODES)}, got {mode!r}")
+        """A cache for `model`'s running adapter, or None where there is nothing to cache
+        (`mode` "auto" or "off"; `check_mode` refuses "memory" and "disk" there)."""
+        check_mode(model, mode)
         state = get_state(model)
         if mode == "off" or state is None or state.frozen_blocks == 0:
             return None
@@ -184,6 +189,19 @@ class FrozenCache:
             return value if structure is None else (value, *([None] * (structure - 1)))
 
         return forward
+
+
+def check_mode(model: nn.Module, mode: str) -> None:
+    """Refuse a `mode` not in `MODES`, and "memory" or "disk" where what trains in `model`
+    starts at the first block: no frozen front, nothing to cache."""
+    if mode not in MODES:
+        raise ConfigError(f"frozen cache must be one of {', '.join(MODES)}, got {mode!r}")
+    state = get_state(model)
+    if mode in FORCED and (state is None or state.frozen_blocks == 0):
+        raise ConfigError(
+            f"--frozen-cache {mode} has nothing to cache: the method trains from the first "
+            "block, so no block before it is frozen; leave it auto or off"
+        )
 
 
 def _first(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

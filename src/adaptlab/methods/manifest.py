@@ -167,7 +167,7 @@ def parse_manifest(folder: Path) -> Manifest:
     missing = sorted(needed - set(members))
     if missing:
         raise AdapterFileError(f"{path}: adapter {missing[0]!r} is used but not among members")
-    task = fields.text("task", optional=True)  # a name; readers that know tasks check it
+    task = fields.text("task", optional=True)  # known or not: adaptlab.tasks.adapter_manifest
     labels = fields.labels()
     heads = parse_heads(data.get("heads"), path)
     if heads is not None and (labels is not None or fields.boolean("train_head")):

@@ -81,28 +81,41 @@ MAX_LABELS = 1_000_000
 """More output classes than this is a mistake (a head of 10**12 rows would never allocate)."""
 
 
-def same_model_class(kind: ModelKind, other: ModelKind) -> bool:
-    """Whether models of the two kinds load as one transformers class (single_label,
-    multi_label and regression: one sequence classifier)."""
-    return _AUTO_CLASSES[kind] is _AUTO_CLASSES[other]
-
-
-_CLASSES_OF_KINDS: tuple[tuple[ModelKind, dict[str, str]], ...] = (
-    ("single_label", MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES),
-    ("token", MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES),
-    ("masked_lm", MODEL_FOR_MASKED_LM_MAPPING_NAMES),
-    ("causal_lm", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
-    ("seq2seq_lm", MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES),
+_CLASSES: dict[str, dict[str, str]] = {
+    "single_label": MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    "multi_label": MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    "regression": MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    "token": MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES,
+    "masked_lm": MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    "causal_lm": MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    "seq2seq_lm": MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+}
+"""The transformers class each kind with a head loads, by model type."""
+_KINDS_OF_CLASSES: tuple[ModelKind, ...] = (
+    "single_label",
+    "token",
+    "masked_lm",
+    "causal_lm",
+    "seq2seq_lm",
 )
+"""The kinds `kind_of_class` tries, in order (a class several load, such as BART's, takes the
+first: the class is the same whichever loads it)."""
+
+
+def loads_as(model_class: str, kind: ModelKind) -> bool:
+    """Whether a model of `kind` is a `model_class` for some model type (the transformers class
+    an adapter's manifest records of its base): single_label, multi_label and regression load
+    one sequence classifier; False for `base`, which has no head to tell."""
+    return model_class in _CLASSES.get(kind, {}).values()
 
 
 def kind_of_class(model_class: str, named_labels: bool) -> ModelKind | None:
     """The kind that loads a model of transformers class `model_class` (as an adapter's
     manifest records its base), None for a class of no kind here. A sequence classifier
     without `named_labels` is a regression head (one output); one with them loads as
-    single_label, of one class with multi_label (`same_model_class`)."""
-    for kind, classes in _CLASSES_OF_KINDS:
-        if model_class in classes.values():
+    single_label, of one class with multi_label (`loads_as`)."""
+    for kind in _KINDS_OF_CLASSES:
+        if loads_as(model_class, kind):
             return "regression" if kind == "single_label" and not named_labels else kind
     return None
 

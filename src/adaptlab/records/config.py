@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +62,7 @@ class TrainConfig:
     def from_json(cls, train: JsonObject) -> TrainConfig:
         """The config `to_dict` wrote, each field read as its annotated type."""
         train.refuse_unknown([f.name for f in fields(cls)])
-        readers = {
+        readers: dict[str, Callable[[str], Any]] = {
             "int": train.integer,
             "float": train.number,
             "float | None": train.optional_number,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adaptlab.records.jsonfields import JsonObject
+from adaptlab.records.jsonfields import NOT_NEGATIVE, JsonObject
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,10 @@ class TaskScores:
     @classmethod
     def from_json(cls, scores: JsonObject) -> TaskScores:
         scores.refuse_unknown(("metrics", "stderr"))
-        return cls(metrics=scores.numbers("metrics"), stderr=scores.numbers("stderr"))
+        return cls(
+            metrics=scores.numbers("metrics"),  # lm-eval's metrics, of any scale
+            stderr=scores.numbers("stderr", within=NOT_NEGATIVE, diverged=True),
+        )
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class HarnessScores:
         return cls(
             lm_eval_version=harness.text("lm_eval_version"),
             tasks=harness.texts("tasks"),
-            num_fewshot=harness.optional_integer("num_fewshot"),
-            limit=harness.optional_integer("limit"),
+            num_fewshot=harness.optional_integer("num_fewshot", least=0),
+            limit=harness.optional_integer("limit", least=0),
             scores={task: TaskScores.from_json(scores.object(task)) for task in scores.data},
         )

@@ -1,8 +1,16 @@
-"""Typed reads of one JSON object (a stored record), each error naming the field's path."""
+"""Typed reads of one JSON object (a stored record), each error naming the field's path.
+
+A number can be read within a range (`within`: finite, from its smallest to its largest
+value) and an integer with a least value (`least`: 0 for a count), so that a value no run
+could have written is refused where it is read, not drawn or compared later. A measurement
+that may be NaN or infinite because its run diverged (`diverged`) is read as it is, for the
+report to show as diverged; a finite one must still lie in its range.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -10,6 +18,12 @@ from adaptlab.errors import ConfigError
 
 REQUIRED: Final = object()
 """Default of a field that must be present."""
+Range = tuple[float, float]
+"""The smallest and the largest value a number may take, both allowed; it must be finite."""
+FINITE: Final[Range] = (-math.inf, math.inf)
+NOT_NEGATIVE: Final[Range] = (0.0, math.inf)
+Ranges = Range | Callable[[str], Range]
+"""The range of every number of an object, or each one's by its name."""
 
 
 class JsonObject:
@@ -73,28 +87,38 @@ class JsonObject:
             raise self._fail(key, "true or false", value)
         return value
 
-    def integer(self, key: str, default: Any = REQUIRED) -> int:
+    def integer(self, key: str, default: Any = REQUIRED, least: int | None = None) -> int:
         value = self._get(key, default)
-        if not _is_int(value):
-            raise self._fail(key, "an integer", value)
+        if not _is_int(value, least):
+            raise self._fail(key, _integer(least), value)
         return int(value)
 
-    def optional_integer(self, key: str, default: Any = None) -> int | None:
+    def optional_integer(
+        self, key: str, default: Any = None, least: int | None = None
+    ) -> int | None:
         value = self._get(key, default)
-        if value is not None and not _is_int(value):
-            raise self._fail(key, "an integer or null", value)
+        if value is not None and not _is_int(value, least):
+            raise self._fail(key, f"{_integer(least)} or null", value)
         return None if value is None else int(value)
 
-    def number(self, key: str, default: Any = REQUIRED) -> float:
+    def number(
+        self,
+        key: str,
+        default: Any = REQUIRED,
+        within: Range | None = None,
+        diverged: bool = False,
+    ) -> float:
         value = self._get(key, default)
-        if not _is_number(value):
-            raise self._fail(key, "a number", value)
+        if not _is_number(value, within, diverged):
+            raise self._fail(key, _number(within, diverged), value)
         return float(value)
 
-    def optional_number(self, key: str, default: Any = None) -> float | None:
+    def optional_number(
+        self, key: str, default: Any = None, within: Range | None = None
+    ) -> float | None:
         value = self._get(key, default)
-        if value is not None and not _is_number(value):
-            raise self._fail(key, "a number or null", value)
+        if value is not None and not _is_number(value, within):
+            raise self._fail(key, f"{_number(within)} or null", value)
         return None if value is None else float(value)
 
     def texts(self, key: str, default: Any = REQUIRED) -> tuple[str, ...]:
@@ -110,19 +134,28 @@ class JsonObject:
             raise self._fail(key, "a JSON object", value)
         return value
 
-    def numbers(self, key: str, default: Any = REQUIRED) -> dict[str, float]:
-        """A name -> number object, such as a split's metrics."""
-        value = self.mapping(key, default)
-        if not all(_is_number(v) for v in value.values()):
-            raise self._fail(key, "an object of numbers", value)
-        return {str(name): float(v) for name, v in value.items()}
+    def numbers(
+        self,
+        key: str,
+        default: Any = REQUIRED,
+        within: Ranges | None = None,
+        diverged: bool = False,
+    ) -> dict[str, float]:
+        """A name -> number object, such as a split's metrics (`within`: their range, or
+        each one's by its name); a bad number is named by its own path."""
+        found = JsonObject(self.mapping(key, default), self.where, f"{self.prefix}{key}.")
+        ranged = within if callable(within) else lambda name: within
+        return {
+            str(name): found.number(name, within=ranged(name), diverged=diverged)
+            for name in found.data
+        }
 
-    def integers(self, key: str, default: Any = REQUIRED) -> dict[str, int]:
+    def integers(
+        self, key: str, default: Any = REQUIRED, least: int | None = None
+    ) -> dict[str, int]:
         """A name -> integer object, such as split sizes or parameter counts."""
-        value = self.mapping(key, default)
-        if not all(_is_int(v) for v in value.values()):
-            raise self._fail(key, "an object of integers", value)
-        return {str(name): int(v) for name, v in value.items()}
+        found = JsonObject(self.mapping(key, default), self.where, f"{self.prefix}{key}.")
+        return {str(name): found.integer(name, least=least) for name in found.data}
 
     def object(self, key: str, default: Any = REQUIRED) -> JsonObject:
         return JsonObject(self._get(key, default), self.where, f"{self.prefix}{key}.")
@@ -137,12 +170,44 @@ class JsonObject:
         ]
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_int(value: object, least: int | None = None) -> bool:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return least is None or value >= least
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _is_number(value: object, within: Range | None = None, diverged: bool = False) -> bool:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past the largest float
+        return False
+    if within is None:
+        return True
+    if not math.isfinite(number):
+        return diverged
+    return within[0] <= number <= within[1]
+
+
+def _integer(least: int | None) -> str:
+    return "an integer" if least is None else f"an integer of at least {least}"
+
+
+def _number(within: Range | None, diverged: bool = False) -> str:
+    """What a number `within` must be, in words."""
+    if within is None:
+        return "a number"
+    low, high = within
+    if math.isinf(low) and math.isinf(high):
+        words = "a finite number"
+    elif math.isinf(high):
+        words = f"a finite number of at least {low:g}"
+    elif math.isinf(low):
+        words = f"a finite number of at most {high:g}"
+    else:
+        words = f"a number from {low:g} to {high:g}"
+    return f"{words} (or a diverged run's NaN or infinity)" if diverged else words
 
 
 def _shown(value: object) -> str:

@@ -2,7 +2,10 @@
 
 `RunResult.to_dict()` writes the JSON form adaptlab has always written; `from_dict` reads it
 back, accepting rows written before a field existed (the field takes its "unknown" value) and
-refusing a field of the wrong type with one line naming it.
+refusing, in one line naming the field, a value of the wrong type or one no run measures: a
+finite score outside its metric's range (`adaptlab.records.metric_ranges`), a training loss or
+a time that is not finite, a count, step or size below 0. A score or loss measured on data may
+be NaN or infinite: the run diverged, and the report shows it so.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from adaptlab.data.types import Period, TimeSplit
 from adaptlab.errors import ConfigError
 from adaptlab.records.generated import Generated
 from adaptlab.records.harness import HarnessScores
-from adaptlab.records.jsonfields import JsonObject
+from adaptlab.records.jsonfields import FINITE, NOT_NEGATIVE, JsonObject
+from adaptlab.records.metric_ranges import UNIT, metric_range
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.threads import ThreadUse
 from adaptlab.records.transfer import ZeroShotScore
@@ -53,12 +57,12 @@ class EpochRecord:
     def from_json(cls, row: JsonObject) -> EpochRecord:
         row.refuse_unknown(("epoch", "step", "train_loss", "dev_loss", "dev_metrics", "seconds"))
         return cls(
-            epoch=row.integer("epoch"),
-            step=row.integer("step"),
-            train_loss=row.number("train_loss"),
+            epoch=row.integer("epoch", least=1),
+            step=row.integer("step", least=0),
+            train_loss=row.number("train_loss", within=FINITE),
             dev_loss=row.number("dev_loss"),
-            dev_metrics=row.numbers("dev_metrics"),
-            seconds=row.number("seconds"),
+            dev_metrics=row.numbers("dev_metrics", within=metric_range, diverged=True),
+            seconds=row.number("seconds", within=NOT_NEGATIVE),
         )
 
 
@@ -114,10 +118,10 @@ class DataInfo:
             name=data.text("name"),
             task=task,
             labels=data.texts("labels"),
-            sizes=data.integers("sizes"),
-            train_counts=data.integers("train_counts") if "train_counts" in data else None,
+            sizes=data.integers("sizes", least=0),
+            train_counts=data.integers("train_counts", least=0) if "train_counts" in data else None,
             time_split=_time_split(data.object("time_split")) if "time_split" in data else None,
-            dropped=data.integers("dropped") if "dropped" in data else None,
+            dropped=data.integers("dropped", least=0) if "dropped" in data else None,
         )
 
 
@@ -153,7 +157,12 @@ class SiteWeights:
     @classmethod
     def from_json(cls, row: JsonObject) -> SiteWeights:
         row.refuse_unknown(("site", "block", "role", "weights"))
-        return cls(row.text("site"), row.integer("block"), row.text("role"), row.numbers("weights"))
+        return cls(
+            row.text("site"),
+            row.integer("block", least=0),
+            row.text("role"),
+            row.numbers("weights", within=UNIT, diverged=True),  # a softmax's shares
+        )
 
 
 @dataclass(frozen=True)
@@ -256,7 +265,7 @@ class RunResult:
         result = JsonObject(data, where)
         result.refuse_unknown(_FIELDS)
         epochs = tuple(EpochRecord.from_json(row) for row in result.objects("epochs"))
-        best_epoch = result.integer("best_epoch")
+        best_epoch = result.integer("best_epoch", least=0)
         if not 1 <= best_epoch <= len(epochs) and (best_epoch, epochs) != (0, ()):
             raise ConfigError(f"{where}: best_epoch {best_epoch} is not one of its epochs")
         analysis = result.mapping("analysis") if "analysis" in result else None
@@ -270,16 +279,16 @@ class RunResult:
             judged_by=_judged(result.object("judged_by")) if "judged_by" in result else None,
             epochs=epochs,
             best_epoch=best_epoch,
-            dev=result.numbers("dev"),
-            test=result.numbers("test"),
+            dev=result.numbers("dev", within=metric_range, diverged=True),
+            test=result.numbers("test", within=metric_range, diverged=True),
             test_loss=result.number("test_loss"),
-            trainable_parameters=result.integer("trainable_parameters"),
-            total_parameters=result.integer("total_parameters"),
-            parameter_groups=result.integers("parameter_groups"),
-            adapter_bytes=result.optional_integer("adapter_bytes"),
-            adapter_tensor_bytes=result.optional_integer("adapter_tensor_bytes"),
-            wall_seconds=result.optional_number("wall_seconds"),
-            peak_memory_bytes=result.optional_integer("peak_memory_bytes"),
+            trainable_parameters=result.integer("trainable_parameters", least=0),
+            total_parameters=result.integer("total_parameters", least=0),
+            parameter_groups=result.integers("parameter_groups", least=0),
+            adapter_bytes=result.optional_integer("adapter_bytes", least=0),
+            adapter_tensor_bytes=result.optional_integer("adapter_tensor_bytes", least=0),
+            wall_seconds=result.optional_number("wall_seconds", within=NOT_NEGATIVE),
+            peak_memory_bytes=result.optional_integer("peak_memory_bytes", least=0),
             versions=Versions.from_json(result.object("versions")),
             host=result.text("host"),
             test_classes=classes,
@@ -350,9 +359,9 @@ def _class_counts(row: JsonObject) -> ClassCounts:
     row.refuse_unknown(("label", "support", "predicted", "correct"))
     return ClassCounts(
         label=row.text("label"),
-        support=row.integer("support"),
-        predicted=row.integer("predicted"),
-        correct=row.integer("correct"),
+        support=row.integer("support", least=0),
+        predicted=row.integer("predicted", least=0),
+        correct=row.integer("correct", least=0),
     )
 
 

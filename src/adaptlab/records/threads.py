@@ -61,8 +61,8 @@ class ThreadUse:
     def from_json(cls, row: JsonObject) -> ThreadUse:
         row.refuse_unknown(("threads", "interop_threads", "wait_policy", "source"))
         return cls(
-            row.integer("threads"),
-            row.integer("interop_threads"),
+            row.integer("threads", least=1),
+            row.integer("interop_threads", least=1),
             row.text("wait_policy"),
             row.text("source"),
         )

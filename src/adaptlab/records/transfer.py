@@ -14,6 +14,7 @@ from typing import Any
 
 from adaptlab.errors import ConfigError
 from adaptlab.records.jsonfields import JsonObject
+from adaptlab.records.metric_ranges import metric_range
 
 Swap = tuple[str, str]
 """(name of an adapter in the running Stack, folder of the adapter to run in its place)."""
@@ -89,8 +90,8 @@ class ZeroShotScore:
         return cls(
             data=score.text("data"),
             name=score.text("name"),
-            examples=score.integer("examples"),
+            examples=score.integer("examples", least=0),
             loss=score.number("loss"),
-            metrics=score.numbers("metrics"),
+            metrics=score.numbers("metrics", within=metric_range, diverged=True),
             composition=composition,
         )

@@ -49,12 +49,13 @@ def encode_data(
     *,
     sample: tuple[int, int] | None = None,
     test_cap: tuple[int, int] | None = None,
-    template: str | None = None,
+    template: ChatTemplate | None = None,
 ) -> EncodedData:
     """`data` read for `task` and every split encoded in at most `max_length` tokens; with
     `sample` (train size, seed), training sampled as a run samples it; with `test_cap` (test
     size, seed), pairs' and chats' test split capped as a run caps it. The chat template is
-    `settings`' file's, else `template` (an adapter's), else the tokenizer's."""
+    `settings`' file's, else `template` (the one an adapter's manifest keeps), else the
+    tokenizer's."""
     if task.data_shape is None:
         corpus = load_texts(data, LABELLED, text_column=settings.text_column)
         if sample is not None:
@@ -85,10 +86,10 @@ def encode_data(
         train_on_prompt=settings.train_on_prompt,
         chat_template=chosen,
     )
-    template = None if chosen is None else chosen.text
+    used = None if chosen is None else chosen.text
     if task.data_shape == "messages":
-        template = template or tokenizer.chat_template
-    return _encode_corpus(texts, encoder, tokenizer, max_length, template)
+        used = used or tokenizer.chat_template
+    return _encode_corpus(texts, encoder, tokenizer, max_length, used)
 
 
 def encode_run_data(
@@ -98,7 +99,7 @@ def encode_run_data(
     settings: GenerativeSettings,
     tokenizer: PreTrainedTokenizerBase,
     *,
-    template: str | None = None,
+    template: ChatTemplate | None = None,
 ) -> EncodedData:
     """`data` encoded as `spec`'s run reads it: in its `max_length`, training sampled to its
     `train_size` and the test capped to its `test_size`, both with its seed."""

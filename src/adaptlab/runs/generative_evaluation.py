@@ -31,8 +31,9 @@ from adaptlab.runs.seq2seq_targets import (
     seq2seq_scores,
     target_count,
 )
-from adaptlab.tasks.generation_metrics import generation_scores
+from adaptlab.tasks.generation_metrics import GENERATION_METRICS, generation_scores
 from adaptlab.tasks.generative_facts import PERPLEXITY, TOKEN_ACCURACY
+from adaptlab.tasks.generative_settings import GenerativeSettings
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ class Generation:
     metrics: tuple[str, ...]
     max_new_tokens: int
     stop: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls, settings: GenerativeSettings, metrics: tuple[str, ...] = GENERATION_METRICS
+    ) -> Generation:
+        """`metrics` on answers of at most `settings`' new tokens, cut at its stop strings."""
+        return cls(metrics, settings.max_new_tokens, settings.stop)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from adaptlab.runs.generative_union import encoded_union
 from adaptlab.runs.preparers import prepares
 from adaptlab.runs.seq2seq_targets import check_windows
 from adaptlab.runs.split_run import SplitRun
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_facts import GenerativeFacts, computed_metrics
 from adaptlab.tasks.generative_settings import GenerativeSettings
@@ -48,7 +47,7 @@ class GenerativeRun(SplitRun, GenerativeLm):
         metric = settings.metric or task.primary_metric
         generation = None
         if task.generates:
-            generation = Generation(GENERATION_METRICS, settings.max_new_tokens, settings.stop)
+            generation = Generation.of(settings)
         super().__init__(
             model,
             tokenizer,

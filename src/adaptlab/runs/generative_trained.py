@@ -1,6 +1,6 @@
 """A trained generative adapter put to use: scored on a split of a data set (`adaptlab eval`),
 or answering prompts (`adaptlab predict`). Chats are rendered with the template the adapter
-was trained with (its manifest's), unless a template file is given."""
+was trained with (its manifest's, `kept_template`), unless a template file is given."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adaptlab.data.chat_render import ChatTemplate
 from adaptlab.data.generative import Turn
 from adaptlab.data.generative_encoding import GenerativeEncoder
 from adaptlab.data.generative_rows import PromptColumns, read_generative
@@ -20,7 +21,7 @@ from adaptlab.runs.generative_evaluation import (
     generate_answers,
     score_split,
 )
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS, generation_scores
+from adaptlab.tasks.generation_metrics import generation_scores
 from adaptlab.tasks.generative_facts import GenerativeFacts
 from adaptlab.tasks.generative_settings import GenerativeSettings
 
@@ -40,7 +41,7 @@ class SplitScores:
 
 def score_trained(
     loaded: LoadedModel,
-    manifest: Mapping[str, Any],
+    kept: ChatTemplate | None,
     task: GenerativeFacts,
     data: str,
     options: Mapping[str, Any],
@@ -48,8 +49,9 @@ def score_trained(
     max_length: int,
     batch_size: int,
 ) -> SplitScores:
-    """`split` of `data` scored by the adapter's model: perplexity of the targets and, for a
-    task that generates, its answers against the references."""
+    """`split` of `data` scored by the adapter's model, its chats rendered with `kept` (the
+    template its manifest keeps) unless `options` name a file: perplexity of the targets and,
+    for a task that generates, its answers against the references."""
     settings = GenerativeSettings.of(options, task.name)
     encoded = encode_data(
         task,
@@ -57,12 +59,12 @@ def score_trained(
         settings,
         loaded.tokenizer,
         max_length,
-        template=manifest.get("chat_template"),
+        template=kept,
     )
     part = encoded.splits[split]
     generation = None
     if task.generates:
-        generation = Generation(GENERATION_METRICS, settings.max_new_tokens, settings.stop)
+        generation = Generation.of(settings)
     scored = score_split(loaded.model, loaded.tokenizer, part, generation, batch_size)
     return SplitScores(encoded.name, len(part.encoded), scored)
 
@@ -70,15 +72,16 @@ def score_trained(
 def prompts_of(
     task: GenerativeFacts,
     loaded: LoadedModel,
-    manifest: Mapping[str, Any],
+    kept: ChatTemplate | None,
     settings: GenerativeSettings,
     max_length: int,
     source: Path | Sequence[str],
 ) -> tuple[list[list[int]], list[str | None]]:
     """The prompts to answer, with their references: a data file's examples (read as the
     task's data, each with its answer), or lines of text, each a prompt (for a chat, a user's
-    turn) without one."""
-    template = settings.chat_template_or(manifest.get("chat_template"))
+    turn) without one. Chats are rendered with `kept` (the template the adapter's manifest
+    keeps) unless `settings` name a file."""
+    template = settings.chat_template_or(kept)
     encoder = prompt_encoder(task, loaded.tokenizer, max_length, chat_template=template)
     if isinstance(source, Path):
         shape = task.data_shape or "prompt-completion"

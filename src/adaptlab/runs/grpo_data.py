@@ -93,7 +93,7 @@ def encode_questions(
                 f"{corpus.name} has questions without one; judge by the reward (drop --metric)"
             )
         conversations = conversations or any(not isinstance(q.prompt, str) for q in asked)
-        prompts = [encoder.prompt_ids(q.prompt, _placeholder(q)) for q in asked]
+        prompts = [encoder.prompt_ids(q.prompt, answer_placeholder(q)) for q in asked]
         splits[name] = QuestionSplit(prompts, tokenizer.batch_decode(prompts), answers)
     chat = None
     if conversations:
@@ -101,7 +101,7 @@ def encode_questions(
     return EncodedQuestions(corpus.name, corpus.description, splits, corpus.origins, chat)
 
 
-def _placeholder(question: Question) -> str:
+def answer_placeholder(question: Question) -> str:
     """The answer a prompt is encoded before: none after a text (its own tokens), the reference
     or a placeholder in a conversation (an assistant turn must have text)."""
     if isinstance(question.prompt, str):

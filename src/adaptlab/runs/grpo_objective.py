@@ -3,20 +3,23 @@ batch's prompts each get `num_generations` completions from the policy as it is 
 gradient, at the run's temperature; `adaptlab.engine.group_sampling`, seeded from the loop's
 generator so a run repeats), each completion is scored by the reward, and the rewards become
 advantages within their prompt's group (`adaptlab.engine.preference_loss.group_advantages`).
-A row is the prompt's ids followed by the completion's: its text tokenised (the engine hands
-back text, so a completion is trained on as its text tokenises, which for a few tokenizers is
-not the very tokens drawn), then the end-of-text token when the completion ended by itself
-(a completion cut at `max_new_tokens` has none, as in TRL). The loss
+A row is the prompt's ids followed by the ids the completion drew (`sample_rows`), so the ratio
+and the KL are of the very tokens the policy sampled. The loss
 (`adaptlab.engine.preference_loss.grpo_loss`) reads the policy's per-token log-probabilities
-through the chunked LM head (`adaptlab.engine.completion_logps`); one optimisation step per
-generation, so the sampling policy's log-probabilities are the current ones detached; with
-beta > 0 the reference (`adaptlab.engine.reference`) reads the rows too, with no gradient.
+through the chunked LM head (`adaptlab.engine.completion_logps`). Each batch is trained on for
+`num_iterations` optimiser steps in a row (the paper's mu, Shao et al. 2024 Alg. 1; the loop
+makes the batch once for them, `adaptlab.engine.objective.ReusesBatches`): with one, the
+sampling policy's log-probabilities are the current ones detached; with more, they are computed
+once as the batch is made (no gradient, at the run's precision, as TRL 1.16 computes its
+`old_per_token_logps`), and every step's ratio to them is clipped to [1 - epsilon,
+1 + epsilon_high] (Eq. 3, with DAPO's clip-higher, Yu et al. 2025 §3.1). With beta > 0 the
+reference (`adaptlab.engine.reference`) reads the rows too, with no gradient.
 
-Each step's sampled rewards are logged (train.log), and every epoch records their mean and
-spread beside its dev metrics. Dev (and test) answer their prompts greedily, as `sft` does,
-and are scored by the mean reward of the answers and their exact match with the reference
-answers (the questions that have one); GRPO has no loss on prompts alone, so the loss they
-record is the negated mean reward."""
+Each batch's sampled rewards are logged (train.log, at the first step it trains), and every
+epoch records their mean and spread beside its dev metrics. Dev (and test) answer their prompts
+greedily, as `sft` does, and are scored by the mean reward of the answers and their exact match
+with the reference answers (the questions that have one); GRPO has no loss on prompts alone, so
+the loss they record is the negated mean reward."""
 
 from __future__ import annotations
 
@@ -32,10 +35,10 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.generative_encoding import EncodedExample
 from adaptlab.engine.completion_logps import completion_token_log_probs
-from adaptlab.engine.generation import end_ids
 from adaptlab.engine.group_sampling import Sampled, sample_groups
 from adaptlab.engine.objective import DevScore
 from adaptlab.engine.packing import collate_padded
+from adaptlab.engine.precision import autocast_at
 from adaptlab.engine.preference_loss import GrpoLoss, RewardScale, group_advantages, grpo_loss
 from adaptlab.engine.reference import reference_model
 from adaptlab.parallel.shared_evaluation import gathered, my_turn
@@ -61,33 +64,26 @@ its number to it, and seeds stay within what every generator takes)."""
 
 
 def sample_rows(
-    prompts: Sequence[Sequence[int]],
-    samples: Sequence[Sampled],
-    group: int,
-    tokenizer: PreTrainedTokenizerBase,
-    end: int | None,
+    prompts: Sequence[Sequence[int]], samples: Sequence[Sampled], group: int
 ) -> list[EncodedExample]:
-    """Each completion's row (prompt-major, `group` a prompt): the prompt's ids, then the
-    completion's text tokenised, then `end` when it ended by itself; only the completion's
-    tokens are targets."""
+    """Each completion's row (prompt-major, `group` a prompt): the prompt's ids, then the ids
+    the completion drew, which alone are targets.
+
+    The ids drawn, not the text tokenised again, which need not give them back (two tokens the
+    tokenizer writes as one, a special token that decodes to no text). A completion the end of
+    text ended keeps that token and one cut at `max_new_tokens` has none, as TRL 1.16's
+    GRPOTrainer trains on the generated ids cut after the first EOS. One a stop string ended
+    keeps every token it drew, the one that completed the stop string too, and no end-of-text
+    token (none was drawn): its reward reads the text cut before the stop string, but its ratio
+    and KL are of the tokens the policy drew, and a rewarded completion teaches the stop
+    string, which is where `adaptlab serve` ends it too. TRL has no stop strings of its own:
+    it trains on the ids its generation backend hands back and decodes them for the reward."""
     rows = []
     for index, sample in enumerate(samples):
-        prompt = list(prompts[index // group])
-        answer: list[int] = tokenizer(sample.text, add_special_tokens=False)["input_ids"]
-        if sample.ended and end is not None:
-            answer = [*answer, end]
-        labels = [IGNORE_INDEX] * len(prompt) + answer
-        rows.append(EncodedExample(tuple(prompt + answer), tuple(labels)))
+        prompt = prompts[index // group]
+        labels = (IGNORE_INDEX,) * len(prompt) + sample.ids
+        rows.append(EncodedExample((*prompt, *sample.ids), labels))
     return rows
-
-
-def end_token(model: nn.Module, tokenizer: PreTrainedTokenizerBase) -> int | None:
-    """The token that ends a completion as the engine ends it: the tokenizer's EOS when the
-    model stops there, else the first of the model's own end tokens (None: it has none)."""
-    ends = end_ids(model, tokenizer)
-    if tokenizer.eos_token_id in ends:
-        return int(tokenizer.eos_token_id)
-    return min(ends) if ends else None
 
 
 class GroupRelativeLm:
@@ -104,13 +100,13 @@ class GroupRelativeLm:
         dev: QuestionSplit,
         *,
         eval_batch_size: int,
+        precision: str = "fp32",
     ) -> None:
         self.model, self.tokenizer, self.settings = model, tokenizer, settings
         self.train_split, self.dev_split = train, dev
-        self.eval_batch_size = eval_batch_size
+        self.eval_batch_size, self.precision = eval_batch_size, precision
         self.pad_id: int = tokenizer.pad_token_id
         self.device = next(model.parameters()).device
-        self.end = end_token(model, tokenizer)
         self.sampled: list[float] = []  # this epoch's sampled rewards, prompt-major
         self.steps = 0
 
@@ -122,9 +118,15 @@ class GroupRelativeLm:
     def examples(self) -> int:
         return len(self.train_split)
 
+    @property
+    def updates_per_batch(self) -> int:
+        """The optimiser steps on each generated batch (`num_iterations`)."""
+        return self.settings.num_iterations
+
     def batch(self, indices: list[int], generator: torch.Generator) -> Batch:
         """The prompts `indices` each answered `num_generations` times by the policy as it is,
-        the answers scored and their advantages taken within each prompt's group."""
+        the answers scored and their advantages taken within each prompt's group; with
+        `num_iterations` > 1, the sampling policy's log-probabilities of them too."""
         settings, group = self.settings, self.settings.num_generations
         seed = int(torch.randint(SEED_RANGE, (), generator=generator))
         prompts = [self.train_split.prompts[i] for i in indices]
@@ -144,12 +146,24 @@ class GroupRelativeLm:
         self._tell(rewards)
         scale = cast(RewardScale, settings.scale_rewards)
         advantages = group_advantages(torch.tensor(rewards), group, scale)
-        rows = sample_rows(prompts, samples, group, self.tokenizer, self.end)
-        padded = collate_padded(rows, self.pad_id)
+        padded = collate_padded(sample_rows(prompts, samples, group), self.pad_id)
         labels = padded.pop("labels")
-        batch = {**padded, "completion_mask": labels.ne(IGNORE_INDEX).long()}
-        batch["advantages"] = advantages.float()
-        return {k: v.to(self.device) for k, v in batch.items()}
+        made = {**padded, "completion_mask": labels.ne(IGNORE_INDEX).long()}
+        made["advantages"] = advantages.float()
+        batch = {k: v.to(self.device) for k, v in made.items()}
+        if settings.num_iterations > 1:
+            batch["old_logps"] = self._sampling_logps(batch)
+        return batch
+
+    @torch.no_grad()
+    def _sampling_logps(self, batch: Batch) -> torch.Tensor:
+        """The per-token log-probabilities of `batch`'s completions under the policy that drew
+        them (Eq. 3's pi_old), at the precision the loss reads the policy at, so the first
+        step's ratio is 1."""
+        with autocast_at(self.precision, self.device):
+            return completion_token_log_probs(
+                self.model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"]
+            )
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """GRPO's loss of the sampled rows (see the module docstring)."""
@@ -168,9 +182,11 @@ class GroupRelativeLm:
             logps,
             completion[:, 1:],
             batch["advantages"],
+            old_logps=batch.get("old_logps"),
             reference_logps=reference,
             beta=self.settings.beta,
             epsilon=self.settings.epsilon,
+            epsilon_high=self.settings.epsilon_high,
         )
 
     def loss_terms(self, batch: Batch) -> int:
@@ -215,15 +231,16 @@ class GroupRelativeLm:
         return Scored(-mean, metrics, generated)
 
     def _tell(self, rewards: list[float]) -> None:
-        """Log a step's sampled rewards and keep them for the epoch's record."""
-        self.steps += 1
+        """Log a batch's sampled rewards (at the first step it trains) and keep them for the
+        epoch's record."""
         self.sampled.extend(rewards)
         spread = statistics.pstdev(rewards) if len(rewards) > 1 else 0.0
         log.info(
             "%sstep %d sampled reward mean %.4f std %.4f group std %.4f",
-            *(self.title, self.steps, statistics.fmean(rewards), spread),
+            *(self.title, self.steps + 1, statistics.fmean(rewards), spread),
             _group_std(rewards, self.settings.num_generations),
         )
+        self.steps += self.settings.num_iterations
 
     def _epoch_rewards(self) -> dict[str, float]:
         """The mean and spread of this epoch's sampled rewards (none sampled: nothing)."""

@@ -50,6 +50,7 @@ class GrpoRun(SplitRun, GroupRelativeLm):
             data.splits["train"],
             data.splits["dev"],
             eval_batch_size=spec.train.eval_batch_size,
+            precision=spec.scale.precision,
         )
         self.spec, self.task, self.handle, self.encoded = spec, task, handle, data
         self.description = data.description

@@ -19,7 +19,6 @@ from adaptlab.runs.preference_data import EncodedJudgements, JudgedSplit, Readin
 from adaptlab.runs.preference_run import adapted_decoder, checked_preference_settings
 from adaptlab.runs.preparers import prepares
 from adaptlab.runs.split_run import SplitRun
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.kto import UnpairedPreference
 from adaptlab.tasks.preference_settings import PreferenceSettings
 
@@ -45,7 +44,7 @@ class KtoRun(SplitRun, KtoLm):
             data.splits["train"].answers,
             data.splits["dev"],
             metric=generative.metric or task.primary_metric,
-            generation=Generation(GENERATION_METRICS, generative.max_new_tokens, generative.stop),
+            generation=Generation.of(generative),
             eval_batch_size=spec.train.eval_batch_size,
         )
         self.spec, self.task, self.handle, self.encoded = spec, task, handle, data

@@ -22,7 +22,7 @@ from adaptlab.engine.history import TrainHistory
 from adaptlab.engine.loop import train_epochs
 from adaptlab.engine.objective import DevScore
 from adaptlab.engine.scale_model import FLOAT32
-from adaptlab.methods.frozen_cache import FrozenCache
+from adaptlab.methods.frozen_cache import DEFAULT_MODE, FrozenCache
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale
 from adaptlab.runs.evaluation import evaluate
@@ -111,7 +111,7 @@ def train(
     *,
     scale: Scale = FLOAT32,
     progress: bool = True,
-    frozen_cache: str = "auto",
+    frozen_cache: str = DEFAULT_MODE,
     cache_folder: Path | None = None,
 ) -> TrainHistory:
     """Train `model`'s trainable parameters on a labelled task at `scale` (the one `model` was

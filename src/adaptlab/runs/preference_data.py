@@ -74,13 +74,13 @@ class EncodedJudgements:
 @dataclass(frozen=True)
 class Reading:
     """How data are read: in `max_length` tokens, training sampled (size, seed) and the test
-    capped (size, seed) where given, chats rendered with `template` (an adapter's) unless the
-    settings name a file (else the tokenizer's)."""
+    capped (size, seed) where given, chats rendered with `template` (the one an adapter's
+    manifest keeps) unless the settings name a file (else the tokenizer's)."""
 
     max_length: int
     sample: tuple[int, int] | None = None
     test_cap: tuple[int, int] | None = None
-    template: str | None = None
+    template: ChatTemplate | None = None
 
     @classmethod
     def of_run(cls, spec: RunSpec) -> Reading:

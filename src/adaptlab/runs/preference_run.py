@@ -30,7 +30,6 @@ from adaptlab.runs.preference_data import (
 from adaptlab.runs.preference_objective import PreferenceLm
 from adaptlab.runs.preparers import prepares
 from adaptlab.runs.split_run import SplitRun
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.generative_facts import computed_metrics
 from adaptlab.tasks.preference import PreferenceTask
 from adaptlab.tasks.preference_settings import PreferenceSettings
@@ -58,7 +57,7 @@ class PreferenceRun(SplitRun, PreferenceLm):
             data.splits["train"].pairs,
             data.splits["dev"],
             metric=generative.metric or task.primary_metric,
-            generation=Generation(GENERATION_METRICS, generative.max_new_tokens, generative.stop),
+            generation=Generation.of(generative),
             eval_batch_size=spec.train.eval_batch_size,
         )
         self.spec, self.handle, self.encoded = spec, handle, data

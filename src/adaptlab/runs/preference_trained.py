@@ -4,13 +4,15 @@ implicit rewards, with the reference the adapter trained against (the base, or t
 is stacked on), and the `sft` metrics of the answers it generates against the chosen
 (desirable) ones; a reward model: its pairwise accuracy and margin. The implicit rewards take
 the beta given (`--beta`), else the task's default: give the one the adapter trained with.
-Chats are rendered with the adapter's template unless a template file is given."""
+Chats are rendered with the adapter's template (its manifest's, `kept_template`) unless a
+template file is given."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from adaptlab.data.chat_render import ChatTemplate
 from adaptlab.models.loading import LoadedModel
 from adaptlab.runs.generative_evaluation import Generation, Scored
 from adaptlab.runs.generative_trained import SplitScores
@@ -19,7 +21,6 @@ from adaptlab.runs.preference_data import Reading, encode_judged, encode_prefere
 from adaptlab.runs.preference_objective import PreferenceLm
 from adaptlab.runs.reward_objective import RewardPairs
 from adaptlab.runs.reward_run import encode_reward_data
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.kto import UnpairedPreference
 from adaptlab.tasks.preference import PreferenceTask
 from adaptlab.tasks.preference_settings import PreferenceSettings
@@ -29,18 +30,20 @@ from adaptlab.tasks.reward import RewardModel, RewardSettings
 def score_preferences(
     task: PreferenceTask,
     loaded: LoadedModel,
-    manifest: Mapping[str, Any],
+    kept: ChatTemplate | None,
     data: str,
     options: Mapping[str, Any],
     split: str,
     max_length: int,
     batch_size: int,
 ) -> SplitScores:
-    """`split` of `data` scored by the adapter's model as its task scores dev and test."""
+    """`split` of `data` scored by the adapter's model as its task scores dev and test, its
+    chats rendered with `kept` (the template its manifest keeps) unless `options` name a
+    file."""
     settings = PreferenceSettings.of(options, task)
     generative = settings.generative
-    generation = Generation(GENERATION_METRICS, generative.max_new_tokens, generative.stop)
-    reading = Reading(max_length, template=manifest.get("chat_template"))
+    generation = Generation.of(generative)
+    reading = Reading(max_length, template=kept)
     metric = task.primary_metric
     model, tokenizer = loaded.model, loaded.tokenizer
     if isinstance(task, UnpairedPreference):
@@ -63,7 +66,7 @@ def score_preferences(
 def score_rewards(
     task: RewardModel,
     loaded: LoadedModel,
-    manifest: Mapping[str, Any],
+    kept: ChatTemplate | None,
     data: str,
     options: Mapping[str, Any],
     split: str,
@@ -71,9 +74,10 @@ def score_rewards(
     batch_size: int,
 ) -> SplitScores:
     """`split` of `data`'s pairs scored by a reward adapter's model as its run scored test:
-    pairwise accuracy, margin and the two sides' mean scores."""
+    pairwise accuracy, margin and the two sides' mean scores; chats rendered as
+    `score_preferences` renders them."""
     settings = RewardSettings.of(options)
-    reading = Reading(max_length, template=manifest.get("chat_template"))
+    reading = Reading(max_length, template=kept)
     encoded = encode_reward_data(data, task, settings, loaded.tokenizer, reading)
     pairs = encoded.splits[split]
     scorer = RewardPairs(

@@ -58,9 +58,11 @@ def encode_reward_data(
     reading: Reading,
 ) -> RewardData:
     """`data` read as preference pairs and encoded as `reading` says (`Reading.of_run`: as a
-    run reads its data)."""
+    run reads its data), chats rendered with `settings`' template file, else `reading`'s
+    template, else the tokenizer's."""
     corpus = read_corpus(data, task.data_shape, reading)
-    encoder = RewardEncoder(tokenizer, reading.max_length, chat_template=settings.chat_template)
+    template = settings.chat_template or reading.template
+    encoder = RewardEncoder(tokenizer, reading.max_length, chat_template=template)
     splits: dict[str, list[ScoredPair]] = {}
     dropped: dict[str, int] = {}
     origins: dict[str, tuple[Origin | None, ...]] = {}
@@ -90,7 +92,6 @@ def encode_reward_data(
             origins[name] = tuple(corpus.origins[name][i] for i in kept)
     chat = None
     if conversations:
-        template = settings.chat_template
         chat = template.text if template is not None else tokenizer.chat_template
     return RewardData(
         corpus.name,

@@ -24,6 +24,7 @@ import torch
 from adaptlab.engine.inputs import run_inputs
 from adaptlab.engine.loop import train_epochs
 from adaptlab.engine.memory import peak_memory_bytes, reset_peak_memory
+from adaptlab.engine.objective import updates_per_batch
 from adaptlab.engine.outputs import ADAPTER_FOLDER, LOG_FILE, METRICS_FILE
 from adaptlab.engine.precision import autocast_at, keep_trained_in_float32
 from adaptlab.engine.process_group import process_group
@@ -35,6 +36,7 @@ from adaptlab.engine.sharding import gather_adapter, shard_model
 from adaptlab.engine.trained_run import OnTrained, OnTrainedLm
 from adaptlab.engine.training_checkpoint import TrainingCheckpoint, TrainingPlan
 from adaptlab.errors import ConfigError
+from adaptlab.methods.frozen_cache import DEFAULT_MODE, check_mode
 from adaptlab.models.device import torch_device
 from adaptlab.models.resolve import resolve_model
 from adaptlab.parallel.ranks import is_main_process
@@ -45,7 +47,8 @@ from adaptlab.records.threads import ThreadUse
 from adaptlab.records.versions import Versions
 from adaptlab.runs.preparers import prepare_run
 from adaptlab.runs.untrained_run import score_untrained
-from adaptlab.tasks.registry import get_task, run_task
+from adaptlab.tasks.registry import get_task, run_task, task_names
+from adaptlab.tasks.unread_options import described
 
 log = logging.getLogger("adaptlab.train")
 
@@ -55,8 +58,20 @@ __all__ = [
     "METRICS_FILE",
     "OnTrained",
     "RunSpec",
+    "check_frozen_cache",
     "execute",
 ]
+
+
+def check_frozen_cache(mode: str, task: str | None) -> None:
+    """A frozen cache other than auto only for a run of a labelled task, whose classifier
+    replays its frozen front (the others have nothing to replay)."""
+    if mode != DEFAULT_MODE and not run_task(task).labelled:
+        labelled = ", ".join(task_names(lambda each: each.labelled))
+        raise ConfigError(
+            f"--frozen-cache is for runs of a labelled task ({labelled}); this one is "
+            f"{described(str(task), 'run')}"
+        )
 
 
 def execute(
@@ -67,7 +82,7 @@ def execute(
     overwrite: bool = False,
     on_trained: OnTrained | None = None,
     on_trained_lm: OnTrainedLm | None = None,
-    frozen_cache: str = "auto",
+    frozen_cache: str = DEFAULT_MODE,
     checkpoint_every: int | Literal["epoch"] | None = None,
     resume: bool = False,
     shard: bool = False,
@@ -77,7 +92,9 @@ def execute(
     `on_trained`, if given, sees the trained model and data; its result joins the result.
     `on_trained_lm`, if given, scores a language-model run's trained model with
     lm-evaluation-harness; its scores join the result as `harness`.
-    `frozen_cache`: see `Classification.frozen_replay` (an execution detail, not in the spec).
+    `frozen_cache`: see `Classification.frozen_replay` (an execution detail, not in the spec);
+    other than auto, refused for a task that replays nothing and, once the adapter is added,
+    "memory" or "disk" for one that trains from the first block.
     `checkpoint_every` ("epoch" or a number of steps) keeps a checkpoint beside `out`;
     `resume` goes on from it. Under a launcher's process group (`--nproc`, torchrun) every
     process trains its share and only the first writes anything; `shard` shards the model
@@ -93,12 +110,14 @@ def execute(
             "on_trained": on_trained,
             "on_trained_lm": on_trained_lm,
             "checkpoint_every": checkpoint_every,
+            "frozen_cache": None if frozen_cache == DEFAULT_MODE else frozen_cache,
         }
         given = [name for name, value in asked.items() if value is not None]
         if given or resume or shard:
             option = (given or ["resume" if resume else "shard"])[0]
             raise ConfigError(f"a run that trains nothing takes no {option}; it only scores")
         return score_untrained(spec)
+    check_frozen_cache(frozen_cache, spec.task)
     if shard and on_trained_lm is not None:  # the first process alone would score a shard
         raise ConfigError("--shard does not combine with lm-evaluation-harness scoring yet")
     run_folder = Path(out) if out is not None else None
@@ -147,8 +166,10 @@ def _execute(
     resolve_model(spec.model)  # a missing or incomplete model folder fails before the data loads
     objective: RunObjective = prepare_run(run_task(spec.task), spec, device)
     model, handle = objective.model, objective.handle
+    check_mode(model, frozen_cache)  # refused before the device line, not when training starts
     if checkpoint is not None:  # a checkpoint that does not fit is refused before the device line
-        plan = TrainingPlan.of(objective.examples, spec.train, objective.metric)
+        updates = updates_per_batch(objective)
+        plan = TrainingPlan.of(objective.examples, spec.train, objective.metric, updates)
         checkpoint.check_run(model, plan, spec.train, spec.learning_rate(), spec.scale.precision)
     if shard:  # refused in one line (too few processes, mixed dtypes) before anything is said
         keep_trained_in_float32(model)

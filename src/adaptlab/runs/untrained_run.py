@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from adaptlab.data.chat_render import kept_template
 from adaptlab.data.encoding import TextEncoder
 from adaptlab.data.types import Dataset
 from adaptlab.data.union import label_columns
@@ -57,7 +58,6 @@ from adaptlab.runs.generative_evaluation import Generation, score_split
 from adaptlab.runs.generative_run import checked_settings
 from adaptlab.runs.labelled_run import run_data
 from adaptlab.runs.seq2seq_targets import check_windows
-from adaptlab.tasks.generation_metrics import GENERATION_METRICS
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.judging import MetricChoice
 from adaptlab.tasks.registry import get_task
@@ -187,11 +187,11 @@ def _generative_scores(
         )
     settings = checked_settings(task, spec)
     check_windows(loaded.model, spec.train.max_length, settings.max_new_tokens)
-    template = manifest.get("chat_template")  # chats rendered as the adapter was trained
+    template = kept_template(manifest, _template_source(spec))  # as the adapter was trained
     data = encode_run_data(task, spec, spec.data, settings, loaded.tokenizer, template=template)
     generation = None
     if task.generates:
-        generation = Generation(GENERATION_METRICS, settings.max_new_tokens, settings.stop)
+        generation = Generation.of(settings)
     dev, test = (
         score_split(
             loaded.model,
@@ -217,6 +217,16 @@ def _generative_scores(
         dev.metrics,
         Tested(test.loss, test.metrics, generations=generations),
     )
+
+
+def _template_source(spec: RunSpec) -> str:
+    """The adapter whose manifest keeps the chat template of the adapter `spec` scores: the
+    multi-task adapter, or a combination's first source (every source keeps the same one;
+    the combination is made in a scratch folder gone by then)."""
+    if spec.combine is not None:
+        return spec.combine.sources[0].folder
+    assert spec.multi_task_adapter is not None  # a run that trains nothing has one
+    return spec.multi_task_adapter
 
 
 class _OwnColumns(nn.Module):

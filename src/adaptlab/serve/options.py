@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from math import inf
 
 import adaptlab.checks as checks
+from adaptlab.data.template_bounds import RENDER_SECONDS
 from adaptlab.errors import ConfigError
 from adaptlab.serve.auth import check_key
 
@@ -35,7 +36,7 @@ class ServeOptions:
     max_length: int = 128
     max_tokens: int = 512
     device: str = "cpu"
-    max_render_seconds: float = 2.0
+    max_render_seconds: float = RENDER_SECONDS
     api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from adaptlab.errors import AdaptlabError, ConfigError
-from adaptlab.methods.manifest import NAME, TENSORS, Manifest, adapter_folder, parse_manifest
+from adaptlab.methods.manifest import NAME, TENSORS, Manifest, adapter_folder
 from adaptlab.methods.manifest_combined import HeadInfo
 from adaptlab.models.loading import ModelKind
 from adaptlab.serve.options import megabytes
+from adaptlab.tasks.adapter_manifest import read_adapter_manifest
 from adaptlab.tasks.registry import get_task
 
 CAUSAL_LM: ModelKind = "causal_lm"
@@ -139,7 +140,7 @@ def _entries(child: Path, root: Path, fits_base: BaseCheck, max_bytes: int | Non
         )
     _refuse_links_out(child, root)
     folder = adapter_folder(child)
-    manifest = parse_manifest(folder)
+    manifest = read_adapter_manifest(folder)
     if not is_causal_lm(manifest) and manifest.heads is None:
         if not manifest.task:
             raise ConfigError("its manifest names no task")

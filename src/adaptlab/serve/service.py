@@ -17,6 +17,7 @@ from typing import Any
 
 from adaptlab.checks import shown
 from adaptlab.data.encoding import TextEncoder
+from adaptlab.data.template_bounds import rendered_chars
 from adaptlab.engine.generation import Completion, Seat, TextGenerator
 from adaptlab.engine.rows import can_share_rows
 from adaptlab.methods.manifest import NAME, Manifest
@@ -29,7 +30,7 @@ from adaptlab.serve.options import ServeOptions
 from adaptlab.serve.pool import AdapterPool
 from adaptlab.serve.prompts import Prompts, base_info
 from adaptlab.serve.registry import CAUSAL_LM, Entry, Registry, is_causal_lm, scan_registry
-from adaptlab.serve.template_render import ChatTemplates, rendered_chars
+from adaptlab.serve.template_render import ChatTemplates
 from adaptlab.serve.worker import ModelThread
 from adaptlab.tasks.prediction import Prediction
 from adaptlab.tasks.registry import get_task

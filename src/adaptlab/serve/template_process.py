@@ -8,11 +8,11 @@ tokenize=False)`, then the text's token ids without added special tokens. Each a
 JSON: `{"ids": [...]}`, or `{"error": "<the rest of a one-line refusal>"}` that the server
 prefixes with the template's name.
 
-A render that runs past the bound is stopped by an alarm between two Python steps (the
-server kills a process that does not answer in time); on Linux the process's address space is
-capped at `MEMORY_BYTES` more than it holds once ready, so a template cannot take the host's
-memory; and it exits as soon as the server's end of the request pipe closes, whatever it is
-rendering.
+A render that runs past the bound is stopped by an alarm between two Python steps
+(`adaptlab.data.template_bounds`, as training's renders are; the server kills a process that
+does not answer in time); on Linux the process's address space is capped at `MEMORY_BYTES`
+more than it holds once ready, so a template cannot take the host's memory; and it exits as
+soon as the server's end of the request pipe closes, whatever it is rendering.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adaptlab.data.template_bounds import Overran, overran, overwrote, time_bound
 from adaptlab.errors import one_line
 
 if TYPE_CHECKING:
@@ -48,15 +49,11 @@ class RenderSetup:
     max_chars: int
 
 
-class _Overran(BaseException):
-    """The render's alarm rang (a BaseException, so no template error handler takes it)."""
-
-
-def overran(seconds: float) -> str:
+def too_slow(seconds: float) -> str:
     """The refusal's tail for a render stopped at the bound."""
     return (
-        f"took more than {seconds:g} s to render the messages; a chat template must render "
-        f"within {seconds:g} s (--max-render-seconds)"
+        f"{overran(seconds)}; a chat template must render within {seconds:g} s "
+        "(--max-render-seconds)"
     )
 
 
@@ -66,22 +63,19 @@ def render(
     """The token ids of `messages` rendered by `template` (None: the tokenizer's own), or the
     refusal's tail."""
     try:
-        signal.setitimer(signal.ITIMER_REAL, setup.seconds)
-        try:
+        with time_bound(setup.seconds):
             text = setup.tokenizer.apply_chat_template(
                 messages, chat_template=template, add_generation_prompt=True, tokenize=False
             )
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         text = str(text)
         if len(text) > setup.max_chars:
             return {
-                "error": f"rendered the messages as {len(text):,} characters; a chat template "
-                f"may write at most {setup.max_chars:,}"
+                "error": f"{overwrote(len(text))}; a chat template may write at most "
+                f"{setup.max_chars:,}"
             }
         text.encode("utf-8")  # a template may write an unpaired surrogate, which no tokenizer takes
-    except _Overran:
-        return {"error": overran(setup.seconds)}
+    except Overran:
+        return {"error": too_slow(setup.seconds)}
     except MemoryError:
         return {
             "error": f"ran out of memory rendering the messages (a render may take at most "
@@ -104,7 +98,6 @@ def main(requests_fd: int, answers_fd: int) -> None:
     _cap_memory()
     inbox: queue.Queue[bytes] = queue.Queue()
     threading.Thread(target=_read, args=(requests, inbox), daemon=True).start()
-    signal.signal(signal.SIGALRM, _ring)
     answers.send_bytes(b'{"ready": true}')
     while True:
         request = json.loads(inbox.get())
@@ -122,10 +115,6 @@ def _read(requests: Connection, inbox: queue.Queue[bytes]) -> None:
             inbox.put(requests.recv_bytes())
         except (EOFError, OSError):
             os._exit(0)
-
-
-def _ring(signum: int, frame: object) -> None:
-    raise _Overran
 
 
 def _cap_memory() -> None:

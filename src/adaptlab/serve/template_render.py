@@ -4,8 +4,8 @@
 A template is code from an adapter's folder. In a render process a render is bounded in time
 (`seconds`: stopped by an alarm there, and a process that still has not answered
 `KILL_GRACE_SECONDS` later is killed and started again at its next use), in output
-(`rendered_chars`) and in memory; a request waits on a thread of this module while it renders,
-so other clients, `/health` and generation carry on.
+(`adaptlab.data.template_bounds.rendered_chars`) and in memory; a request waits on a thread of
+this module while it renders, so other clients, `/health` and generation carry on.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from adaptlab.errors import AdaptlabError
 from adaptlab.serve.errors import RequestError
-from adaptlab.serve.template_process import RenderSetup, overran
+from adaptlab.serve.template_process import RenderSetup, too_slow
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -36,20 +36,12 @@ KILL_GRACE_SECONDS = 5.0
 """How long past the bound a render process may take to answer before it is killed."""
 START_SECONDS = 120.0
 """How long a render process may take to start (import transformers, read the tokenizer)."""
-MIN_RENDERED_CHARS = 1_000_000
-CHARS_PER_TOKEN = 8
 _BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from adaptlab.serve.template_process import main; main(int(sys.argv[2]), int(sys.argv[3]))"
 )
 """A render process's program: the server's import path (so it imports the same adaptlab and
 transformers), then `template_process.main` on the two pipes."""
-
-
-def rendered_chars(window: int) -> int:
-    """The most characters a chat template may write for a model taking `window` tokens:
-    1,000,000, or 8 per token of the window when that is more."""
-    return max(MIN_RENDERED_CHARS, CHARS_PER_TOKEN * window)
 
 
 class ChatTemplates:
@@ -158,7 +150,7 @@ class _RenderProcess:
             requests.send_bytes(request)
             if not answers.poll(deadline):
                 self._kill()
-                return {"error": overran(seconds)}
+                return {"error": too_slow(seconds)}
             answer: dict[str, Any] = json.loads(answers.recv_bytes())
             return answer
         except (EOFError, OSError):

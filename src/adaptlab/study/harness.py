@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
     from adaptlab.integrations.lm_eval import HarnessTasks
 
-SPEC_FOLDER = "folder"
-"""The key of the spec's folder in the validation context `load_spec` gives."""
 ASKER = "a study's harness:"
 """What needs lm-eval, as the refusal when it is not installed names it."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -158,12 +159,12 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
     return _checked(spec.name, runs)
 
 
-def with_betas(options: dict[str, Any], betas: list[float]) -> list[dict[str, Any]]:
+def with_betas(options: dict[str, Any], betas: Sequence[float]) -> list[dict[str, Any]]:
     """A data entry's run options, once per beta of the study's `betas` (as given: none)."""
     return [{**options, "beta": beta} for beta in betas] or [options]
 
 
-def beta_label(betas: list[float], options: dict[str, Any]) -> str:
+def beta_label(betas: Sequence[float], options: dict[str, Any]) -> str:
     """What a cell's label adds where the study crosses betas: " · beta=0.1"."""
     return f" · beta={options['beta']:g}" if len(betas) > 1 else ""
 

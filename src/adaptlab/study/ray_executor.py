@@ -31,7 +31,7 @@ from adaptlab.study.executors import (
 )
 from adaptlab.study.planned import Outcome, Planned, R
 from adaptlab.study.ray_nodes import WATCH_SECONDS, NodeWatch, lost_line
-from adaptlab.study.spec import Resources
+from adaptlab.study.spec_resources import Resources
 from adaptlab.threads import threads_for_cpus
 
 RAY_HINT = "the Ray executor needs `pip install ray==2.60.0`"

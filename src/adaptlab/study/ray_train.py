@@ -15,7 +15,7 @@ from typing import Any
 
 from adaptlab.study.executors import Stages, run_collecting
 from adaptlab.study.planned import Outcome, Planned, R
-from adaptlab.study.spec import Resources
+from adaptlab.study.spec_resources import Resources
 
 Handed = tuple[Outcome[Any], Stages]
 """The first worker's outcome and the stages it finished, as `run_collecting` gives them."""

@@ -38,8 +38,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     Field,
-    NonNegativeFloat,
-    PositiveFloat,
     PositiveInt,
     ValidationError,
     ValidationInfo,
@@ -54,11 +52,13 @@ from adaptlab.errors import ConfigError
 from adaptlab.records.scale import Scale
 from adaptlab.study.analysis import AnalysisName, check_analysis
 from adaptlab.study.forgetting import ForgettingOptions, check_forgetting
-from adaptlab.study.harness import SPEC_FOLDER, HarnessOptions, check_harness
+from adaptlab.study.harness import HarnessOptions, check_harness
 from adaptlab.study.spec_data import DataEntry, DataOptions
 from adaptlab.study.spec_errors import describe_error
 from adaptlab.study.spec_fields import (
     DEFAULT,
+    SPEC_FOLDER,
+    Betas,
     LearningRates,
     ReportTo,
     Seed,
@@ -68,6 +68,7 @@ from adaptlab.study.spec_fields import (
 )
 from adaptlab.study.spec_generative import computed_metrics, generative_task
 from adaptlab.study.spec_methods import MethodEntry, check_spanning
+from adaptlab.study.spec_resources import Resources
 from adaptlab.study.spec_scale import SCALE_AXES, Precisions, Quantizations
 from adaptlab.study.spec_sequences import (
     ObjectiveName,
@@ -79,35 +80,6 @@ from adaptlab.study.spec_sequences import (
 from adaptlab.study.spec_transfer import SourceEntry, ZeroShotEntry
 from adaptlab.study.yamlfile import read_yaml
 from adaptlab.tasks.registry import get_task, known_metrics, task_names
-
-RAY_RESOLUTION = 10_000
-"""Ray counts resources in units of 1/10,000 (0.0001 of a CPU or GPU)."""
-
-
-class Resources(StrictModel):
-    """What each run asks of a Ray cluster (one task per run), and how many times Ray starts a
-    run again elsewhere when the node or worker process it ran on died (`max_retries`). A run
-    with `nproc` > 1 trains on that many Ray Train workers, each asking `cpus` and `gpus`."""
-
-    cpus: PositiveFloat = 1.0
-    gpus: NonNegativeFloat = 0.0
-    max_retries: Annotated[int, Field(ge=0)] = 3
-    nproc: PositiveInt = 1
-
-    @field_validator("cpus", "gpus")
-    @classmethod
-    def _ray_quantity(cls, value: float, info: ValidationInfo) -> float:
-        scaled = value * RAY_RESOLUTION
-        if abs(scaled - round(scaled)) > 1e-6:
-            raise ValueError(
-                f"{info.field_name} has more decimals than Ray counts (0.0001), got {value!r}"
-            )
-        if info.field_name == "gpus" and value > 1 and not float(value).is_integer():
-            raise ValueError(
-                "gpus must be a share of one GPU (0.25: four runs on one GPU) or a whole "
-                f"number of GPUs, got {value!r}"
-            )
-        return value
 
 
 class StudySpec(StrictModel):
@@ -125,7 +97,7 @@ class StudySpec(StrictModel):
     train_sizes: Annotated[list[PositiveInt | None], Field(min_length=1)] = [None]
     seeds: Annotated[list[Seed], Field(min_length=1)] = [0]
     learning_rates: LearningRates = DEFAULT
-    betas: list[PositiveFloat] = []
+    betas: Betas = ()
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 16
     max_length: Annotated[int, Field(ge=2)] = 128
@@ -257,7 +229,6 @@ class StudySpec(StrictModel):
         """`betas` crosses the grid of preference data entries that do not set their own."""
         if not self.betas:
             return self
-        refuse_repeats(self.betas)
         for entry in self.data:
             options = entry.options.as_kwargs()
             task = options.get("task")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from adaptlab.study.spec_fields import StrictModel
+from adaptlab.study.spec_fields import SPEC_FOLDER, StrictModel
 from adaptlab.study.spec_generative import check_entry, run_options
 from adaptlab.tasks.registry import known_task, task_names
 
@@ -45,6 +45,8 @@ class DataOptions(StrictModel):
     format_pattern: Any = None
     num_generations: Any = None
     epsilon: Any = None
+    epsilon_high: Any = None
+    num_iterations: Any = None
     temperature: Any = None
     scale_rewards: Any = None
 
@@ -80,10 +82,12 @@ class DataEntry(StrictModel):
         )
 
     @model_validator(mode="after")
-    def _task_reads_it(self) -> DataEntry:
-        """A generative task's options checked as its run checks them; the generative
-        options refused without one (`study.spec_generative`)."""
-        check_entry(self.source, self.options.as_kwargs())
+    def _task_reads_it(self, info: ValidationInfo) -> DataEntry:
+        """A generative task's options checked as its run checks them, its chat template file
+        read from the spec's folder; the generative options refused without one
+        (`study.spec_generative`)."""
+        folder = (info.context or {}).get(SPEC_FOLDER)
+        check_entry(self.source, self.options.as_kwargs(), folder)
         return self
 
     def run_options(self, base: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ checks and labels that several parts use."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final, Literal
 
@@ -14,6 +15,9 @@ from adaptlab.errors import ConfigError
 from adaptlab.integrations.trackers.choice import report_to
 
 DEFAULT: Final = "default"
+SPEC_FOLDER: Final = "folder"
+"""The key of the spec's folder in the validation context `load_spec` gives: relative paths
+are read from it."""
 
 
 class StrictModel(BaseModel):
@@ -65,6 +69,17 @@ def _learning_rates(value: object) -> tuple[float, ...] | Literal["default"]:
     return tuple(float(rate) for rate in value)
 
 
+def _betas(value: object) -> tuple[float, ...]:
+    """A non-empty list of distinct finite numbers above 0."""
+    if not isinstance(value, list) or not value:
+        raise ValueError("must be a list of numbers above 0 such as [0.1, 0.5]")
+    for index, beta in enumerate(value):
+        if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < math.inf:
+            raise ValueError(f"item {index} must be a finite number above 0, got {beta!r}")
+    refuse_repeats(value)
+    return tuple(float(beta) for beta in value)
+
+
 def _report_to(value: object) -> tuple[str, ...]:
     """`none`, a tracker or a list of trackers (`adaptlab.integrations.trackers.choice`)."""
     if not isinstance(value, str | list) or not all(isinstance(name, str) for name in value):
@@ -80,5 +95,7 @@ def _report_to(value: object) -> tuple[str, ...]:
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 """A seed every random generator takes (adaptlab.checks)."""
 LearningRates = Annotated[tuple[float, ...] | Literal["default"], PlainValidator(_learning_rates)]
+Betas = Annotated[tuple[float, ...], PlainValidator(_betas)]
+"""The betas a study crosses its preference entries with (none: the empty tuple)."""
 ReportTo = Annotated[tuple[str, ...], PlainValidator(_report_to)]
 """The experiment trackers every run of a study reports to (none: the empty tuple)."""

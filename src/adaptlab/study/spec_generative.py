@@ -1,12 +1,13 @@
 """What a spec's data entry of a generative task (`causal-lm`, `sft`, `chat`) may say: its
-options checked as a run checks them (`adaptlab.tasks.generative_settings`), a source its task
-can read, and the options as a run's spec keeps them, so a study's run and the same run
-trained by `adaptlab train` have one id."""
+options checked as a run checks them (`adaptlab.tasks.generative_settings`), its chat template
+file read from the spec's folder, a source its task can read, and the options as a run's spec
+keeps them, so a study's run and the same run trained by `adaptlab train` have one id. A data
+entry and a sequence's stage are checked alike, when the spec loads."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,13 @@ def generative_tasks() -> list[str]:
     return task_names(lambda task: isinstance(task, GenerativeTask))
 
 
-def check_entry(source: str, options: Mapping[str, Any]) -> None:
+def check_entry(source: str, options: Mapping[str, Any], folder: Path | None = None) -> None:
     """Refuse (ValueError, one line) options a data entry's task does not take, a generative
-    built-in without a generative task, and a built-in its generative task cannot read."""
+    built-in without a generative task, and a built-in its generative task cannot read; with
+    `folder` (the spec's), a chat template that is no readable template file too (without it,
+    `run_options` refuses one when the study is planned)."""
+    if folder is not None:
+        options = from_folder(options, folder)
     named = options.get("task")
     if named is not None and isinstance(get_task(named), RewardModel):
         _check_reward_entry(source, options)
@@ -68,6 +73,8 @@ def check_entry(source: str, options: Mapping[str, Any]) -> None:
     try:
         settings = task.settings(options)
         refuse_unread_by_task(options, task, "run")
+        if folder is not None:
+            settings.template_text()  # refuses a bad file now
     except ConfigError as error:
         raise ValueError(f"{source}: {error}") from None
     if settings.metric is not None and settings.metric not in computed_metrics(task):
@@ -79,11 +86,12 @@ def check_entry(source: str, options: Mapping[str, Any]) -> None:
 
 
 def _check_reward_entry(source: str, options: Mapping[str, Any]) -> None:
-    """A reward model's entry: its options checked as its run checks them, its source pairs."""
+    """A reward model's entry: its options checked as its run checks them (its chat template
+    file read), its source pairs."""
     task = get_task("reward")
     try:
-        RewardSettings.of(options)
         refuse_unread_by_task(options, task, "run")
+        RewardSettings.of(options)
     except ConfigError as error:
         raise ValueError(f"{source}: {error}") from None
     held = PREFERENCE_SHAPES_HELD.get(source)
@@ -125,15 +133,25 @@ def _check_source(source: str, task: GenerativeTask) -> None:
         )
 
 
+def from_folder(options: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """`options` with a chat template's path made absolute, read from `folder` (the spec's)."""
+    template = options.get("chat_template")
+    if not isinstance(template, str) or not template.strip():
+        return dict(options)
+    return {**options, "chat_template": str((folder / Path(template).expanduser()).resolve())}
+
+
 def run_options(options: Mapping[str, Any], base: Path) -> dict[str, Any]:
     """`options` (checked by `check_entry`) as a run's spec keeps them: a generative task's
     options at their defaults left out, `stop` a list and the chat template an absolute path
     read from `base` (the spec's folder), as `adaptlab train` records its options; a chat
     template that is no readable template file is refused (ConfigError) before any run."""
+    options = from_folder(options, base)
     task = generative_task(options.get("task"))
     if task is None:
-        return dict(options)
+        return options
     settings = task.settings(options)
+    settings.template_text()  # refuses a bad file now (a spec validated without its folder)
     kept = {key: value for key, value in options.items() if key not in GENERATIVE_OPTIONS}
     for key in GENERATIVE_OPTIONS:
         value = getattr(settings, key)
@@ -142,7 +160,5 @@ def run_options(options: Mapping[str, Any], base: Path) -> dict[str, Any]:
     if settings.stop:
         kept["stop"] = list(settings.stop)
     if settings.chat_template is not None:
-        template = (base / settings.chat_template.expanduser()).resolve()
-        replace(settings, chat_template=template).template_text()  # refuses a bad file now
-        kept["chat_template"] = str(template)
+        kept["chat_template"] = str(settings.chat_template)
     return kept

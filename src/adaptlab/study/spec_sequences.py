@@ -10,7 +10,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, PlainValidator, model_validator
 
-from adaptlab.continual.objectives import check_objective_name, get_objective
+from adaptlab.continual.objectives import (
+    check_objective_name,
+    get_objective,
+    refuse_unread_by_objective,
+)
 from adaptlab.continual.registry import check_objective, strategy_config
 from adaptlab.continual.sequence_objective import NOT_IN_A_SEQUENCE
 from adaptlab.continual.strategy import StrategyConfig
@@ -83,13 +87,13 @@ class StrategyEntry(StrictModel):
 
 
 def check_stage_options(entry: DataEntry, objective: str | None) -> None:
-    """A stage's generative data options: only for an objective whose stages take them (sft,
-    chat), and none that no sequence takes (`NOT_IN_A_SEQUENCE`)."""
+    """A stage's data options, as its sequence reads them when it runs: generative ones only
+    for an objective whose stages take them (sft, chat), none that no sequence takes
+    (`NOT_IN_A_SEQUENCE`), and none the objective's stages do not read
+    (`refuse_unread_by_objective`, as `adaptlab sequence` refuses them)."""
     options = entry.options.as_kwargs()
     given = [key for key in GENERATIVE_OPTIONS if key in options]
-    if not given:
-        return
-    if objective is None or not get_objective(objective).generation_options:
+    if given and (objective is None or not get_objective(objective).generation_options):
         raise ValueError(
             f"stage {entry.source}: a sequence reads its stages as its objective does; "
             f"drop {given[0]}"
@@ -99,6 +103,11 @@ def check_stage_options(entry: DataEntry, objective: str | None) -> None:
             raise ValueError(
                 f"stage {entry.source} takes no {key} ({NOT_IN_A_SEQUENCE[key]}); drop it"
             )
+    if objective is not None:
+        try:
+            refuse_unread_by_objective(options, objective)
+        except ConfigError as error:
+            raise ValueError(f"stage {entry.source}: {error}") from None
 
 
 def stage_run_options(entry: DataEntry, objective: str, base: Path) -> dict[str, Any]:

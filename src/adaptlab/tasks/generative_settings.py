@@ -89,14 +89,14 @@ class GenerativeSettings:
             raise ConfigError(f"chat template {path} is empty")
         return text
 
-    def chat_template_or(self, adapter: str | None) -> ChatTemplate | None:
+    def chat_template_or(self, kept: ChatTemplate | None) -> ChatTemplate | None:
         """The chat template chats are rendered with and where it came from: the file's
-        (`template_text`), else `adapter`'s (an adapter manifest's), else None (the
+        (`template_text`), else `kept` (the one an adapter's manifest keeps), else None (the
         tokenizer's own)."""
         path, text = self.chat_template, self.template_text()
         if path is not None and text is not None:
             return ChatTemplate.from_file(path, text)
-        return ChatTemplate.from_manifest(adapter) if adapter else None
+        return kept
 
 
 def _text(options: Mapping[str, Any], key: str, default: str) -> str:

@@ -10,11 +10,13 @@ minimises the clipped surrogate, plus beta times the k3 estimate of the KL from 
 Defaults are TRL 1.16's `GRPOConfig`: 8 generations, epsilon 0.2, temperature 1.0, rewards
 scaled by their group's standard deviation, the "dapo" loss (averaged over every completion
 token of the batch) and beta 0.0, so no reference is read; Shao et al. trained with beta 0.04
-(§4.2), which `beta` sets. One optimisation step per generation (TRL's num_iterations 1), so
-the sampling policy's log-probabilities are the current ones, detached. Dev and test answer
-their prompts greedily and are judged by the mean reward of those answers, with their exact
-match against the reference answers beside it. A run of it is prepared by
-`adaptlab.runs.grpo_run`."""
+(§4.2), which `beta` sets. By default one optimisation step per generation (TRL's
+num_iterations 1), so the sampling policy's log-probabilities are the current ones, detached;
+`num_iterations` (the paper's mu, Alg. 1) trains on each generated batch that many steps, its
+ratio to the sampling policy clipped to [1 - epsilon, 1 + epsilon_high] (DAPO's clip-higher,
+Yu et al. 2025 §3.1). Dev and test answer their prompts greedily and are judged by the mean
+reward of those answers, with their exact match against the reference answers beside it. A run
+of it is prepared by `adaptlab.runs.grpo_run`."""
 
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ GRPO_OPTIONS = (
     "num_generations",
     "beta",
     "epsilon",
+    "epsilon_high",
+    "num_iterations",
     "temperature",
     "loss",
     "scale_rewards",

@@ -1,7 +1,8 @@
 """What a GRPO run reads from its spec's data options, checked once, before any work: the reward
-(and the `format` reward's pattern), the group size, the KL coefficient, the clipping range, the
-sampling temperature, the loss's averaging and how rewards are scaled, and the generation
-options (`GenerativeSettings`). Every value is part of the run's id."""
+(and the `format` reward's pattern), the group size, the KL coefficient, the clipping range (and
+its upper end), the optimiser steps per generated batch, the sampling temperature, the loss's
+averaging and how rewards are scaled, and the generation options (`GenerativeSettings`). Every
+value is part of the run's id."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ BETA = 0.0
 """The KL coefficient (TRL 1.16's default; Shao et al. 2024 used 0.04)."""
 EPSILON = 0.2
 """The clipping range of the probability ratio (PPO's and TRL's)."""
+NUM_ITERATIONS = 1
+"""Optimiser steps per generated batch (the GRPO paper's mu, TRL's `num_iterations`)."""
 TEMPERATURE = 1.0
 """The sampling temperature of the training completions (TRL's)."""
 GRPO_LOSSES = ("dapo", "grpo")
@@ -50,6 +53,10 @@ class GrpoSettings:
     num_generations: int = NUM_GENERATIONS
     beta: float = BETA
     epsilon: float = EPSILON
+    epsilon_high: float | None = None
+    """The upper clipping range: the ratio is clipped to [1 - epsilon, 1 + epsilon_high] (DAPO's
+    clip-higher, Yu et al. 2025 §3.1; TRL's `epsilon_high`); None: `epsilon`."""
+    num_iterations: int = NUM_ITERATIONS
     temperature: float = TEMPERATURE
     loss: str = "dapo"
     scale_rewards: str = "group"
@@ -77,6 +84,8 @@ class GrpoSettings:
             num_generations=_generations(options.get("num_generations", NUM_GENERATIONS)),
             beta=_number(options, "beta", BETA, low=0.0),
             epsilon=_epsilon(options),
+            epsilon_high=_epsilon_high(options),
+            num_iterations=_iterations(options.get("num_iterations", NUM_ITERATIONS)),
             temperature=_temperature(options),
             loss=_choice(options, "loss", GRPO_LOSSES),
             scale_rewards=_choice(options, "scale_rewards", REWARD_SCALES),
@@ -94,6 +103,15 @@ def _generations(value: object) -> int:
     return value
 
 
+def _iterations(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"num_iterations must be a whole number of at least 1 (optimiser steps per "
+            f"generated batch), got {shown(value)}"
+        )
+    return value
+
+
 def _number(options: Mapping[str, Any], key: str, default: float, *, low: float) -> float:
     value = options.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -107,6 +125,19 @@ def _epsilon(options: Mapping[str, Any]) -> float:
     value = _number(options, "epsilon", EPSILON, low=0.0)
     if not 0 < value < 1:
         raise ConfigError(f"epsilon must be above 0 and below 1, got {shown(value)}")
+    return value
+
+
+def _epsilon_high(options: Mapping[str, Any]) -> float | None:
+    """Any upper range above 0, as TRL takes any: below `epsilon` narrows it, above widens it."""
+    if options.get("epsilon_high") is None:
+        return None
+    value = _number(options, "epsilon_high", EPSILON, low=0.0)
+    if value == 0:
+        raise ConfigError(
+            "epsilon_high must be above 0: at 0 a token of positive advantage stops learning "
+            "as soon as its probability rises, got 0"
+        )
     return value
 
 

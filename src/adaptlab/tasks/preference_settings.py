@@ -72,7 +72,7 @@ class PreferenceSettings:
             generative=GenerativeSettings.of(generative, task.name),
             beta=_positive(options, "beta", task.beta_default),
             loss=loss,
-            simpo_gamma=_number(options, "simpo_gamma", SIMPO_GAMMA),
+            simpo_gamma=_non_negative(options, "simpo_gamma", SIMPO_GAMMA),
             precompute_reference=precompute,
             desirable_weight=_positive(options, "desirable_weight", 1.0),
             undesirable_weight=_positive(options, "undesirable_weight", 1.0),
@@ -84,6 +84,13 @@ def _number(options: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"{key} must be a finite number, got {shown(value)}")
     return float(value)
+
+
+def _non_negative(options: Mapping[str, Any], key: str, default: float) -> float:
+    value = _number(options, key, default)
+    if value < 0:
+        raise ConfigError(f"{key} must be at least 0, got {shown(options.get(key))}")
+    return value
 
 
 def _positive(options: Mapping[str, Any], key: str, default: float) -> float:
