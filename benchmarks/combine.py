@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
-import importlib.metadata
 import json
 import os
 import sys
@@ -57,6 +56,7 @@ from typing import Any
 
 import torch
 from analysis_similarity import rss_kib
+from report_file import versions
 from tensor_bytes import LiveBytes
 
 from adaptlab.methods.combination import Combination
@@ -324,9 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             "one process; the lowest of each figure kept",
         },
         "build_seconds": build_seconds,
-        "environment": {
-            name: importlib.metadata.version(name) for name in ("torch", "transformers", "peft")
-        },
+        "environment": versions("torch", "transformers", "peft"),
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

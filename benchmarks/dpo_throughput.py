@@ -56,7 +56,6 @@ import argparse
 import contextlib
 import datetime as dt
 import gc
-import importlib.metadata
 import json
 import statistics
 import sys
@@ -73,6 +72,7 @@ from typing import Any
 import torch
 from large_model_memory import measure
 from large_model_setups import SHAPES, Setup, Step
+from report_file import versions, write_report
 from sft_routes import ALL_LINEAR, ALPHA, RANK, SEED
 from step_memory import events_peak
 from tensor_bytes import LiveBytes
@@ -793,21 +793,13 @@ def main(argv: list[str] | None = None) -> int:
             "gradient_checkpointing": False,
             "threads": torch.get_num_threads(),
         },
-        "environment": {
-            name: importlib.metadata.version(name)
-            for name in ("torch", "transformers", "trl", "peft", "adaptlab")
-        },
+        "environment": versions("torch", "transformers", "trl", "peft", "adaptlab"),
         "throughput": measured,
         "fake_memory": memory,
         "wall_seconds": 0.0,
     }
     report["wall_seconds"] = time.monotonic() - started
-    text = format_report(report)
-    report["table"] = text
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_report(report, format_report(report), args.out)
     return 0
 
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import importlib.metadata
 import json
 import statistics
 import sys
@@ -59,6 +58,7 @@ from typing import Any
 import torch
 from fake_step import fake_step
 from large_model_setups import REAL_SHAPES, SETUPS, SHAPES, Setup, llama
+from report_file import versions
 from tensor_bytes import LiveBytes
 
 OUT = Path(__file__).resolve().parent / "results" / "large_model_memory.json"
@@ -327,10 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             "fit_lengths": args.fit_lengths,
             "threads": torch.get_num_threads(),
         },
-        "environment": {
-            name: importlib.metadata.version(name)
-            for name in ("torch", "transformers", "peft", "bitsandbytes")
-        },
+        "environment": versions("torch", "transformers", "peft", "bitsandbytes"),
         "setups": {s.key: s.label for s in setups},
         "rows": list(rows.rows.values()),
         "checks": checks,

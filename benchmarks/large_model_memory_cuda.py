@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.metadata
 import json
 import statistics
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 from large_model_setups import SETUPS, SHAPES, Setup, llama
+from report_file import versions
 from tensor_bytes import LiveBytes
 
 OUT = Path(__file__).resolve().parent / "results" / "large_model_memory_cuda.json"
@@ -95,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": [Path(sys.executable).name, *sys.argv],
         "shape_configs": {s: SHAPES[s] for s in shapes},
         "setups": {s.key: s.label for s in setups},
-        "environment": {
-            name: importlib.metadata.version(name)
-            for name in ("torch", "transformers", "peft", "bitsandbytes")
-        },
+        "environment": versions("torch", "transformers", "peft", "bitsandbytes"),
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

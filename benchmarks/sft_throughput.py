@@ -52,8 +52,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
-import importlib.metadata
-import json
 import sys
 import time
 import warnings
@@ -63,6 +61,7 @@ from typing import Any
 import torch
 from large_model_memory import measure
 from large_model_setups import SHAPES, Setup, Step
+from report_file import versions, write_report
 from sft_routes import (
     ALL_LINEAR,
     ALPHA,
@@ -390,21 +389,13 @@ def main(argv: list[str] | None = None) -> int:
             "threads": torch.get_num_threads(),
             "trl_changed_defaults": {"gradient_checkpointing": False, "bf16": False},
         },
-        "environment": {
-            name: importlib.metadata.version(name)
-            for name in ("torch", "transformers", "trl", "peft", "adaptlab")
-        },
+        "environment": versions("torch", "transformers", "trl", "peft", "adaptlab"),
         "corpora": corpora,
         "loss_memory": memory,
         "wall_seconds": 0.0,
     }
     report["wall_seconds"] = time.monotonic() - started
-    text = format_report(report)
-    report["table"] = text
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_report(report, format_report(report), args.out)
     return 0
 
 

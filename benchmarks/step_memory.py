@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.metadata
 import json
 import sys
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 import methods_step
 import torch
+from report_file import versions
 from step_harness import configure_threads, make_batch
 from step_worker import SETUPS, load_model
 from torch import nn
@@ -142,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": [Path(sys.executable).name, *sys.argv],
         "settings": {"batch_size": 16, "seq_len": 128, "seed": 0, "threads": 1},
-        "environment": {
-            name: importlib.metadata.version(name) for name in ("torch", "transformers", "peft")
-        },
+        "environment": versions("torch", "transformers", "peft"),
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -211,13 +211,15 @@ def test_existing_output_needs_overwrite(
 
 
 def test_nan_loss_stops_with_a_clear_message(tiny_model_dir: str, tmp_path: Path) -> None:
+    """Labels too large to square overflow the first step's loss, before any update: the
+    message blames the data, not the learning rate."""
     from adaptlab.engine.loop import TrainingError
 
     path = tmp_path / "scores.csv"
     path.write_text(
         "text,label\n" + "".join(f"text {i},{1e38 * (i % 3 + 1):.1f}\n" for i in range(30))
     )
-    with pytest.raises(TrainingError, match="loss became"):
+    with pytest.raises(TrainingError, match="before any update: the learning rate is not the"):
         execute(spec(tiny_model_dir, path, data_options={"task": "regression"}), progress=False)
 
 

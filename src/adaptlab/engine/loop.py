@@ -133,7 +133,7 @@ def train_epochs(
                     penalty = regularization_loss(model)  # AdapterFusion's value penalty
                     if penalty is not None:
                         loss = loss + penalty
-                _stop_unless_finite(loss, f"at {place}, step {at.step + 1}", learning_rate, bar)
+                _stop_unless_finite(loss, place, at.step, learning_rate, bar)
                 rate = optimizer.param_groups[0]["lr"]  # this step's, before the schedule moves
                 weighted = loss if weight == 1.0 else loss * weight
                 if precision.step(weighted, optimizer, parameters, config.max_grad_norm):
@@ -180,11 +180,21 @@ def train_epochs(
 
 
 def _stop_unless_finite(
-    loss: torch.Tensor, where: str, learning_rate: float, bar: Progress
+    loss: torch.Tensor, place: str, steps_done: int, learning_rate: float, bar: Progress
 ) -> None:
-    """Close the progress bar and stop with one line when the loss is not a finite number."""
-    if not torch.isfinite(loss):
-        bar.close()
+    """Close the progress bar and stop with one line when the loss is not a finite number:
+    after `steps_done` updates, blame the learning rate; before any, the data or the objective
+    (no update has been made for the rate to have caused it)."""
+    if torch.isfinite(loss):
+        return
+    bar.close()
+    where = f"at {place}, step {steps_done + 1}"
+    if steps_done == 0:
         raise TrainingError(
-            f"loss became {loss.item()} {where}; lower the learning rate (now {learning_rate:g})"
+            f"loss is {loss.item()} {where}, before any update: the learning rate is not the "
+            "cause; check the data and the objective's options (a --beta too large to compute, "
+            "say)"
         )
+    raise TrainingError(
+        f"loss became {loss.item()} {where}; lower the learning rate (now {learning_rate:g})"
+    )

@@ -15,6 +15,7 @@ from torch import nn
 
 from adaptlab.backbone.discovery import find_backbone
 from adaptlab.engine.checkpointing import enable_checkpointing
+from adaptlab.engine.gated_mlp import keep_less_in_mlps
 from adaptlab.engine.precision import DTYPES
 from adaptlab.models.device import describe_device
 from adaptlab.models.fingerprint import record_fingerprint
@@ -29,8 +30,10 @@ FLOAT32 = Scale()
 
 
 def prepare_base(model: nn.Module, scale: Scale, device: torch.device) -> None:
-    """Cast or quantise `model`'s weights, move it to `device`, turn on checkpointing; the
-    model's fingerprint stays that of the weights as loaded, and its `forward` its class's."""
+    """Cast or quantise `model`'s weights, move it to `device`, turn on checkpointing, and
+    give its SwiGLU MLPs the forward that keeps less for the backward pass
+    (`adaptlab.engine.gated_mlp`, the same values); the model's fingerprint stays that of the
+    weights as loaded, and its own `forward` its class's."""
     if scale.base_dtype != "fp32":  # before quantising: de-quantised weights take this dtype
         record_fingerprint(model, exclude=find_backbone(model).head)
         model.to(DTYPES[scale.base_dtype])
@@ -39,6 +42,7 @@ def prepare_base(model: nn.Module, scale: Scale, device: torch.device) -> None:
 
         quantize_base(model, scale.quantize, compute_dtype=DTYPES[scale.precision])
     model.to(device)
+    keep_less_in_mlps(model)
     if scale.gradient_checkpointing:
         enable_checkpointing(model)
 
