@@ -29,6 +29,7 @@ from typing import Any
 from unittest import mock
 
 import transformers as T
+from sft_routes import CHATML
 
 import adaptlab.data.chat_render as chat_render
 import adaptlab.data.template_bounds as template_bounds
@@ -38,14 +39,6 @@ from adaptlab.data.template_bounds import RENDER_SECONDS
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "template_bound.json"
-CHATML = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
-    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-"""SmolLM2-135M-Instruct's chat template."""
 
 
 def chats(count: int) -> list[Conversation]:
