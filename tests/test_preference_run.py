@@ -378,3 +378,15 @@ def test_eval_refuses_a_damaged_recorded_beta_naming_the_run_file(
     ]  # fmt: skip
     with unchanged(tmp_path):
         refused(args, capsys, f"{run / 'metrics.json'}: beta must be above 0")
+
+
+def test_data_pairs_refuses_an_adapter_that_writes_no_answers(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        "".join(json.dumps({"prompt": f"q {i}", "answer": "a"}) + "\n" for i in range(30))
+    )
+    args = ["data", "pairs", "--adapter", str(trained), "--data", str(questions)]
+    with unchanged(tmp_path):
+        refused([*args, "--out", str(tmp_path / "own.jsonl")], capsys, "does not write answers")
