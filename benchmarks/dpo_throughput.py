@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from large_model_memory import measure
+from large_model_memory import measure, real_fake_check
 from large_model_setups import SHAPES, Setup, Step
 from report_file import versions, write_report
 from sft_routes import ALL_LINEAR, ALPHA, RANK, SEED
@@ -599,18 +599,7 @@ def fake_memory(args: argparse.Namespace) -> dict[str, Any]:
         rows.append(row)
         print(f"  {setup.label}: {row['peak_bytes'] / GIB:.3f} GiB ({row['seconds']:.0f} s)")
         with _quiet():
-            pair = [
-                measure(setup, args.check_shape, check_tokens, fake=fake) for fake in (False, True)
-            ]
-        checks.append(
-            {
-                "setup": setup.key,
-                "real_bytes": pair[0]["peak_bytes"],
-                "fake_bytes": pair[1]["peak_bytes"],
-                "equal": pair[0]["peak_bytes"] == pair[1]["peak_bytes"]
-                and pair[0]["start_bytes"] == pair[1]["start_bytes"],
-            }
-        )
+            checks.append(real_fake_check(setup, args.check_shape, check_tokens))
         gc.collect()
     return {
         "shape": args.fake_shape,

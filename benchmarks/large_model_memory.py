@@ -106,6 +106,19 @@ def measure(
     return row
 
 
+def real_fake_check(setup: Setup, shape: str, tokens: int) -> dict[str, Any]:
+    """`setup`'s step counted on real and on fake tensors at a small `shape`: the two peaks,
+    and whether they and what was live as each step began are equal."""
+    real, faked = (measure(setup, shape, tokens, fake=fake) for fake in (False, True))
+    return {
+        "setup": setup.key,
+        "real_bytes": real["peak_bytes"],
+        "fake_bytes": faked["peak_bytes"],
+        "equal": real["peak_bytes"] == faked["peak_bytes"]
+        and real["start_bytes"] == faked["start_bytes"],
+    }
+
+
 def step_seconds(setups: list[Setup], shape: str, tokens: int, steps: int) -> dict[str, float]:
     """Median real step time of each setup, steps interleaved after one warm-up step each."""
     runs = []

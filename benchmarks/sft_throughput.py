@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from large_model_memory import measure
+from large_model_memory import measure, real_fake_check
 from large_model_setups import SHAPES, Setup, Step
 from report_file import versions, write_report
 from sft_routes import (
@@ -176,18 +176,7 @@ def loss_memory(args: argparse.Namespace) -> dict[str, Any]:
         row = measure(setup, args.fake_shape, args.fake_tokens, fake=True)
         rows.append(row)
         print(f"  {setup.label}: {row['peak_bytes'] / GIB:.3f} GiB ({row['seconds']:.0f} s)")
-        pair = [
-            measure(setup, args.check_shape, args.check_tokens, fake=fake) for fake in (False, True)
-        ]
-        checks.append(
-            {
-                "setup": setup.key,
-                "real_bytes": pair[0]["peak_bytes"],
-                "fake_bytes": pair[1]["peak_bytes"],
-                "equal": pair[0]["peak_bytes"] == pair[1]["peak_bytes"]
-                and pair[0]["start_bytes"] == pair[1]["start_bytes"],
-            }
-        )
+        checks.append(real_fake_check(setup, args.check_shape, args.check_tokens))
         gc.collect()
     return {
         "shape": args.fake_shape,
