@@ -44,11 +44,8 @@ alongside. The JSON records the wait policy, the command of the process that sta
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
-import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,7 +53,7 @@ from typing import Any
 
 import torch
 from analysis_similarity import rss_kib
-from report_file import versions
+from report_file import heading, versions, write_json
 from tensor_bytes import LiveBytes
 
 from adaptlab.methods.combination import Combination
@@ -305,9 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row(model, pairs, combination, args.repeats) for combination in chosen]
     print(table(rows))
     report = {
-        "benchmark": "combine",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("combine"),
         "started_by": Path(f"/proc/{os.getppid()}/cmdline").read_text().rstrip("\0").split("\0"),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "settings": {
@@ -327,9 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": versions("torch", "transformers", "peft"),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(report, args.out)
     return 0
 
 

@@ -29,9 +29,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import importlib.metadata
-import json
 import platform
 import subprocess
 import sys
@@ -46,6 +44,7 @@ from methods_step import (
     Config,
     add_ratios,
     ensure_adapters_venv,
+    format_checks,
     format_table,
     measure_all,
     model_folder,
@@ -54,6 +53,7 @@ from methods_step import (
 )
 from methods_step import parse_args as step_args
 from previous import previous_sources
+from report_file import heading, write_json
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "composition_step.json"
@@ -139,19 +139,6 @@ def make_checks(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return checks
 
 
-def format_checks(checks: list[dict[str, Any]]) -> str:
-    lines = ["targets:"]
-    for c in checks:
-        spread = ", ".join(f"{v:.3f}" for v in c["per_round"])
-        value = "n/a" if c["value"] is None else f"{c['value']:.3f}"
-        lines.append(
-            f"  {'PASS' if c['pass'] else 'FAIL'}  {c['name']}: {value} (target <= {c['limit']})"
-            + (f"  per round: {spread}" if spread else "")
-            + ("  [CONTENDED machine: not a valid timing]" if c["contended"] else "")
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the tables and targets, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -205,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     text += [format_checks(checks), f"wall time {time.monotonic() - started:.0f} s"]
     print("\n\n".join(text))
     report = {
-        "benchmark": "composition_step",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("composition_step"),
         "settings": {
             **{k: v for k, v in vars(args).items() if k != "adapters_venv"},
             "out": str(own.out),
@@ -220,9 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "table": "\n\n".join(text),
     }
-    own.out.parent.mkdir(parents=True, exist_ok=True)
-    own.out.write_text(json.dumps(report, indent=1, default=str))
-    print(f"wrote {own.out}")
+    write_json(report, own.out, indent=1)
     return 0
 
 

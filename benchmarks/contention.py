@@ -34,11 +34,9 @@ Usage (from the repository root, about 40 minutes; nothing else should run meanw
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,6 +53,7 @@ from contention_neighbours import (
     torch_defaults,
     torch_program,
 )
+from report_file import heading, write_json
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "contention.json"
@@ -348,9 +347,7 @@ def main() -> None:
         verdict = "pass" if goal["passes"] else "FAIL"
         print(f"{goal['workload']:9s} {goal['goal']:50s} {value:>7s} {goal['limit']:>7s} {verdict}")
     record = {
-        "benchmark": "contention",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("contention"),
         "settings": {
             "seconds": args.seconds,
             "cores": os.cpu_count(),
@@ -362,8 +359,7 @@ def main() -> None:
         "goals": goals,
         "table": table(results, loops),
     }
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(record, args.out)
 
 
 if __name__ == "__main__":

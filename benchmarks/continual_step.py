@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import importlib.metadata
 import json
 import math
@@ -71,10 +70,14 @@ from methods_step import (
     FOREIGN_CPU_LIMIT,
     add_worker_options,
     clean_steps,
+    failed_line,
+    interleave,
     step_summary,
     wait_for_quiet,
     worker_env,
+    worker_result,
 )
+from report_file import heading, write_json
 from step_harness import configure_threads, make_batch, system_busy_seconds
 from step_worker import set_priority
 from torch import nn
@@ -268,10 +271,7 @@ def measure_once(config: Config, settings: dict[str, Any], nice: int) -> dict[st
             )
         except subprocess.TimeoutExpired:
             return {"error": f"worker timed out after {WORKER_TIMEOUT} s"}
-        if proc.returncode != 0 or not out.is_file():
-            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            return {"error": f"worker exited {proc.returncode}: {tail}"}
-        return dict(json.loads(out.read_text()))
+        return worker_result(proc, out)
 
 
 def describe(result: dict[str, Any]) -> str:
@@ -304,22 +304,15 @@ def measure_all(
             flush=True,
         )
 
-    for r in range(args.rounds):
-        print(f"round {r + 1}/{args.rounds}", flush=True)
-        for config in configs if r % 2 == 0 else reversed(configs):
-            one(config, f"r{r + 1}")
-    for attempt in range(args.retries):
-        short = [
+    def short() -> list[Config]:
+        return [
             c
             for c in configs
             if any("error" not in x for x in runs[c.key])
             and clean_count(runs[c.key]) < min_clean(args)
         ]
-        if not short:
-            break
-        print(f"re-measuring {len(short)} contended configuration(s), pass {attempt + 1}")
-        for config in short:
-            one(config, f"x{attempt + 1}")
+
+    interleave(configs, one, args.rounds, args.retries, short)
     return runs
 
 
@@ -427,7 +420,7 @@ def format_table(rows: list[dict[str, Any]], method: str, examples: int, epochs:
     ]
     for row in rows:
         if "error" in row:
-            lines.append(f"{row['strategy']:<18} not measured: {row['error'].splitlines()[-1]}")
+            lines.append(failed_line(f"{row['strategy']:<18}", row))
             continue
         ratio, projected = row.get("step_ratio"), row.get("projected")
         cells = [
@@ -544,9 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n\n".join(text))
     any_ok = next((r for rs in runs.values() for r in rs if "error" not in r), None)
     report = {
-        "benchmark": "continual_step",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("continual_step"),
         "wall_seconds": wall,
         "settings": {
             **settings,
@@ -574,9 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "table": "\n\n".join(text),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    write_json(report, args.out, indent=1)
     return 0
 
 

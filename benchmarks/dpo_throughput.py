@@ -54,11 +54,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import gc
 import json
 import statistics
-import sys
 import tempfile
 import time
 import types
@@ -70,20 +68,29 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from large_model_memory import measure, real_fake_check
+from large_model_memory import check_lines, fake_peaks
 from large_model_setups import SHAPES, Setup, Step
-from report_file import versions, write_report
-from sft_routes import ALL_LINEAR, ALPHA, RANK, SEED
+from report_file import goal, heading, versions, write_report
 from step_memory import events_peak
-from tensor_bytes import LiveBytes
+from tensor_bytes import LiveBytes, OpMode
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.profiler import ProfilerActivity, profile
-from torch.utils._python_dispatch import TorchDispatchMode
+from trl_comparison import (
+    ALL_LINEAR,
+    ALPHA,
+    LORA_SETTINGS,
+    RANK,
+    SEED,
+    SharedSettings,
+    check_shapes,
+    command_line,
+    peft_lora,
+    start,
+)
 
 from adaptlab.data.preference import Preference
 from adaptlab.data.preference_loading import load_preferences
-from adaptlab.models.resolve import resolve_model
 from adaptlab.tasks.registry import LABELLED
 
 OUT = Path(__file__).resolve().parent / "results" / "dpo_throughput.json"
@@ -101,13 +108,9 @@ Batch = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(SharedSettings):
     """What both sides share."""
 
-    model: str
-    model_folder: str
-    max_length: int
-    batch: int
     warmup: int
     rounds: int
 
@@ -236,7 +239,6 @@ def write_jsonl(path: Path, pairs: Sequence[Preference]) -> None:
 def trl_side(pairs: Sequence[Preference], settings: Settings, folder: str) -> Side:
     """`DPOTrainer` + PEFT LoRA over `pairs` (in order), and its training loop's step."""
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
@@ -254,13 +256,7 @@ def trl_side(pairs: Sequence[Preference], settings: Settings, folder: str) -> Si
         args=config,
         train_dataset=Dataset.from_list([record(p) for p in pairs]),
         processing_class=tokenizer,
-        peft_config=LoraConfig(
-            r=RANK,
-            lora_alpha=ALPHA,
-            lora_dropout=0.0,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        ),
+        peft_config=peft_lora(),
     )
     if len(trainer.train_dataset) != len(pairs):
         raise SystemExit(f"TRL kept {len(trainer.train_dataset)} of {len(pairs)} pairs")
@@ -407,11 +403,6 @@ def side_result(side: Side, settings: Settings) -> dict[str, Any]:
 
 def goals(ours: dict[str, Any], theirs: dict[str, Any]) -> list[dict[str, Any]]:
     """adaptlab against TRL: pairs per second (wall and CPU) and the step peak."""
-
-    def goal(name: str, value: float, op: str, limit: float) -> dict[str, Any]:
-        passed = value >= limit if op == ">=" else value <= limit
-        return {"goal": name, "value": value, "op": op, "limit": limit, "pass": passed}
-
     return [
         goal(
             "pairs/s vs TRL",
@@ -432,21 +423,15 @@ def goals(ours: dict[str, Any], theirs: dict[str, Any]) -> list[dict[str, Any]]:
 # --- fake tensors -------------------------------------------------------------------------
 
 
-class _ScalarsRead(TorchDispatchMode):
+class _ScalarsRead(OpMode):
     """A fake tensor's value read as a Python number (`.item()`, `bool()`) gives 0: TRL's
     `_compute_loss` reads its logged metrics that way, and no tensor's size depends on them."""
 
-    def __torch_dispatch__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if func is torch.ops.aten._local_scalar_dense.default and isinstance(args[0], FakeTensor):
             dtype = args[0].dtype
             return False if dtype == torch.bool else 0.0 if dtype.is_floating_point else 0
-        return func(*args, **(kwargs or {}))
+        return func(*args, **kwargs)
 
 
 def dpo_batch(ids: torch.Tensor, pairs: int) -> Batch:
@@ -536,20 +521,13 @@ def fake_setups(pairs: int) -> list[Setup]:
 
     def trl_dpo(low: bool) -> Callable[[nn.Module, LiveBytes], Step]:
         def build(model: nn.Module, counter: LiveBytes) -> Step:
-            from peft import LoraConfig, get_peft_model
+            from peft import get_peft_model
             from trl import DPOTrainer
             from trl.trainer.utils import add_fused_lm_head, disable_dropout_in_model
 
             if low:  # the model loaded in bf16, as from a bf16 checkpoint with dtype "auto"
                 model.to(torch.bfloat16)
-            config = LoraConfig(
-                r=RANK,
-                lora_alpha=ALPHA,
-                lora_dropout=0.0,
-                target_modules="all-linear",
-                task_type="CAUSAL_LM",
-            )
-            adapted = get_peft_model(model, config)  # as DPOTrainer.__init__, in this order
+            adapted = get_peft_model(model, peft_lora())  # as DPOTrainer.__init__, in this order
             if low:
                 adapted.enable_input_require_grads()  # DPOTrainer, with PEFT and checkpointing
             disable_dropout_in_model(adapted)
@@ -591,16 +569,9 @@ def fake_memory(args: argparse.Namespace) -> dict[str, Any]:
     """Fake-tensor peaks on the large shape, and the real / fake check on the small one."""
     tokens = 2 * args.fake_pairs * args.fake_length
     check_tokens = 2 * args.fake_pairs * args.check_length
-    rows, checks = [], []
     setups = fake_setups(args.fake_pairs)
-    for setup in setups:
-        with _quiet():
-            row = measure(setup, args.fake_shape, tokens, fake=True)
-        rows.append(row)
-        print(f"  {setup.label}: {row['peak_bytes'] / GIB:.3f} GiB ({row['seconds']:.0f} s)")
-        with _quiet():
-            checks.append(real_fake_check(setup, args.check_shape, check_tokens))
-        gc.collect()
+    with _quiet():
+        rows, checks = fake_peaks(setups, args.fake_shape, tokens, args.check_shape, check_tokens)
     return {
         "shape": args.fake_shape,
         "shape_config": SHAPES[args.fake_shape],
@@ -693,24 +664,18 @@ def format_report(report: dict[str, Any]) -> str:
                 f"  {memory['labels'][key]:42} {row['peak_bytes'] / GIB:7.3f} "
                 f"{_above(row) / GIB:11.3f}{ratio}"
             )
-        for check in memory["checks"]:
-            lines.append(
-                f"  check {check['setup']} on {memory['check_shape']} "
-                f"@{memory['pairs']}x{memory['check_length']}: real {check['real_bytes']:,} B, "
-                f"fake {check['fake_bytes']:,} B: {'EQUAL' if check['equal'] else 'DIFFER'}"
-            )
+        where = f"{memory['check_shape']} @{memory['pairs']}x{memory['check_length']}"
+        lines += check_lines(memory["checks"], where)
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="smollm2-135m", help="built-in name or model folder")
+    parser = command_line(__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, help="pairs a step (default 8; --quick 2)")
     parser.add_argument("--steps", type=int, help="timed rounds, a step a side (20; --quick 2)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps a side first")
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument(
         "--quick", action="store_true", help="batch 2, 2 rounds, the fake part on the tiny shape"
     )
@@ -729,9 +694,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    for shape in (args.fake_shape, args.check_shape):
-        if shape and shape not in SHAPES:
-            parser.error(f"unknown shape {shape!r}; shapes: {', '.join(SHAPES)}")
+    check_shapes(parser, (args.fake_shape, args.check_shape), SHAPES)
     if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
         parser.error("--batch-size and --steps must be >= 1, --warmup >= 0")
     return args
@@ -740,17 +703,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the report, write the JSON."""
     args = parse_args(argv)
-    warnings.filterwarnings("ignore")  # TRL's and transformers' advice, printed per trainer
-    torch.set_num_threads(args.threads)
-    started = time.monotonic()
-    settings = Settings(
-        model=args.model,
-        model_folder=resolve_model(args.model).location,
-        max_length=args.max_length,
-        batch=args.batch_size,
-        warmup=args.warmup,
-        rounds=args.steps,
-    )
+    started = start(args.threads)
+    settings = Settings.of(args, args.batch_size, warmup=args.warmup, rounds=args.steps)
     measured: dict[str, Any] = {}
     if args.throughput:
         pairs = select_pairs(settings.batches * settings.batch)
@@ -761,9 +715,7 @@ def main(argv: list[str] | None = None) -> int:
         print("step memory (fake tensors):", flush=True)
         memory = fake_memory(args)
     report: dict[str, Any] = {
-        "benchmark": "dpo_throughput",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("dpo_throughput"),
         "settings": {
             "model": args.model,
             "corpus": CORPUS,
@@ -774,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
             "beta": BETA,
             "loss": "sigmoid",
             "reference": "the policy with its adapter off, computed at each step",
-            "lora": {"rank": RANK, "alpha": ALPHA, "dropout": 0.0, "targets": "every linear"},
+            "lora": LORA_SETTINGS,
             "learning_rate": LEARNING_RATE,
             "weight_decay": WEIGHT_DECAY,
             "max_grad_norm": MAX_GRAD_NORM,
@@ -785,9 +737,8 @@ def main(argv: list[str] | None = None) -> int:
         "environment": versions("torch", "transformers", "trl", "peft", "adaptlab"),
         "throughput": measured,
         "fake_memory": memory,
-        "wall_seconds": 0.0,
+        "wall_seconds": time.monotonic() - started,
     }
-    report["wall_seconds"] = time.monotonic() - started
     write_report(report, format_report(report), args.out)
     return 0
 

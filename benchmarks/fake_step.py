@@ -38,9 +38,9 @@ from typing import Any
 from unittest import mock
 
 import torch
+from tensor_bytes import OpMode
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 
 @contextlib.contextmanager
@@ -97,17 +97,10 @@ def _shape_fingerprint(real: Callable[..., str]) -> Callable[..., str]:
     return fingerprint
 
 
-class _FullMasks(TorchDispatchMode):
+class _FullMasks(OpMode):
     """Boolean indexing as when every mask is all True (see the module's docstring)."""
 
-    def __torch_dispatch__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
+    def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if func in _INDEX_PUTS or func is torch.ops.aten.index.Tensor:
             target, indices = args[0], args[1]
             if len(indices) == 1 and indices[0] is not None and indices[0].dtype == torch.bool:

@@ -46,10 +46,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
-import json
+import gc
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -58,7 +56,7 @@ from typing import Any
 import torch
 from fake_step import fake_step
 from large_model_setups import REAL_SHAPES, SETUPS, SHAPES, Setup, llama
-from report_file import versions
+from report_file import heading, versions, write_report
 from tensor_bytes import LiveBytes
 
 OUT = Path(__file__).resolve().parent / "results" / "large_model_memory.json"
@@ -117,6 +115,30 @@ def real_fake_check(setup: Setup, shape: str, tokens: int) -> dict[str, Any]:
         "equal": real["peak_bytes"] == faked["peak_bytes"]
         and real["start_bytes"] == faked["start_bytes"],
     }
+
+
+def fake_peaks(
+    setups: list[Setup], shape: str, tokens: int, check_shape: str, check_tokens: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each setup's row on fake tensors at `shape` and `tokens`, and its `real_fake_check` at
+    `check_shape` and `check_tokens`: the rows and the checks."""
+    rows, checks = [], []
+    for setup in setups:
+        row = measure(setup, shape, tokens, fake=True)
+        rows.append(row)
+        print(f"  {setup.label}: {row['peak_bytes'] / GIB:.3f} GiB ({row['seconds']:.0f} s)")
+        checks.append(real_fake_check(setup, check_shape, check_tokens))
+        gc.collect()
+    return rows, checks
+
+
+def check_lines(checks: list[dict[str, Any]], where: str) -> list[str]:
+    """A report line for each `real_fake_check` in `checks`, all made `where`."""
+    return [
+        f"  check {check['setup']} on {where}: real {check['real_bytes']:,} B, "
+        f"fake {check['fake_bytes']:,} B: {'EQUAL' if check['equal'] else 'DIFFER'}"
+        for check in checks
+    ]
 
 
 def step_seconds(setups: list[Setup], shape: str, tokens: int, steps: int) -> dict[str, float]:
@@ -324,9 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = step_seconds(timed, args.check_shape, args.check_tokens, args.time_steps)
         step_time = {"where": where, "seconds": seconds, "ratio": seconds["d"] / seconds["b"]}
     report = {
-        "benchmark": "large_model_memory",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("large_model_memory"),
         "settings": {
             "shapes": args.shapes,
             "shape_configs": {s: SHAPES[s] for s in args.shapes},
@@ -349,12 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "goals": make_goals(rows, fits, args.fit_shape or args.shapes[0]),
         "wall_seconds": time.monotonic() - started,
     }
-    text = format_report(report, setups, rows)
-    report["table"] = text
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_report(report, format_report(report, setups, rows), args.out)
     return 0
 
 

@@ -11,10 +11,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -22,7 +19,7 @@ from typing import Any
 
 import torch
 from large_model_setups import SETUPS, SHAPES, Setup, llama
-from report_file import versions
+from report_file import heading, versions, write_json
 from tensor_bytes import LiveBytes
 
 OUT = Path(__file__).resolve().parent / "results" / "large_model_memory_cuda.json"
@@ -89,18 +86,14 @@ def main(argv: list[str] | None = None) -> int:
                 peak = "OOM" if shown["peak_bytes"] is None else f"{shown['peak_bytes'] / GIB:.3f}"
                 print(f"{shape:16} ({setup.key}) {tokens:>6} tok  {peak:>8} GiB", flush=True)
     report = {
-        "benchmark": "large_model_memory_cuda",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        **heading("large_model_memory_cuda"),
         "device": torch.cuda.get_device_name(0),
-        "command": [Path(sys.executable).name, *sys.argv],
         "shape_configs": {s: SHAPES[s] for s in shapes},
         "setups": {s.key: s.label for s in setups},
         "environment": versions("torch", "transformers", "peft", "bitsandbytes"),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(report, args.out, indent=1)
     return 0
 
 

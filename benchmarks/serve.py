@@ -38,7 +38,6 @@ import asyncio
 import datetime as dt
 import json
 import os
-import platform
 import random
 import shutil
 import socket
@@ -47,8 +46,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ import httpx
 import numpy as np
 import psutil
 import torch
+from report_file import machine, write_json
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "serve.json"
@@ -66,6 +67,24 @@ ADAPTERS = tuple(f"rt-lora-{seed}" for seed in range(5))
 CONCURRENCY = (1, 8, 32)
 CLI = [sys.executable, "-c", "from adaptlab.cli.app import main; main()"]
 TARGETS = {"mixed_over_single": 0.8, "memory_over_one": 1.1, "adaptlab_over_peft": 1.0}
+
+Drive = Callable[
+    [str, tuple[str, ...], list[str], int, float, int], Coroutine[Any, Any, dict[str, Any]]
+]
+"""Clients driving a server (url, adapters, texts, clients, seconds, seed) and what they did."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """What a cell's rate counts: `counted` (a key of a drive's result) per second, reported as
+    `key` and printed in `unit`."""
+
+    key: str
+    counted: str
+    unit: str
+
+
+REQUESTS = Rate("throughput_rps", "requests", "req/s")
 
 
 def parse_args() -> argparse.Namespace:
@@ -159,25 +178,36 @@ async def drive(
     return {"requests": len(latencies), "seconds": elapsed, "failures": failures, "lat": latencies}
 
 
-def http_cells(url: str, texts: list[str], seconds: float, rounds: int) -> list[dict[str, Any]]:
-    """Throughput and latency for each concurrency, one adapter and five mixed."""
+def http_cells(
+    drive: Drive,
+    url: str,
+    adapters: tuple[str, ...],
+    texts: list[str],
+    seconds: float,
+    rounds: int,
+    rate: Rate,
+) -> list[dict[str, Any]]:
+    """For each concurrency, `rounds` runs of `drive` to the first of `adapters` ("single") and
+    to all of them at random ("mixed"), which goes first alternating: the median rate over the
+    rounds, each round's, and the latency over every request."""
     rows = []
     for clients in CONCURRENCY:
         runs: dict[str, list[dict[str, Any]]] = {"single": [], "mixed": []}
         for round_index in range(rounds):
             order = ("single", "mixed") if round_index % 2 == 0 else ("mixed", "single")
             for scenario in order:
-                adapters = ADAPTERS[:1] if scenario == "single" else ADAPTERS
-                run = asyncio.run(drive(url, adapters, texts, clients, seconds, round_index))
+                named = adapters[:1] if scenario == "single" else adapters
+                run = asyncio.run(drive(url, named, texts, clients, seconds, round_index))
                 runs[scenario].append(run)
         for scenario, done in runs.items():
             latencies = np.array([x for run in done for x in run["lat"]]) * 1000
+            rates = [r[rate.counted] / r["seconds"] for r in done]
             row = {
                 "clients": clients,
-                "adapters": 1 if scenario == "single" else len(ADAPTERS),
+                "adapters": 1 if scenario == "single" else len(adapters),
                 "scenario": scenario,
-                "throughput_rps": statistics.median(r["requests"] / r["seconds"] for r in done),
-                "throughput_rps_rounds": [round(r["requests"] / r["seconds"], 2) for r in done],
+                rate.key: statistics.median(rates),
+                f"{rate.key}_rounds": [round(r, 2) for r in rates],
                 "p50_ms": float(np.percentile(latencies, 50)),
                 "p99_ms": float(np.percentile(latencies, 99)),
                 "requests": int(latencies.size),
@@ -185,11 +215,65 @@ def http_cells(url: str, texts: list[str], seconds: float, rounds: int) -> list[
             }
             rows.append(row)
             print(
-                f"  {clients:>2} clients {scenario:<6} {row['throughput_rps']:7.1f} req/s  "
+                f"  {clients:>2} clients {scenario:<6} {row[rate.key]:7.1f} {rate.unit}  "
                 f"p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms",
                 flush=True,
             )
     return rows
+
+
+def heading(benchmark: str, started: float) -> dict[str, Any]:
+    """A result's first fields: the benchmark, when and how it ran, and its seconds since
+    `started` (`time.perf_counter()`)."""
+    return {
+        "benchmark": benchmark,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": f"python benchmarks/{benchmark}.py " + " ".join(sys.argv[1:]),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def mixed_over_single(cells: list[dict[str, Any]], rate: Rate) -> dict[int, float]:
+    """For each concurrency, the mixed cell's rate over the single one's."""
+    by_cell = {(r["clients"], r["scenario"]): r[rate.key] for r in cells}
+    return {c: by_cell[(c, "mixed")] / by_cell[(c, "single")] for c in CONCURRENCY}
+
+
+def ratio_check(ratios: dict[int, float], target: float) -> dict[str, Any]:
+    """Whether every ratio of `ratios` reaches `target`."""
+    return {
+        "target": f">= {target}",
+        "values": {str(c): round(r, 3) for c, r in ratios.items()},
+        "met": all(r >= target for r in ratios.values()),
+    }
+
+
+@contextmanager
+def one_adapter_registry(registry: Path, name: str) -> Iterator[Path]:
+    """A registry holding a copy of `registry`'s adapter `name` alone, removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        one = Path(tmp) / "registry"
+        one.mkdir()
+        shutil.copytree(registry / name, one / name)
+        yield one
+
+
+def waves(
+    url: str, path: str, body: Callable[[], dict[str, Any]], count: int, timeout: float
+) -> None:
+    """`count` waves of 32 concurrent posts to `path`, each with a `body()`, all answered
+    (within `timeout` seconds each)."""
+
+    async def send() -> None:
+        async with httpx.AsyncClient(timeout=timeout) as http:
+            for _ in range(count):
+                bodies = [body() for _ in range(32)]
+                answers = await asyncio.gather(
+                    *(http.post(f"{url}{path}", json=made) for made in bodies)
+                )
+                assert all(a.status_code == 200 for a in answers)
+
+    asyncio.run(send())
 
 
 def memory_of(pid: int) -> dict[str, float]:
@@ -205,19 +289,10 @@ def warm(url: str, adapters: tuple[str, ...], texts: list[str]) -> None:
         response.raise_for_status()
     pick_text, pick_adapter = random.Random(7), random.Random(8)
 
-    async def waves() -> None:
-        async with httpx.AsyncClient(timeout=120) as http:
-            for _ in range(10):
-                bodies = [
-                    {"adapter": pick_adapter.choice(adapters), "texts": [pick_text.choice(texts)]}
-                    for _ in range(32)
-                ]
-                answers = await asyncio.gather(
-                    *(http.post(f"{url}/predict", json=body) for body in bodies)
-                )
-                assert all(a.status_code == 200 for a in answers)
+    def request_body() -> dict[str, Any]:
+        return {"adapter": pick_adapter.choice(adapters), "texts": [pick_text.choice(texts)]}
 
-    asyncio.run(waves())
+    waves(url, "/predict", request_body, 10, timeout=120)
 
 
 def memory_rows(
@@ -229,13 +304,12 @@ def memory_rows(
     wait: float,
 ) -> dict[str, Any]:
     """One-adapter server memory after the same warm-up; five adapters' against it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        one_registry = Path(tmp) / "registry"
-        one_registry.mkdir()
-        shutil.copytree(registry / ADAPTERS[0], one_registry / ADAPTERS[0])
-        with server(one_registry, threads, wait) as (url, pid):
-            warm(url, ADAPTERS[:1], texts)
-            one = memory_of(pid)
+    with (
+        one_adapter_registry(registry, ADAPTERS[0]) as one_registry,
+        server(one_registry, threads, wait) as (url, pid),
+    ):
+        warm(url, ADAPTERS[:1], texts)
+        one = memory_of(pid)
     return {
         "one_adapter_process": one,
         "five_adapter_server": five,
@@ -363,7 +437,7 @@ def main() -> None:
     with server(args.adapters, args.threads, args.max_wait_ms) as (url, pid):
         warm(url, ADAPTERS, texts)  # type: ignore[arg-type]
         five = memory_of(pid)
-        cells = http_cells(url, texts, args.seconds, args.rounds)  # type: ignore[arg-type]
+        cells = http_cells(drive, url, ADAPTERS, texts, args.seconds, args.rounds, REQUESTS)  # type: ignore[arg-type]
         five_after = memory_of(pid)
         loaded = httpx.get(f"{url}/health").json()["loaded"]
     assert loaded == len(ADAPTERS)
@@ -372,17 +446,9 @@ def main() -> None:
     print("against PEFT (in process, mixed batches of 32)", flush=True)
     peft = peft_comparison(args.adapters, texts, args.peft_batches)  # type: ignore[arg-type]
 
-    by_cell = {(r["clients"], r["scenario"]): r for r in cells}
-    ratios = {
-        c: by_cell[(c, "mixed")]["throughput_rps"] / by_cell[(c, "single")]["throughput_rps"]
-        for c in CONCURRENCY
-    }
+    ratios = mixed_over_single(cells, REQUESTS)
     checks = {
-        "mixed_over_single": {
-            "target": f">= {TARGETS['mixed_over_single']}",
-            "values": {str(c): round(r, 3) for c, r in ratios.items()},
-            "met": all(r >= TARGETS["mixed_over_single"] for r in ratios.values()),
-        },
+        "mixed_over_single": ratio_check(ratios, TARGETS["mixed_over_single"]),
         "memory_five_over_one": {
             "target": f"<= {TARGETS['memory_over_one']}",
             "value_rss": round(memory["five_over_one_rss"], 3),
@@ -398,10 +464,7 @@ def main() -> None:
         "same_logits_as_peft": peft["max_abs_logit_difference"] < 1e-4,
     }
     result = {
-        "benchmark": "serve",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": "python benchmarks/serve.py " + " ".join(sys.argv[1:]),
-        "wall_seconds": round(time.perf_counter() - started, 1),
+        **heading("serve", started),
         "settings": {
             "model": MODEL,
             "adapters": list(ADAPTERS),
@@ -413,22 +476,14 @@ def main() -> None:
             "server": f"--max-batch 32 --max-wait-ms {args.max_wait_ms}",
             "texts_per_request": 1,
         },
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpu_count": os.cpu_count(),
-            "load_average_before": load_before,
-            "load_average_after": os.getloadavg(),
-        },
+        "machine": machine(load_before),
         "http": cells,
         "memory": memory,
         "peft": peft,
         "checks": checks,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(format_table(result))
-    print(f"wrote {args.out}")
+    write_json(result, args.out)
 
 
 def format_table(result: dict[str, Any]) -> str:

@@ -30,30 +30,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import os
-import platform
 import random
-import shutil
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
+import serve
 import torch
-from serve import memory_of, server
+from report_file import machine, write_json
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "serve_generate.json"
 DEFAULT_ADAPTERS = BENCH_DIR.parent / "runs" / "serve-generate-bench"
 MODEL = "smollm2-135m"
 ADAPTERS = tuple(f"lm-lora-{seed}" for seed in range(4))
-CONCURRENCY = (1, 8, 32)
+TOKENS = serve.Rate("tokens_per_second", "tokens", "tokens/s")
 TARGETS = {"mixed_over_single": 0.8, "memory_four_over_one": 1.2}
 
 
@@ -126,41 +121,6 @@ MAX: dict[str, int] = {}
 """The `max_tokens` every request asks for (set from --max-tokens)."""
 
 
-def http_cells(url: str, texts: list[str], seconds: float, rounds: int) -> list[dict[str, Any]]:
-    """Tokens per second and latency for each concurrency, one adapter and four mixed."""
-    rows = []
-    for clients in CONCURRENCY:
-        runs: dict[str, list[dict[str, Any]]] = {"single": [], "mixed": []}
-        for index in range(rounds):
-            order = ("single", "mixed") if index % 2 == 0 else ("mixed", "single")
-            for scenario in order:
-                models = ADAPTERS[:1] if scenario == "single" else ADAPTERS
-                runs[scenario].append(
-                    asyncio.run(drive(url, models, texts, clients, seconds, index))
-                )
-        for scenario, done in runs.items():
-            latencies = np.array([x for run in done for x in run["lat"]]) * 1000
-            rates = [r["tokens"] / r["seconds"] for r in done]
-            row = {
-                "clients": clients,
-                "adapters": 1 if scenario == "single" else len(ADAPTERS),
-                "scenario": scenario,
-                "tokens_per_second": statistics.median(rates),
-                "tokens_per_second_rounds": [round(r, 2) for r in rates],
-                "p50_ms": float(np.percentile(latencies, 50)),
-                "p99_ms": float(np.percentile(latencies, 99)),
-                "requests": int(latencies.size),
-                "failures": sum(r["failures"] for r in done),
-            }
-            rows.append(row)
-            print(
-                f"  {clients:>2} clients {scenario:<6} {row['tokens_per_second']:7.1f} tokens/s  "
-                f"p50 {row['p50_ms']:8.1f} ms  p99 {row['p99_ms']:8.1f} ms",
-                flush=True,
-            )
-    return rows
-
-
 def warm(url: str, models: tuple[str, ...], texts: list[str]) -> None:
     """Every model once, then 4 waves of 32 concurrent completions (the same prompts on any
     server; only the models named differ), so memory compares."""
@@ -169,35 +129,25 @@ def warm(url: str, models: tuple[str, ...], texts: list[str]) -> None:
         httpx.post(f"{url}/v1/completions", json=body, timeout=600).raise_for_status()
     pick_text, pick_model = random.Random(7), random.Random(8)
 
-    async def waves() -> None:
-        async with httpx.AsyncClient(timeout=600) as http:
-            for _ in range(4):
-                bodies = [
-                    {"model": pick_model.choice(models), "prompt": pick_text.choice(texts), **MAX}
-                    for _ in range(32)
-                ]
-                answers = await asyncio.gather(
-                    *(http.post(f"{url}/v1/completions", json=body) for body in bodies)
-                )
-                assert all(a.status_code == 200 for a in answers)
+    def request_body() -> dict[str, Any]:
+        return {"model": pick_model.choice(models), "prompt": pick_text.choice(texts), **MAX}
 
-    asyncio.run(waves())
+    serve.waves(url, "/v1/completions", request_body, 4, timeout=600)
 
 
 def one_adapter_memory(registry: Path, texts: list[str], threads: int) -> dict[str, float]:
     """A server holding one adapter, after the same warm-up."""
-    with tempfile.TemporaryDirectory() as tmp:
-        one = Path(tmp) / "registry"
-        one.mkdir()
-        shutil.copytree(registry / ADAPTERS[0], one / ADAPTERS[0])
-        with server_on(one, threads) as (url, pid):
-            warm(url, ADAPTERS[:1], texts)
-            return memory_of(pid)
+    with (
+        serve.one_adapter_registry(registry, ADAPTERS[0]) as one,
+        server_on(one, threads) as (url, pid),
+    ):
+        warm(url, ADAPTERS[:1], texts)
+        return serve.memory_of(pid)
 
 
 def server_on(registry: Path, threads: int) -> Any:
     """The benchmark's server: `adaptlab serve` on SmolLM2 with `registry`."""
-    return server(registry, threads, 5.0, model=MODEL)
+    return serve.server(registry, threads, 5.0, model=MODEL)
 
 
 def tensor_bytes(registry: Path) -> dict[str, int]:
@@ -288,16 +238,15 @@ def main() -> None:
     print("HTTP (adaptlab serve, /v1/completions)", flush=True)
     with server_on(args.adapters, args.threads) as (url, pid):
         warm(url, ADAPTERS, texts)
-        four = memory_of(pid)
-        cells = http_cells(url, texts, args.seconds, args.rounds)
-        four_after = memory_of(pid)
+        four = serve.memory_of(pid)
+        cells = serve.http_cells(drive, url, ADAPTERS, texts, args.seconds, args.rounds, TOKENS)
+        four_after = serve.memory_of(pid)
     print("memory", flush=True)
     one = one_adapter_memory(args.adapters, texts, args.threads)
     tensors = tensor_bytes(args.adapters)
     print("one forward or four (in process)", flush=True)
     forwards = one_forward_or_four(args.adapters)
-    by_cell = {(r["clients"], r["scenario"]): r["tokens_per_second"] for r in cells}
-    ratios = {c: by_cell[(c, "mixed")] / by_cell[(c, "single")] for c in CONCURRENCY}
+    ratios = serve.mixed_over_single(cells, TOKENS)
     memory = {
         "one_adapter_server": one,
         "four_adapter_server": four,
@@ -309,11 +258,7 @@ def main() -> None:
         "four_over_one_tensor_bytes": tensors["4_adapters"] / tensors["1_adapters"],
     }
     checks = {
-        "mixed_over_single": {
-            "target": f">= {TARGETS['mixed_over_single']}",
-            "values": {str(c): round(r, 3) for c, r in ratios.items()},
-            "met": all(r >= TARGETS["mixed_over_single"] for r in ratios.values()),
-        },
+        "mixed_over_single": serve.ratio_check(ratios, TARGETS["mixed_over_single"]),
         "memory_four_over_one": {
             "target": f"<= {TARGETS['memory_four_over_one']}",
             "value_rss": round(memory["four_over_one_rss"], 3),
@@ -324,10 +269,7 @@ def main() -> None:
         "no_failed_requests": sum(r["failures"] for r in cells) == 0,
     }
     result = {
-        "benchmark": "serve_generate",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": "python benchmarks/serve_generate.py " + " ".join(sys.argv[1:]),
-        "wall_seconds": round(time.perf_counter() - started, 1),
+        **serve.heading("serve_generate", started),
         "settings": {
             "model": MODEL,
             "adapters": list(ADAPTERS),
@@ -340,23 +282,15 @@ def main() -> None:
             "torch_threads_per_process": args.threads,
             "server": "--max-batch 32 --max-wait-ms 5",
         },
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpu_count": os.cpu_count(),
-            "load_average_before": load_before,
-            "load_average_after": os.getloadavg(),
-        },
+        "machine": machine(load_before),
         "http": cells,
         "mixed_over_single": {str(c): r for c, r in ratios.items()},
         "memory": memory,
         "one_forward_or_four": forwards,
         "checks": checks,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(checks, indent=2))
-    print(f"written to {args.out}")
+    write_json(result, args.out)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from step_memory import events_peak
 from torch.profiler import ProfilerActivity, profile
+from trl_comparison import ALL_LINEAR, ALPHA, RANK, SEED, SharedSettings, peft_lora
 
 from adaptlab.data.generative import Conversation, GenerativeExample, PromptCompletion
 from adaptlab.data.generative_encoding import EncodedExample, GenerativeEncoder
@@ -40,11 +41,7 @@ from adaptlab.records.spec import RunSpec
 from adaptlab.runs.preparers import prepare_run
 from adaptlab.tasks.registry import LABELLED, run_task
 
-RANK, ALPHA = 16, 32.0
 LEARNING_RATE = 2e-4
-SEED = 0
-ALL_LINEAR = ["query", "key", "value", "attention_out", "ffn_in", "ffn_out"]
-"""adaptlab's LoRA targets for every linear layer of a block (ffn_in: gate and up)."""
 
 CHATML = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
@@ -75,13 +72,9 @@ CORPORA: dict[str, tuple[str, str]] = {
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(SharedSettings):
     """What both routes share: the model, the length, the batch, the steps."""
 
-    model: str
-    model_folder: str
-    max_length: int
-    batch: int
     timed_steps: int
 
     @property
@@ -276,7 +269,6 @@ def trl_route(
     """`SFTTrainer` + PEFT LoRA over the workload, packed or padded, in adaptlab's order
     (`order`: adaptlab's rows, step by step), measured."""
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
@@ -335,13 +327,7 @@ def trl_route(
             args=config,
             train_dataset=Dataset.from_list([record(e) for e in workload.examples]),
             processing_class=tokenizer,
-            peft_config=LoraConfig(
-                r=RANK,
-                lora_alpha=ALPHA,
-                lora_dropout=0.0,
-                target_modules="all-linear",
-                task_type="CAUSAL_LM",
-            ),
+            peft_config=peft_lora(),
             callbacks=[Steps()],
         )
         prepared = trainer.train_dataset

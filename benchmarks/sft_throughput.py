@@ -50,34 +50,30 @@ Usage (from the repository root; about 15 minutes on 2 busy cores, `--quick` abo
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
-import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
-from large_model_memory import measure, real_fake_check
+from large_model_memory import check_lines, fake_peaks
 from large_model_setups import SHAPES, Setup, Step
-from report_file import versions, write_report
-from sft_routes import (
-    ALL_LINEAR,
-    ALPHA,
-    CORPORA,
-    LEARNING_RATE,
-    RANK,
-    Settings,
-    adaptlab_route,
-    select,
-    trl_route,
-)
+from report_file import goal, heading, versions, write_report
+from sft_routes import CORPORA, LEARNING_RATE, Settings, adaptlab_route, select, trl_route
 from tensor_bytes import LiveBytes
 from torch import nn
+from trl_comparison import (
+    ALL_LINEAR,
+    ALPHA,
+    LORA_SETTINGS,
+    RANK,
+    check_shapes,
+    command_line,
+    peft_lora,
+    start,
+)
 
 from adaptlab.models.loading import load_tokenizer
-from adaptlab.models.resolve import resolve_model
 
 OUT = Path(__file__).resolve().parent / "results" / "sft_throughput.json"
 MB, GIB = 1e6, 1024**3
@@ -102,16 +98,9 @@ def packed_inputs(ids: torch.Tensor, examples: int) -> dict[str, torch.Tensor]:
 
 def _peft(model: nn.Module) -> nn.Module:
     """PEFT LoRA on every linear layer, as the TRL route configures it."""
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
 
-    config = LoraConfig(
-        r=RANK,
-        lora_alpha=ALPHA,
-        lora_dropout=0.0,
-        target_modules="all-linear",
-        task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, config)
+    return get_peft_model(model, peft_lora())
 
 
 def fake_setups(examples: int) -> list[Setup]:
@@ -170,14 +159,10 @@ def fake_setups(examples: int) -> list[Setup]:
 
 def loss_memory(args: argparse.Namespace) -> dict[str, Any]:
     """Fake-tensor peaks on the large shape, and the real / fake check on the small one."""
-    rows, checks = [], []
     setups = fake_setups(args.fake_examples)
-    for setup in setups:
-        row = measure(setup, args.fake_shape, args.fake_tokens, fake=True)
-        rows.append(row)
-        print(f"  {setup.label}: {row['peak_bytes'] / GIB:.3f} GiB ({row['seconds']:.0f} s)")
-        checks.append(real_fake_check(setup, args.check_shape, args.check_tokens))
-        gc.collect()
+    rows, checks = fake_peaks(
+        setups, args.fake_shape, args.fake_tokens, args.check_shape, args.check_tokens
+    )
     return {
         "shape": args.fake_shape,
         "shape_config": SHAPES[args.fake_shape],
@@ -236,11 +221,6 @@ def goals(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     per CPU-second, which waiting for a busy CPU does not change), and the step peak against
     TRL packed, whose profiled step trains the same rows (a padded step holds other examples)."""
     ours, theirs = results[0], results[1:]
-
-    def goal(name: str, value: float, op: str, limit: float) -> dict[str, Any]:
-        passed = value >= limit if op == ">=" else value <= limit
-        return {"goal": name, "value": value, "op": op, "limit": limit, "pass": passed}
-
     made = []
     for key, what in (
         ("target_tokens_per_second", "target tokens/s"),
@@ -307,25 +287,19 @@ def format_report(report: dict[str, Any]) -> str:
                 f"  {memory['labels'][key]:40} {row['peak_bytes'] / GIB:8.3f}   "
                 f"adaptlab / this: {base / row['peak_bytes']:.3f}"
             )
-        for check in memory["checks"]:
-            lines.append(
-                f"  check {check['setup']} on {memory['check_shape']} @{memory['check_tokens']}: "
-                f"real {check['real_bytes']:,} B, fake {check['fake_bytes']:,} B: "
-                f"{'EQUAL' if check['equal'] else 'DIFFER'}"
-            )
+        where = f"{memory['check_shape']} @{memory['check_tokens']}"
+        lines += check_lines(memory["checks"], where)
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="smollm2-135m", help="built-in name or model folder")
+    parser = command_line(__doc__.splitlines()[0])
     parser.add_argument("--corpora", default=",".join(CORPORA), help="comma-separated")
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--batch", type=int, default=2, help="rows or examples a step")
     parser.add_argument("--steps", type=int, default=3, help="timed steps of each route")
     parser.add_argument("--quick", action="store_true", help="batch 1, 1 timed step")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--fake-shape", default="tinyllama-1.1b", help="'' skips the fake part")
     parser.add_argument("--fake-tokens", type=int, default=2048)
     parser.add_argument("--fake-examples", type=int, default=4)
@@ -339,39 +313,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [c for c in args.corpora if c not in CORPORA]
     if unknown:
         parser.error(f"unknown corpus {unknown[0]!r}; corpora: {', '.join(CORPORA)}")
-    for shape in (args.fake_shape, args.check_shape):
-        if shape and shape not in SHAPES:
-            parser.error(f"unknown shape {shape!r}; shapes: {', '.join(SHAPES)}")
+    check_shapes(parser, (args.fake_shape, args.check_shape), SHAPES)
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the report, write the JSON."""
     args = parse_args(argv)
-    warnings.filterwarnings("ignore")  # TRL's and transformers' advice, printed per trainer
-    torch.set_num_threads(args.threads)
-    started = time.monotonic()
-    settings = Settings(
-        model=args.model,
-        model_folder=resolve_model(args.model).location,
-        max_length=args.max_length,
-        batch=args.batch,
-        timed_steps=args.steps,
-    )
+    started = start(args.threads)
+    settings = Settings.of(args, args.batch, timed_steps=args.steps)
     corpora = throughput(args, settings)
     print("loss memory (fake tensors):", flush=True)
     memory = loss_memory(args) if args.fake_shape else {}
     report: dict[str, Any] = {
-        "benchmark": "sft_throughput",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("sft_throughput"),
         "settings": {
             "model": args.model,
             "max_length": args.max_length,
             "batch": args.batch,
             "timed_steps": args.steps,
             "steps_per_route": args.steps + 2,
-            "lora": {"rank": RANK, "alpha": ALPHA, "dropout": 0.0, "targets": "every linear"},
+            "lora": LORA_SETTINGS,
             "learning_rate": LEARNING_RATE,
             "precision": "fp32",
             "gradient_checkpointing": False,
@@ -381,9 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         "environment": versions("torch", "transformers", "trl", "peft", "adaptlab"),
         "corpora": corpora,
         "loss_memory": memory,
-        "wall_seconds": 0.0,
+        "wall_seconds": time.monotonic() - started,
     }
-    report["wall_seconds"] = time.monotonic() - started
     write_report(report, format_report(report), args.out)
     return 0
 

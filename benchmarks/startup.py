@@ -19,8 +19,6 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
 import platform
 import statistics
@@ -32,6 +30,7 @@ from typing import Any
 
 from methods_step import wait_for_quiet
 from previous import previous_sources
+from report_file import heading, write_json
 from step_harness import system_busy_seconds
 from step_worker import set_priority
 
@@ -153,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"{table}\n{target}")
     report = {
-        "benchmark": "startup",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("startup"),
         "settings": {**vars(args), "out": str(args.out)},
         "machine": {
             "platform": platform.platform(),
@@ -179,9 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         ],  # fmt: skip
         "table": f"{table}\n{target}",
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1, default=str))
-    print(f"wrote {args.out}")
+    write_json(report, args.out, indent=1)
     return 0
 
 

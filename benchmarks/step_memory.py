@@ -24,15 +24,12 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import methods_step
 import torch
-from report_file import versions
+from report_file import heading, versions, write_json
 from step_harness import configure_threads, make_batch
 from step_worker import SETUPS, load_model
 from torch import nn
@@ -138,16 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("\n".join(lines))
     report = {
-        "benchmark": "step_memory",
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.executable).name, *sys.argv],
+        **heading("step_memory"),
         "settings": {"batch_size": 16, "seq_len": 128, "seed": 0, "threads": 1},
         "environment": versions("torch", "transformers", "peft"),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(report, args.out)
     return 0
 
 

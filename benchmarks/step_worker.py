@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,22 +174,12 @@ def setup_adapters(model: nn.Module, method: str, options: dict[str, Any]) -> Se
     with_heads: Any = model  # adapters.init adds these methods to the model at run time
     with_heads.add_adapter("houlsby", config=config)
     with_heads.train_adapter("houlsby")
-    default_trainable, _ = count_parameters(model)
-    extra: list[str] = []
-    if options.get("match_trainable"):
-        for name, module in model.named_modules():
-            is_norm = isinstance(module, nn.LayerNorm) and ".adapters." not in f".{name}."
-            is_head = name in ("bert.pooler", "classifier")
-            if is_norm or is_head:
-                module.requires_grad_(True)
-                extra.append(name)
-    return model, {
-        "library": f"adapters {adapters.__version__}",
-        "peer_default_trainable": default_trainable,
-        "extra_trainable": extra,
-        "active_adapters": str(with_heads.active_adapters),
-        "adapter_config": config.to_dict(),
-    }
+
+    def norm_or_head(name: str, module: nn.Module) -> bool:
+        is_norm = isinstance(module, nn.LayerNorm) and ".adapters." not in f".{name}."
+        return is_norm or name in HEAD
+
+    return _adapters_setup(model, config, norm_or_head if options.get("match_trainable") else None)
 
 
 def _setup_adapters_fuse(model: nn.Module, options: dict[str, Any]) -> Setup:
@@ -207,11 +198,30 @@ def _setup_adapters_fuse(model: nn.Module, options: dict[str, Any]) -> Setup:
     fuse = Fuse(*names)
     with_heads.add_adapter_fusion(fuse)
     with_heads.train_adapter_fusion(fuse)
+
+    def head(name: str, module: nn.Module) -> bool:
+        return name in HEAD
+
+    return _adapters_setup(model, config, head if options.get("match_trainable") else None)
+
+
+HEAD = ("bert.pooler", "classifier")
+"""The modules of the classification head (pooler, classifier)."""
+
+
+def _adapters_setup(
+    model: nn.Module, config: Any, also_train: Callable[[str, nn.Module], bool] | None
+) -> Setup:
+    """The model `adapters` set up with `config`, the modules `also_train` picks (if given)
+    trained too, and what the run records of it."""
+    import adapters
+
+    with_heads: Any = model  # adapters.init adds these methods to the model at run time
     default_trainable, _ = count_parameters(model)
     extra: list[str] = []
-    if options.get("match_trainable"):
+    if also_train is not None:
         for name, module in model.named_modules():
-            if name in ("bert.pooler", "classifier"):
+            if also_train(name, module):
                 module.requires_grad_(True)
                 extra.append(name)
     return model, {

@@ -10,6 +10,8 @@ same code counts a step that was never computed. What kernels allocate inside th
 Storages created while `on_host()` is active are counted apart (`host`): the benchmark marks
 copies that activation offloading moves to host memory that way, so `live` is what stays on
 the accelerator.
+
+`OpMode`, the base of `LiveBytes`, is the dispatch mode the benchmarks' other modes build on.
 """
 
 from __future__ import annotations
@@ -24,7 +26,24 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 
-class LiveBytes(TorchDispatchMode):
+class OpMode(TorchDispatchMode):
+    """A dispatch mode whose `run` sees every op, with its arguments and keyword arguments."""
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        return self.run(func, args, kwargs or {})
+
+    def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What the op `func` called with `args` and `kwargs` returns here: its own result."""
+        return func(*args, **kwargs)
+
+
+class LiveBytes(OpMode):
     """Running total and peak of the bytes of live storages (accelerator side) and of those
     marked as host copies; enter it before anything to count is made."""
 
@@ -59,14 +78,8 @@ class LiveBytes(TorchDispatchMode):
         entry = self._sizes.get(id(tensor.untyped_storage()))
         return entry is not None and entry[1]
 
-    def __torch_dispatch__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        out = func(*args, **(kwargs or {}))
+    def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
         self._op = str(func)
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import random
 import shutil
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,12 +18,14 @@ from pathlib import Path
 import pytest
 
 from adaptlab.cli.app import main
+from adaptlab.engine.training_checkpoint import STATE, checkpoint_folder
 from adaptlab.records.config import TrainConfig
 from adaptlab.runs.run import RunSpec, execute
 
 WORDS = {"fresh": ["great", "lovely", "superb", "fun"], "rotten": ["dull", "awful", "bad"]}
 
 Snapshot = dict[str, tuple[str, str]]
+RUN_FILES = ["adapter", "metrics.json", "splits.json", "train.log"]
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -42,6 +47,25 @@ def refused(args: list[str], capsys: pytest.CaptureFixture[str], *needles: str) 
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+def killed_at_checkpoint(args: list[str], out: Path, step: int) -> None:
+    """`adaptlab ARGS --out OUT` in a child process checkpointing every step, killed once its
+    checkpoint reaches `step`: OUT is not written, only its checkpoint."""
+    options = ["--out", str(out), "--checkpoint-every", "1"]
+    command = [sys.executable, "-m", "adaptlab", *args, *options]
+    run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = checkpoint_folder(out) / STATE
+    try:
+        deadline = time.monotonic() + 180
+        while not state.exists() or json.loads(state.read_text())["position"]["step"] < step:
+            assert time.monotonic() < deadline and run.poll() is None, "no checkpoint"
+            time.sleep(0.05)
+        run.kill()
+        run.wait(timeout=30)
+    finally:
+        run.kill()
+    assert not out.exists()
 
 
 def snapshot(folder: Path) -> Snapshot:

@@ -3,7 +3,9 @@ the fixtures several test modules share."""
 
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,34 @@ def pytest_configure(config: pytest.Config) -> None:
             f"ADAPTLAB_REQUIRE_EXTRAS=1 but {', '.join(missing)} cannot be imported: install "
             "the extras (make setup) so that the serve tests run instead of skipping"
         )
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """One torch thread for a whole test module (`pytestmark = usefixtures(...)`)."""
+    from study_helpers import one_thread
+
+    with one_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray of two CPUs for the test module (skips where Ray is not installed)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def feature_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """adaptlab's cache (ADAPTLAB_CACHE) in the test's `tmp_path`: its folder."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ADAPTLAB_CACHE", str(cache))
+    return cache
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +93,15 @@ def decoder(tmp_path_factory: pytest.TempPathFactory) -> str:
     from generative_helpers import tiny_decoder
 
     return tiny_decoder(tmp_path_factory.mktemp("decoder"))
+
+
+@pytest.fixture(scope="module")
+def url(service: Any) -> Iterator[str]:
+    """The test module's `service` fixture served with uvicorn on a free local port: its base
+    URL."""
+    from serve_helpers import running
+
+    from adaptlab.serve import create_app
+
+    with running(create_app(service)) as base_url:
+        yield base_url

@@ -3,9 +3,12 @@ texts with an EOS token and renders chats, and small prompt -> completion and ch
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
+from typing import Any
 
+import torch
 from serve_helpers import CHAT_TEMPLATE
 from tiny_models import save_tiny_llama
 
@@ -21,6 +24,37 @@ def tiny_decoder(root: Path) -> str:
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def greedy(model: Any, ids: list[int], count: int) -> tuple[list[int], torch.Tensor]:
+    """`model.generate`'s greedy tokens after `ids` (cut before an end token) and each step's
+    logits."""
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([ids]),
+            max_new_tokens=count,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    tokens = out.sequences[0, len(ids) :].tolist()
+    ends = {model.generation_config.eos_token_id}
+    cut = next((i for i, t in enumerate(tokens) if t in ends), len(tokens))
+    return tokens[:cut], torch.cat(out.logits)
+
+
+def write_jsonl(path: Path, records: list[Any]) -> Path:
+    """`records` as JSONL in UTF-8, one JSON value a line."""
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+def write_table(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    """`header` and `rows` as a UTF-8 CSV, or a TSV where `path` ends in .tsv."""
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file, delimiter="\t" if path.suffix == ".tsv" else ",")
+        writer.writerows([header, *rows])
+    return path
 
 
 def write_pairs(path: Path, count: int = 40) -> Path:

@@ -42,6 +42,14 @@ _LATENT = dict(
     v_head_dim=8,
     num_key_value_heads=4,
 )
+_LATENT_MOE = dict(
+    _LATENT,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=32,
+    first_k_dense_replace=1,
+    n_shared_experts=1,
+)
 _MOE = dict(_GQA, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 
 
@@ -157,34 +165,8 @@ def _families() -> tuple[Family, ...]:
         Family("qwen2", "qwen2", d, _GQA),
         Family("qwen2_moe", "qwen2_moe", d, dict(_MOE, shared_expert_intermediate_size=64)),
         Family("qwen3", "qwen3", d, dict(_GQA, head_dim=16)),
-        Family(
-            "deepseek_v3",
-            "deepseek_v3",
-            d,
-            dict(
-                _LATENT,
-                n_routed_experts=4,
-                num_experts_per_tok=2,
-                moe_intermediate_size=32,
-                first_k_dense_replace=1,
-                n_group=1,
-                topk_group=1,
-                n_shared_experts=1,
-            ),
-        ),
-        Family(
-            "deepseek_v2",
-            "deepseek_v2",
-            d,
-            dict(
-                _LATENT,
-                n_routed_experts=4,
-                num_experts_per_tok=2,
-                moe_intermediate_size=32,
-                first_k_dense_replace=1,
-                n_shared_experts=1,
-            ),
-        ),
+        Family("deepseek_v3", "deepseek_v3", d, dict(_LATENT_MOE, n_group=1, topk_group=1)),
+        Family("deepseek_v2", "deepseek_v2", d, _LATENT_MOE),
         Family("minicpm3", "minicpm3", d, _LATENT),
         Family("qwen3_moe", "qwen3_moe", d, _MOE),
         Family("olmoe", "olmoe", d, dict(_GQA, num_experts=4, num_experts_per_tok=2)),

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-from study_helpers import write_reviews
+from study_helpers import save_spec, write_reviews
 from test_continual_sequence import write_stage
 
 
@@ -33,6 +32,4 @@ def write_sequence_spec(folder: Path, model: str, stages: list[str], **keys: Any
         "learning_rates": [5e-3],
         **keys,
     }
-    path = folder / f"{spec['name']}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / f"{spec['name']}.yaml", spec)

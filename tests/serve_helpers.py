@@ -6,6 +6,7 @@ import csv
 import json
 import random
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -147,6 +148,20 @@ def running(app: object) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def wait_for_health(server: subprocess.Popen[str], url: str, seconds: float = 300) -> int:
+    """Poll `url`/health until the server there answers, which it must do within `seconds`
+    without exiting; the answer's status code comes back."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return httpx.get(f"{url}/health", timeout=10).status_code
+        except httpx.TransportError:
+            assert server.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
 
 
 def set_fingerprint(folder: Path, value: str) -> None:

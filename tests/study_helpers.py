@@ -7,12 +7,13 @@ import csv
 import json
 import random
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import yaml
 
@@ -27,6 +28,15 @@ WORDS = {
     "fresh": ["great", "lovely", "superb", "fun"],
     "rotten": ["dull", "awful", "boring", "bad"],
 }
+
+
+@dataclass(frozen=True)
+class FinishedStudy:
+    """A study run once: its folder, spec file and result store."""
+
+    folder: Path
+    spec: Path
+    store: Path
 
 
 def write_reviews(path: Path, rows: int = 60) -> Path:
@@ -54,9 +64,43 @@ def write_spec(folder: Path, model: str, data: str, **keys: Any) -> Path:
         "batch_size": 8,
         **keys,
     }
-    path = folder / f"{spec['name']}.yaml"
+    return save_spec(folder / f"{spec['name']}.yaml", spec)
+
+
+def save_spec(path: Path, spec: dict[str, Any]) -> Path:
+    """`spec` written to `path` as YAML, its keys in their order."""
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def write_spec_text(folder: Path, text: str) -> Path:
+    """`folder`/spec.yaml holding `text`."""
+    path = folder / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def assert_spec_error(path: Path, line: int, parts: Sequence[str]) -> None:
+    """Loading the spec at `path` fails in one line naming the file, `line` and every part."""
+    from adaptlab.errors import ConfigError
+    from adaptlab.study.spec import load_spec
+
+    with pytest.raises(ConfigError) as error:
+        load_spec(path)
+    message = str(error.value)
+    assert f"{path} line {line}" in message, message
+    assert all(part in message for part in parts), message
+    assert "\n" not in message
+
+
+def assert_spec_refused(spec: Path, message: str) -> None:
+    """Loading the spec at `spec` fails in one line matching `message`."""
+    from adaptlab.errors import ConfigError
+    from adaptlab.study.spec import load_spec
+
+    with pytest.raises(ConfigError, match=message) as refusal:
+        load_spec(spec)
+    assert "\n" not in str(refusal.value)
 
 
 def one_run_store(folder: Path) -> Path:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 import json
-import random
 from pathlib import Path
 
 import pytest
+from cli_cases import run_cli
+from serve_helpers import write_csv
 from tiny_models import save_tiny_bert
 
-from adaptlab.cli.app import main
 from adaptlab.records.config import TrainConfig
 from adaptlab.runs.run import RunSpec, execute
 
@@ -22,38 +21,18 @@ TOPICS = {
 MOODS = {"fresh": ["great", "lovely", "fun"], "rotten": ["dull", "awful", "bad"]}
 
 
-def write(path: Path, words: dict[str, list[str]], rows: int) -> Path:
-    rng = random.Random(0)
-    labels = sorted(words)
-    with path.open("w", newline="") as file:
-        writer = csv.writer(file)
-        writer.writerow(["text", "label"])
-        for i in range(rows):
-            label = labels[i % len(labels)]
-            writer.writerow([f"a {rng.choice(words[label])} {rng.choice(words[label])}", label])
-    return path
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny model, two data sets, and two trained pfeiffer runs (3 labels and 2 labels)."""
     root = tmp_path_factory.mktemp("adapters-cli")
     model = Path(save_tiny_bert(str(root / "tiny-bert")))
-    topics = write(root / "topics.csv", TOPICS, 90)
-    reviews = write(root / "reviews.csv", MOODS, 80)
+    topics = write_csv(root / "topics.csv", TOPICS, 90)
+    reviews = write_csv(root / "reviews.csv", MOODS, 80)
     train = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-3, seed=0)
     for name, data in (("topics-run", topics), ("reviews-run", reviews)):
         spec = RunSpec.build(str(model), str(data), "pfeiffer", train=train)
         execute(spec, root / name, progress=False)
     return {"root": root, "model": model, "topics": topics, "reviews": reviews}
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main([*args])
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 def train_args(setup: dict[str, Path], out: Path, *extra: str) -> list[str]:

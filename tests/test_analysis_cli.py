@@ -8,11 +8,11 @@ import random
 from pathlib import Path
 
 import pytest
+from cli_cases import run_cli
 from tiny_models import save_tiny_bert
 
 import adaptlab
 from adaptlab.analysis import load_target
-from adaptlab.cli.app import main
 from adaptlab.models.loading import load_model
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import RunResult
@@ -40,14 +40,6 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Ru
     spec = RunSpec.build(model, str(data), "houlsby", train_size=40, train=train)
     record = execute(spec, root / "run", progress=False)
     return root / "run", data, record
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 @pytest.mark.parametrize("measure", ["rsa", "cka"])

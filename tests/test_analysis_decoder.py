@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers as T
-import yaml
 from cli_cases import refused, run_cli, unchanged
 from generative_helpers import tiny_decoder
 from model_zoo import BY_NAME
 from serve_helpers import CHAT_TEMPLATE
-from study_helpers import one_thread
+from study_helpers import assert_spec_refused, save_spec
 from tiny_models import tiny_config
 from torch import nn
 
@@ -33,7 +32,7 @@ from adaptlab.data.generative import Conversation, PromptCompletion, Turn
 from adaptlab.data.generative_encoding import EncodedExample, GenerativeEncoder
 from adaptlab.data.text_windows import windows
 from adaptlab.engine.trained_run import DecoderCollator, TrainedRun
-from adaptlab.errors import ConfigError, DataError
+from adaptlab.errors import DataError
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import RunResult
 from adaptlab.records.spec import RunSpec
@@ -41,7 +40,6 @@ from adaptlab.runs.run import execute
 from adaptlab.study.analysis import AnalysisRequest
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.runner import run_study
-from adaptlab.study.spec import load_spec
 from adaptlab.study.store import load_records
 
 TOKENS = 40
@@ -56,10 +54,7 @@ PAIRS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -354,9 +349,7 @@ def write_study(folder: Path, model: str, **keys: Any) -> Path:
         "analysis_tokens": 25,
         **keys,
     }
-    path = folder / "gen.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / "gen.yaml", spec)
 
 
 def test_a_study_stores_per_layer_scores_of_generative_runs(
@@ -396,7 +389,4 @@ def test_a_study_stores_per_layer_scores_of_generative_runs(
 def test_analyses_generative_runs_cannot_take_are_refused_as_the_spec_loads(
     tmp_path: Path, keys: dict[str, Any], message: str
 ) -> None:
-    spec = write_study(tmp_path, "smollm2-135m", **keys)
-    with pytest.raises(ConfigError, match=message) as refusal:
-        load_spec(spec)
-    assert "\n" not in str(refusal.value)
+    assert_spec_refused(write_study(tmp_path, "smollm2-135m", **keys), message)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from study_helpers import one_thread, write_reviews, write_spec
+from study_helpers import write_reviews, write_spec
 from tiny_models import save_tiny_bert
 
 from adaptlab.errors import ConfigError
@@ -18,11 +17,7 @@ from adaptlab.study.runner import run_study
 from adaptlab.study.spec import load_spec
 from adaptlab.study.store import load_records
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_cases import copy_tree, refused, run_cli, train_run, unchanged, write_reviews
+from cli_cases import RUN_FILES, copy_tree, refused, run_cli, train_run, unchanged, write_reviews
 
 from adaptlab.fileio import STAGING_OWNER, remove_dead_staging, staging_folder
 from adaptlab.study.lock import lock_path
@@ -186,12 +186,7 @@ def test_an_earlier_run_needs_overwrite_and_then_is_replaced(
         refused(args, capsys, "it holds an earlier run: pass --overwrite to replace it")
     code, out, err = run_cli([*args, "--overwrite"], capsys)
     assert code == 0, err
-    assert sorted(p.name for p in run.iterdir()) == [
-        "adapter",
-        "metrics.json",
-        "splits.json",
-        "train.log",
-    ]
+    assert sorted(p.name for p in run.iterdir()) == RUN_FILES
     assert '"lora"' in (run / "metrics.json").read_text()
     assert (work / "notes.txt").read_text() == "mine\n"
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -21,6 +22,18 @@ from adaptlab.models.loading import load_model
 
 SENTIMENT = ("negative", "positive")
 TOPICS = ("arts", "science", "sport")
+LORA = {"lora": {"rank": 4, "targets": ["query", "value"]}}
+SOURCES: dict[str, tuple[object, int, Sequence[str]]] = {
+    "a": (LORA, 1, SENTIMENT),
+    "b": (LORA, 2, SENTIMENT),
+    "topics": (LORA, 3, TOPICS),
+    "houlsby": ("houlsby", 4, SENTIMENT),
+    "houlsby2": ("houlsby", 5, SENTIMENT),
+    "ia3": ("ia3", 6, SENTIMENT),
+    "ia3b": ("ia3", 7, SENTIMENT),
+    "bitfit": ("bitfit", 8, SENTIMENT),
+    "bitfit2": ("bitfit", 9, SENTIMENT),
+}
 
 
 def make_source(
@@ -56,21 +69,27 @@ def saved(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k.replace(f".{handle.name}.", "."): t for k, t in handle.saved_tensors().items()}
 
 
+def make_sources(base: str, folder: Path, names: Iterable[str]) -> dict[str, Path]:
+    """The named sources of `SOURCES`, each in a folder of its name under `folder`."""
+    return {
+        name: make_source(base, folder / name, method, seed=seed, labels=labels)
+        for name in names
+        for method, seed, labels in [SOURCES[name]]
+    }
+
+
+def combined_heads(base: str, folder: Path, **options: Any) -> Path:
+    """Two LoRA sources with different labels combined with `options`: a folder with two
+    heads, `sentiment` and `topics`."""
+    lora = {"lora": {"rank": 2}}
+    sentiment = make_source(base, folder / "sentiment", lora, seed=1)
+    topics = make_source(base, folder / "topics", lora, seed=2, labels=TOPICS)
+    return adaptlab.combine_adapters([sentiment, topics], folder / "both", model=base, **options)
+
+
 @pytest.fixture(scope="module")
 def sources(tiny_model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("sources")
-    lora = {"lora": {"rank": 4, "targets": ["query", "value"]}}
-    return {
-        "a": make_source(tiny_model_dir, folder / "a", lora, seed=1),
-        "b": make_source(tiny_model_dir, folder / "b", lora, seed=2),
-        "topics": make_source(tiny_model_dir, folder / "topics", lora, seed=3, labels=TOPICS),
-        "houlsby": make_source(tiny_model_dir, folder / "houlsby", "houlsby", seed=4),
-        "houlsby2": make_source(tiny_model_dir, folder / "houlsby2", "houlsby", seed=5),
-        "ia3": make_source(tiny_model_dir, folder / "ia3", "ia3", seed=6),
-        "ia3b": make_source(tiny_model_dir, folder / "ia3b", "ia3", seed=7),
-        "bitfit": make_source(tiny_model_dir, folder / "bitfit", "bitfit", seed=8),
-        "bitfit2": make_source(tiny_model_dir, folder / "bitfit2", "bitfit", seed=9),
-    }
+    return make_sources(tiny_model_dir, tmp_path_factory.mktemp("sources"), SOURCES)
 
 
 @pytest.mark.parametrize("how", ["linear", "cat", "svd"])

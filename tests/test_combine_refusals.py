@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from cli_cases import refused, unchanged
-from test_combine import make_source
+from test_combine import make_source, make_sources
 
 import adaptlab
 from adaptlab.errors import ConfigError
@@ -19,13 +20,7 @@ from adaptlab.errors import ConfigError
 @pytest.fixture(scope="module")
 def sources(tiny_model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("sources")
-    lora = {"lora": {"rank": 4, "targets": ["query", "value"]}}
-    return {
-        "a": make_source(tiny_model_dir, folder / "a", lora, seed=1),
-        "b": make_source(tiny_model_dir, folder / "b", lora, seed=2),
-        "houlsby": make_source(tiny_model_dir, folder / "houlsby", "houlsby", seed=4),
-        "ia3": make_source(tiny_model_dir, folder / "ia3", "ia3", seed=6),
-    }
+    return make_sources(tiny_model_dir, folder, ("a", "b", "houlsby", "ia3"))
 
 
 @contextmanager
@@ -37,41 +32,42 @@ def untouched(*folders: Path | str) -> Iterator[None]:
         yield
 
 
+class Refuse(Protocol):
+    """`adaptlab combine --adapters ADAPTERS OPTIONS` that must fail in one line holding every
+    needle; the line comes back."""
+
+    def __call__(self, adapters: str, options: list[str], *needles: str) -> str: ...
+
+
+@pytest.fixture
 def refuse(
-    adapters: str,
-    options: list[str],
-    sources: dict[str, Path],
-    tiny_model_dir: str,
-    out: Path,
-    capsys: pytest.CaptureFixture[str],
-    *needles: str,
-) -> str:
-    """`adaptlab combine --adapters ADAPTERS OPTIONS` fails in one line holding every needle,
-    the sources and the base model unchanged, `out` not written; the line comes back."""
-    args = ["combine", "--adapters", adapters, "--out", str(out), "--model", tiny_model_dir]
-    with untouched(sources["a"].parent, tiny_model_dir):
-        line = refused([*args, *options], capsys, *needles)
-    assert not out.exists()
-    return line
-
-
-def test_a_single_adapter_is_refused(
     sources: dict[str, Path],
     tiny_model_dir: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:
+) -> Refuse:
+    """A refused `adaptlab combine` that leaves the sources and the base model unchanged and
+    writes no `--out` folder."""
+    out = tmp_path / "c"
+
+    def run(adapters: str, options: list[str], *needles: str) -> str:
+        args = ["combine", "--adapters", adapters, "--out", str(out), "--model", tiny_model_dir]
+        with untouched(sources["a"].parent, tiny_model_dir):
+            line = refused([*args, *options], capsys, *needles)
+        assert not out.exists()
+        return line
+
+    return run
+
+
+def test_a_single_adapter_is_refused(sources: dict[str, Path], refuse: Refuse) -> None:
     needle = f"combine needs at least two adapters, got 1: {sources['a']}"
-    refuse(str(sources["a"]), [], sources, tiny_model_dir, tmp_path / "c", capsys, needle)
+    refuse(str(sources["a"]), [], needle)
 
 
 @pytest.mark.parametrize("spelling", ["same", "dotted", "link"])
 def test_one_folder_given_twice_is_refused_however_it_is_spelled(
-    spelling: str,
-    sources: dict[str, Path],
-    tiny_model_dir: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    spelling: str, sources: dict[str, Path], refuse: Refuse, tmp_path: Path
 ) -> None:
     first = sources["a"]
     second = {"same": first, "dotted": first / ".." / first.name, "link": tmp_path / "link"}[
@@ -82,10 +78,6 @@ def test_one_folder_given_twice_is_refused_however_it_is_spelled(
     line = refuse(
         f"{first},{second}",
         ["--names", "a,b"],
-        sources,
-        tiny_model_dir,
-        tmp_path / "c",
-        capsys,
         f"adapters 1 and 2 ({first} and {second}) are one adapter folder",
         "combine different adapters",
     )
@@ -94,15 +86,10 @@ def test_one_folder_given_twice_is_refused_however_it_is_spelled(
 
 @pytest.mark.parametrize("option", ["--weights", "--names", "--adapters"])
 def test_an_empty_option_is_refused_not_taken_as_left_out(
-    option: str,
-    sources: dict[str, Path],
-    tiny_model_dir: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    option: str, sources: dict[str, Path], refuse: Refuse
 ) -> None:
     adapters = f"{sources['a']},{sources['b']}"
-    needle = f"{option} is empty"
-    refuse(adapters, [option, ""], sources, tiny_model_dir, tmp_path / "c", capsys, needle)
+    refuse(adapters, [option, ""], f"{option} is empty")
 
 
 def test_the_library_refuses_them_too(
@@ -134,34 +121,18 @@ def test_sources_that_cannot_combine_are_refused_naming_both(
     pick: tuple[str, str],
     needles: tuple[str, ...],
     sources: dict[str, Path],
-    tiny_model_dir: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    refuse: Refuse,
 ) -> None:
     first, second = (sources[p] for p in pick)
-    adapters = f"{first},{second}"
-    names = (str(first), str(second), *needles)
-    refuse(adapters, [], sources, tiny_model_dir, tmp_path / "c", capsys, *names)
+    refuse(f"{first},{second}", [], str(first), str(second), *needles)
 
 
 def test_houlsby_of_another_size_is_refused(
-    sources: dict[str, Path],
-    tiny_model_dir: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    sources: dict[str, Path], refuse: Refuse, tiny_model_dir: str, tmp_path: Path
 ) -> None:
     other = make_source(tiny_model_dir, tmp_path / "h8", {"houlsby": {"hidden_size": 8}}, seed=1)
-    needle = "differ in houlsby's hidden_size"
     with unchanged(other):
-        refuse(
-            f"{sources['houlsby']},{other}",
-            [],
-            sources,
-            tiny_model_dir,
-            tmp_path / "c",
-            capsys,
-            needle,
-        )
+        refuse(f"{sources['houlsby']},{other}", [], "differ in houlsby's hidden_size")
 
 
 @pytest.mark.parametrize(
@@ -182,16 +153,14 @@ def test_bad_options_are_refused_in_one_line(
     options: list[str],
     needle: str,
     sources: dict[str, Path],
-    tiny_model_dir: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    refuse: Refuse,
 ) -> None:
-    adapters = f"{sources['a']},{sources['b']}"
-    refuse(adapters, options, sources, tiny_model_dir, tmp_path / "c", capsys, needle)
+    refuse(f"{sources['a']},{sources['b']}", options, needle)
 
 
 def test_an_existing_out_folder_and_a_missing_source_are_refused(
     sources: dict[str, Path],
+    refuse: Refuse,
     tiny_model_dir: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -203,5 +172,4 @@ def test_an_existing_out_folder_and_a_missing_source_are_refused(
         args = ["combine", "--adapters", f"{sources['a']},{sources['b']}", "--out", str(taken)]
         refused([*args, "--model", tiny_model_dir], capsys, "exists and is not empty")
     missing = f"{sources['a']},{tmp_path / 'nowhere'}"
-    needle = "no such adapter or run folder"
-    refuse(missing, [], sources, tiny_model_dir, tmp_path / "c", capsys, needle)
+    refuse(missing, [], "no such adapter or run folder")

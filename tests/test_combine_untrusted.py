@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 from cli_cases import refused, run_cli
-from test_combine import SENTIMENT, TOPICS, make_source
+from test_combine import SENTIMENT, TOPICS, combined_heads, make_source
 
-import adaptlab
 from adaptlab.engine.restore import load_trained
 from adaptlab.errors import AdaptlabError
 
@@ -23,17 +22,7 @@ from adaptlab.errors import AdaptlabError
 def combined(tiny_model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two LoRA sources with different labels combined by TIES: a folder with two heads."""
     folder = tmp_path_factory.mktemp("combined")
-    lora = {"lora": {"rank": 2}}
-    sentiment = make_source(tiny_model_dir, folder / "sentiment", lora, seed=1)
-    topics = make_source(tiny_model_dir, folder / "topics", lora, seed=2, labels=TOPICS)
-    return adaptlab.combine_adapters(
-        [sentiment, topics],
-        folder / "both",
-        how="ties",
-        density=0.5,
-        weights=[0.5, 0.5],
-        model=tiny_model_dir,
-    )
+    return combined_heads(tiny_model_dir, folder, how="ties", density=0.5, weights=[0.5, 0.5])
 
 
 def edited(combined: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:

@@ -216,18 +216,20 @@ def test_causal_lm_sequences_refuse_classification_only_strategies() -> None:
     assert SequenceSpec.from_dict(spec.to_dict()) == spec and spec.metric == "perplexity"
 
 
+LM_STUDY = {
+    "name": "lifelong",
+    "objective": "causal-lm",
+    "models": ["smollm2-135m"],
+    "sequence": ["reuters-r8", "twitter-sentiment"],
+    "methods": ["lora"],
+}
+
+
 def test_a_study_plans_causal_lm_sequences(tmp_path: Path) -> None:
     from adaptlab.study.sequence_plan import plan_sequences
     from adaptlab.study.spec import StudySpec
 
-    data = {
-        "name": "lifelong",
-        "objective": "causal-lm",
-        "models": ["smollm2-135m"],
-        "sequence": ["reuters-r8", "twitter-sentiment"],
-        "methods": ["lora"],
-        "strategies": ["sequential", "kd-logit"],
-    }
+    data = {**LM_STUDY, "strategies": ["sequential", "kd-logit"]}
     planned = plan_sequences(StudySpec.model_validate(data), tmp_path)
     assert [p.spec.objective for p in planned] == ["causal-lm"] * 2
     with pytest.raises(ValueError, match="strategy ewc is for classification sequences"):

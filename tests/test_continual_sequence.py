@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_cases import run_cli
 from tiny_models import tiny_model
 
-from adaptlab.cli.app import main
 from adaptlab.continual import (
     SEQUENCE_FILE,
     SequenceSpec,
@@ -206,14 +206,6 @@ def run_config() -> TrainConfig:
 def test_bad_strategies_are_refused(name: str, options: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         strategy_config(name, options)
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 def test_cli_runs_a_sequence_with_distillation(

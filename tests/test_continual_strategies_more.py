@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_continual_sequence import _stage_run, run_cli, run_config, sequence
+from cli_cases import run_cli
+from test_continual_sequence import _stage_run, run_config, sequence
 
 from adaptlab.continual import SEQUENCE_FILE, make_strategy, run_sequence
 from adaptlab.continual.ewc import Anchor, ElasticWeightConsolidation, diagonal_fisher

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cli_cases import refused, run_cli, write_reviews
+from study_helpers import save_spec
 from test_report_records import make_record
 from tiny_models import save_tiny_bert
 
@@ -30,9 +30,7 @@ def write_spec(folder: Path, model: str, methods: list[Any]) -> Path:
         "epochs": 1,
         "batch_size": 16,
     }
-    path = folder / "s.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / "s.yaml", spec)
 
 
 def finish(store: Path, runs: list[PlannedRun]) -> None:

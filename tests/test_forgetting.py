@@ -21,6 +21,7 @@ from adaptlab.forgetting.facts_probe import FactsProbe
 from adaptlab.forgetting.measure import measure_forgetting
 from adaptlab.forgetting.options import ProbeOptions
 from adaptlab.forgetting.paired import ItemScores, paired_forgetting
+from adaptlab.forgetting.probe import ProbedModel
 from adaptlab.forgetting.text_probe import text_probe
 from adaptlab.forgetting.token_scores import token_scores
 from adaptlab.knowledge.facts import Fact, FactSet
@@ -111,8 +112,8 @@ def test_forgetting_equals_two_separate_evaluations(setup: dict[str, Path | str]
     probe = text_probe(str(Path(setup["root"]) / "held-out.txt"), loaded.tokenizer, options)
     (found,) = measure_forgetting(loaded.model, loaded.tokenizer, [probe])
     base = load_model(str(setup["decoder"]), "causal_lm").model  # loaded on its own
-    alone = probe.score(base, loaded.tokenizer)
-    adapted = probe.score(loaded.model, loaded.tokenizer)
+    alone = probe.score(ProbedModel(base, loaded.tokenizer))
+    adapted = probe.score(ProbedModel(loaded.model, loaded.tokenizer))
     differences = [adapted.values[k] - alone.values[k] for k in alone.values]
     assert found.items == len(differences) == 6
     assert found.forgetting == pytest.approx(sum(differences) / 6, abs=1e-5)

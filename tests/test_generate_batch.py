@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from generative_helpers import greedy
 from tiny_models import save_tiny_llama, tiny_model
 
 import adaptlab
@@ -43,23 +44,6 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "tokenizer": tokenizer,
         "prompts": prompts,
     }
-
-
-def greedy(model: Any, ids: list[int], count: int) -> tuple[list[int], torch.Tensor]:
-    """`model.generate`'s greedy tokens after `ids` (cut before an end token), each step's
-    logits."""
-    with torch.no_grad():
-        out = model.generate(
-            torch.tensor([ids]),
-            max_new_tokens=count,
-            do_sample=False,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
-    tokens = out.sequences[0, len(ids) :].tolist()
-    ends = {model.generation_config.eos_token_id}
-    cut = next((i for i, t in enumerate(tokens) if t in ends), len(tokens))
-    return tokens[:cut], torch.cat(out.logits)
 
 
 def assert_greedy(text: str, model: Any, tokenizer: Any, ids: list[int], count: int) -> None:

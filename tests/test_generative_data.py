@@ -5,7 +5,6 @@ the file and the line, and nothing is written anywhere."""
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from cli_cases import unchanged
+from generative_helpers import write_jsonl, write_table
 
 import adaptlab.data.generative_loading as generative_loading
 from adaptlab.data.generative import (
@@ -56,18 +56,6 @@ def chat(i: int) -> dict[str, Any]:
             {"role": "assistant", "content": f"hi {i}"},
         ]
     }
-
-
-def write_jsonl(path: Path, records: list[Any]) -> Path:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-    return path
-
-
-def write_table(path: Path, header: list[str], rows: list[list[str]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file, delimiter="\t" if path.suffix == ".tsv" else ",")
-        writer.writerows([header, *rows])
-    return path
 
 
 def test_one_jsonl_file_splits_80_10_10_by_the_fixed_rule_and_keeps_origins(work: Path) -> None:

@@ -6,17 +6,12 @@ adapter's manifest, and each refusal one line with nothing written."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from cli_cases import refused, run_cli, unchanged, write_reviews
+from cli_cases import killed_at_checkpoint, refused, run_cli, unchanged, write_reviews
 from generative_helpers import write_chats, write_pairs
 from serve_helpers import CHAT_TEMPLATE
-
-from adaptlab.engine.training_checkpoint import STATE, checkpoint_folder
 
 TRAIN = ["train", "--method", "lora", "--epochs", "2", "--batch-size", "8", "--seed", "0"]
 GENERATION = ["--max-new-tokens", "3"]
@@ -193,28 +188,7 @@ def test_a_killed_packed_sft_run_resumes_to_the_scores_of_an_unbroken_one(
         "--task", "sft", "--pack", "--max-length", "24", *GENERATION, "--no-progress",
     ]  # fmt: skip
     assert run_cli([*args, "--out", "unbroken"], capsys)[0] == 0
-    command = [
-        sys.executable,
-        "-m",
-        "adaptlab",
-        *args,
-        "--out",
-        "resumed",
-        "--checkpoint-every",
-        "1",
-    ]
-    run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = checkpoint_folder(work / "resumed") / STATE
-    try:
-        deadline = time.monotonic() + 180
-        while not state.exists() or json.loads(state.read_text())["position"]["step"] < 5:
-            assert time.monotonic() < deadline and run.poll() is None, "no checkpoint"
-            time.sleep(0.05)
-        run.kill()
-        run.wait(timeout=30)
-    finally:
-        run.kill()
-    assert not (work / "resumed").exists()
+    killed_at_checkpoint(args, Path("resumed"), 5)
     code, _, err = run_cli([*args, "--out", "resumed", "--resume"], capsys)
     assert code == 0, err
     first, second = (

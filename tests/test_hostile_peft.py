@@ -11,7 +11,6 @@ another.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 import safetensors.torch
 import torch
 from cli_cases import copy_tree, refused, run_cli, unchanged, write_reviews
+from peft_helpers import LABELS, edited, give_lora_pairs_values, import_args, import_refused
 from tiny_models import save_tiny_bert, save_tiny_llama
 
 import adaptlab
@@ -30,7 +30,6 @@ from adaptlab.methods.peft_format import TENSOR_FILE, export_peft
 from adaptlab.models.loading import load_model
 from adaptlab.serve.registry import is_causal_lm
 
-LABELS = "fresh,rotten"
 IDS = torch.tensor([[5, 17, 42, 9, 77, 31]])
 
 
@@ -45,52 +44,18 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     adaptlab.adapt(classifier.model, "lora", targets=("query", "value"))
     causal = load_model(str(llama), "causal_lm", seed=0).model
     adaptlab.adapt(causal, "lora", train_head=False)
-    with torch.no_grad():  # B starts at zero: give the pairs values
-        for adapted in (classifier.model, causal):
-            for name, param in adapted.named_parameters():
-                if name.endswith(".B"):
-                    param.normal_(0, 0.1)
+    give_lora_pairs_values(classifier.model, causal)
+    with torch.no_grad():
         logits = causal.eval()(input_ids=IDS).logits
     export_peft(classifier.model, root / "peft", base_model_id=str(model))
     export_peft(causal, root / "causal", base_model_id=str(llama))
     return {"root": root, "model": model, "llama": llama, "causal_logits": logits}
 
 
-def edited(
-    setup: dict[str, Any],
-    work: Path,
-    config: Callable[[dict[str, Any]], None] | None = None,
-    tensors: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
-) -> Path:
-    """A copy of the classifier's PEFT folder in `work` with its config and tensors edited."""
-    folder = copy_tree(setup["root"] / "peft", work / "peft")
-    if config is not None:
-        data = json.loads((folder / CONFIG_FILE).read_text())
-        config(data)
-        (folder / CONFIG_FILE).write_text(json.dumps(data))
-    if tensors is not None:
-        path = folder / TENSOR_FILE
-        path.write_bytes(safetensors.torch.save(tensors(safetensors.torch.load_file(str(path)))))
-    return folder
-
-
-def import_args(model: Path, source: Path, *extra: str) -> list[str]:
-    return ["import", "--format", "peft", "--model", str(model), str(source),
-            str(source.parent / "out"), *extra]  # fmt: skip
-
-
-def import_refused(
-    setup: dict[str, Any],
-    source: Path,
-    capsys: pytest.CaptureFixture[str],
-    *needles: str,
-    extra: tuple[str, ...] = ("--labels", LABELS),
-) -> str:
-    """`adaptlab import` of `source` fails in one line; nothing is written or changed."""
-    with unchanged(setup["root"]), unchanged(source.parent):
-        line = refused(import_args(setup["model"], source, *extra), capsys, *needles)
-    assert not (source.parent / "out").exists()
-    return line
+@pytest.fixture
+def peft_copy(setup: dict[str, Any], tmp_path: Path) -> Path:
+    """An unedited copy of the classifier's PEFT folder in this test's `tmp_path`."""
+    return edited(setup, tmp_path)
 
 
 def update(**fields: Any) -> Callable[[dict[str, Any]], None]:
@@ -340,12 +305,11 @@ def test_a_config_that_is_no_config_is_refused(
     text: str,
     needles: tuple[str, ...],
     setup: dict[str, Any],
-    tmp_path: Path,
+    peft_copy: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    source = edited(setup, tmp_path)
-    (source / CONFIG_FILE).write_text(text)
-    import_refused(setup, source, capsys, str(source / CONFIG_FILE), *needles)
+    (peft_copy / CONFIG_FILE).write_text(text)
+    import_refused(setup, peft_copy, capsys, str(peft_copy / CONFIG_FILE), *needles)
 
 
 def renamed(old: str, new: str) -> Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
@@ -429,10 +393,9 @@ def test_files_that_are_not_the_folders_own_are_refused(
     damage: str,
     needles: tuple[str, ...],
     setup: dict[str, Any],
-    tmp_path: Path,
+    peft_copy: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    source = edited(setup, tmp_path)
     damages: dict[str, Callable[[Path], None]] = {
         "link": link_to(setup["root"] / "peft" / name),
         "dev-zero": link_to(Path("/dev/zero")),
@@ -440,5 +403,5 @@ def test_files_that_are_not_the_folders_own_are_refused(
         "pickle": pickle_only,
         "folder": a_folder,
     }
-    damages[damage](source / name)
-    import_refused(setup, source, capsys, *needles)
+    damages[damage](peft_copy / name)
+    import_refused(setup, peft_copy, capsys, *needles)

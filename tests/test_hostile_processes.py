@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 import pytest
@@ -64,23 +65,38 @@ def sequence_args(model: Path, out: str | Path, *extra: str) -> list[str]:
 COMMANDS = {"train": train_args, "sequence": sequence_args}
 
 
+class RefuseLaunch(Protocol):
+    """`adaptlab COMMAND ... --out OUT OPTIONS`, which must fail in one line holding every
+    needle."""
+
+    def __call__(self, command: str, out: str, options: list[str], *needles: str) -> None: ...
+
+
+@pytest.fixture
+def refuse_launch(
+    work: Path, tiny_model: Path, no_launch: list[list[str]], capsys: pytest.CaptureFixture[str]
+) -> RefuseLaunch:
+    """A refusal before any process starts: nothing launched, nothing in `work` changed."""
+
+    def run(command: str, out: str, options: list[str], *needles: str) -> None:
+        with unchanged(work):
+            refused(COMMANDS[command](tiny_model, out, *options), capsys, *needles)
+        assert no_launch == []
+
+    return run
+
+
 # --- how many processes --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_more_processes_than_cores_are_refused_before_any_starts(
-    command: str,
-    work: Path,
-    tiny_model: Path,
-    no_launch: list[list[str]],
-    capsys: pytest.CaptureFixture[str],
+    command: str, refuse_launch: RefuseLaunch
 ) -> None:
     cores = cpu_budget().cpus
     for count in (cores + 1, 1000, 10**30):
-        with unchanged(work):
-            args = COMMANDS[command](tiny_model, "out", "--nproc", str(count))
-            refused(args, capsys, f"--nproc {count} is more processes than the {cores} CPUs")
-    assert no_launch == []
+        needle = f"--nproc {count} is more processes than the {cores} CPUs"
+        refuse_launch(command, "out", ["--nproc", str(count)], needle)
 
 
 def test_oversubscribe_lets_processes_share_the_cores(
@@ -104,17 +120,8 @@ def test_a_gpu_each_and_no_more(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("count", ["0", "-1", "-1000"])
-def test_no_processes_is_refused(
-    command: str,
-    count: str,
-    work: Path,
-    tiny_model: Path,
-    no_launch: list[list[str]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with unchanged(work):
-        refused(COMMANDS[command](tiny_model, "out", "--nproc", count), capsys, "--nproc")
-    assert no_launch == []
+def test_no_processes_is_refused(command: str, count: str, refuse_launch: RefuseLaunch) -> None:
+    refuse_launch(command, "out", ["--nproc", count], "--nproc")
 
 
 @pytest.mark.parametrize("count", ["abc", "", "1.5", "2e3"])
@@ -173,14 +180,9 @@ def test_outputs_are_checked_once_before_any_process_starts(
     extra: list[str],
     needle: str,
     earlier: dict[str, Path],
-    work: Path,
-    tiny_model: Path,
-    no_launch: list[list[str]],
-    capsys: pytest.CaptureFixture[str],
+    refuse_launch: RefuseLaunch,
 ) -> None:
-    with unchanged(work):
-        refused(COMMANDS[command](tiny_model, out, "--nproc", "2", *extra), capsys, needle)
-    assert no_launch == []
+    refuse_launch(command, out, ["--nproc", "2", *extra], needle)
 
 
 def test_a_mistake_only_the_processes_find_is_one_line(work: Path, tiny_model: Path) -> None:

@@ -64,13 +64,12 @@ def test_a_damaged_cache_entry_is_extracted_again(
     tiny_model_dir: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    feature_cache: Path,
 ) -> None:
-    monkeypatch.setenv("ADAPTLAB_CACHE", str(tmp_path / "cache"))
     data = write_reviews(tmp_path / "data" / "reviews.csv")
     out = tmp_path / "rank.json"
     first = ranked(rank_args(tiny_model_dir, data, out), capsys, out)
-    (entry,) = (tmp_path / "cache" / "features").glob("*.safetensors")
+    (entry,) = (feature_cache / "features").glob("*.safetensors")
     written = entry.read_bytes()
     damage(entry)
     with unchanged(tmp_path / "data"), unchanged(Path(tiny_model_dir)):
@@ -86,13 +85,12 @@ def test_a_cache_entry_that_cannot_be_written_is_one_line(
     tiny_model_dir: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    feature_cache: Path,
 ) -> None:
-    monkeypatch.setenv("ADAPTLAB_CACHE", str(tmp_path / "cache"))
     data = write_reviews(tmp_path / "reviews.csv")
     out = tmp_path / "rank.json"
     ranked(rank_args(tiny_model_dir, data, out), capsys, out)
-    (entry,) = (tmp_path / "cache" / "features").glob("*.safetensors")
+    (entry,) = (feature_cache / "features").glob("*.safetensors")
     entry.unlink()
     entry.mkdir()  # what stands where the entry goes is no file
     out.unlink()

@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from cli_cases import read_only, refused, run_cli, unchanged, write_reviews
@@ -45,59 +46,88 @@ def train(model: str, out: Path | str, report_to: str, data: str = "d.csv") -> l
     ]
 
 
-def test_a_file_where_the_tensorboard_folder_goes_is_refused(
+class TrainRefused(Protocol):
+    """`adaptlab train` into OUT reporting to REPORT_TO (with DATA and EXTRA options), which
+    must fail in one line holding every needle and change nothing in the work folder."""
+
+    def __call__(
+        self,
+        out: str,
+        report_to: str,
+        *needles: str,
+        data: str = "d.csv",
+        extra: Sequence[str] = (),
+    ) -> str: ...
+
+
+@pytest.fixture
+def train_refused(
     work: Path, tiny_model_dir: str, capsys: pytest.CaptureFixture[str]
+) -> TrainRefused:
+    """A refused `adaptlab train` of the tiny model in the work folder; the line comes back."""
+
+    def run(
+        out: str,
+        report_to: str,
+        *needles: str,
+        data: str = "d.csv",
+        extra: Sequence[str] = (),
+    ) -> str:
+        with unchanged(work):
+            return refused([*train(tiny_model_dir, out, report_to, data), *extra], capsys, *needles)
+
+    return run
+
+
+def test_a_file_where_the_tensorboard_folder_goes_is_refused(
+    work: Path,
+    train_refused: TrainRefused,
 ) -> None:
     (work / "runs").mkdir()
     (work / "runs" / "tensorboard").write_text("my notes\n")
-    with unchanged(work):
-        refused(
-            train(tiny_model_dir, "runs/lora", "tensorboard"),
-            capsys,
-            "runs/tensorboard is a file, not a folder",
-        )
+    train_refused(
+        "runs/lora",
+        "tensorboard",
+        "runs/tensorboard is a file, not a folder",
+    )
     (work / "runs" / "tensorboard").unlink()
     (work / "runs" / "tensorboard").mkdir()
     (work / "runs" / "tensorboard" / "lora").write_text("mine")
-    with unchanged(work):
-        refused(
-            train(tiny_model_dir, "runs/lora", "tensorboard"),
-            capsys,
-            "the TensorBoard folder",
-            "is a file, not a folder",
-        )
+    train_refused(
+        "runs/lora",
+        "tensorboard",
+        "the TensorBoard folder",
+        "is a file, not a folder",
+    )
 
 
 def test_a_link_or_an_unwritable_place_for_the_events_is_refused(
-    work: Path, tiny_model_dir: str, capsys: pytest.CaptureFixture[str]
+    work: Path,
+    train_refused: TrainRefused,
 ) -> None:
     (work / "runs" / "tensorboard").mkdir(parents=True)
     (work / "elsewhere").mkdir()
     (work / "runs" / "tensorboard" / "lora").symlink_to(work / "elsewhere")
-    with unchanged(work):
-        refused(train(tiny_model_dir, "runs/lora", "tensorboard"), capsys, "symbolic link")
-    with read_only(work / "locked"), unchanged(work):
-        refused(
-            train(tiny_model_dir, "locked/lora", "tensorboard"),
-            capsys,
-            "cannot write TensorBoard events to",
-        )
+    train_refused("runs/lora", "tensorboard", "symbolic link")
+    with read_only(work / "locked"):
+        train_refused("locked/lora", "tensorboard", "cannot write TensorBoard events to")
 
 
 def test_another_writers_event_file_is_never_touched(
-    work: Path, tiny_model_dir: str, capsys: pytest.CaptureFixture[str]
+    work: Path,
+    train_refused: TrainRefused,
 ) -> None:
     events = work / "runs" / "tensorboard" / "lora"
     events.mkdir(parents=True)
     (events / "events.out.tfevents.1700000000.lab.7.0").write_bytes(b"\x00user events\x01")
     for args in (["--report-to", "tensorboard"], ["--report-to", "tensorboard", "--overwrite"]):
-        with unchanged(work):
-            refused(
-                [*train(tiny_model_dir, "runs/lora", "tensorboard"), *args],
-                capsys,
-                "holds event files adaptlab did not write",
-                "events.out.tfevents.1700000000.lab.7.0",
-            )
+        train_refused(
+            "runs/lora",
+            "tensorboard",
+            "holds event files adaptlab did not write",
+            "events.out.tfevents.1700000000.lab.7.0",
+            extra=args,
+        )
 
 
 def test_a_new_run_replaces_only_its_own_earlier_event_files(tmp_path: Path) -> None:
@@ -113,14 +143,13 @@ def test_a_new_run_replaces_only_its_own_earlier_event_files(tmp_path: Path) -> 
 
 
 def test_a_run_folder_named_tensorboard_is_refused(
-    work: Path, tiny_model_dir: str, capsys: pytest.CaptureFixture[str]
+    train_refused: TrainRefused,
 ) -> None:
-    with unchanged(work):
-        refused(
-            train(tiny_model_dir, "runs/tensorboard", "tensorboard"),
-            capsys,
-            "is named tensorboard",
-        )
+    train_refused(
+        "runs/tensorboard",
+        "tensorboard",
+        "is named tensorboard",
+    )
 
 
 @pytest.mark.parametrize(
@@ -136,50 +165,39 @@ def test_a_run_folder_named_tensorboard_is_refused(
 )
 def test_an_mlflow_store_that_cannot_be_written_is_refused(
     work: Path,
-    tiny_model_dir: str,
-    capsys: pytest.CaptureFixture[str],
+    train_refused: TrainRefused,
     monkeypatch: pytest.MonkeyPatch,
     uri: str,
     needle: str,
 ) -> None:
     (work / "notes.txt").write_text("mine\n")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    with unchanged(work):
-        refused(train(tiny_model_dir, "runs/lora", "mlflow"), capsys, needle)
+    train_refused("runs/lora", "mlflow", needle)
 
 
 def test_a_read_only_store_and_a_file_named_mlruns_are_refused(
     work: Path,
-    tiny_model_dir: str,
-    capsys: pytest.CaptureFixture[str],
+    train_refused: TrainRefused,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     (work / "mlruns").write_text("not a store\n")
-    with unchanged(work):
-        refused(train(tiny_model_dir, "runs/lora", "mlflow"), capsys, "mlruns", "is a file")
+    train_refused("runs/lora", "mlflow", "mlruns", "is a file")
     with read_only(work / "locked") as locked:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", (locked / "mlruns").as_uri())
-        with unchanged(work):
-            refused(train(tiny_model_dir, "runs/lora", "mlflow"), capsys, "cannot write MLflow")
+        train_refused("runs/lora", "mlflow", "cannot write MLflow")
 
 
 def test_a_file_store_mlflow_is_told_to_refuse_and_one_inside_the_run_are_refused(
-    work: Path,
-    tiny_model_dir: str,
-    capsys: pytest.CaptureFixture[str],
+    train_refused: TrainRefused,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with unchanged(work):
-        refused(train(tiny_model_dir, "mlruns/lora", "mlflow"), capsys, "overlap")
+    train_refused("mlruns/lora", "mlflow", "overlap")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "false")
-    with unchanged(work):
-        refused(train(tiny_model_dir, "runs/lora", "mlflow"), capsys, "MLFLOW_ALLOW_FILE_STORE")
+    train_refused("runs/lora", "mlflow", "MLFLOW_ALLOW_FILE_STORE")
 
 
 def test_a_database_store_without_its_package_is_refused(
-    work: Path,
-    tiny_model_dir: str,
-    capsys: pytest.CaptureFixture[str],
+    train_refused: TrainRefused,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     found = importlib.util.find_spec
@@ -189,8 +207,7 @@ def test_a_database_store_without_its_package_is_refused(
         lambda name, *a: None if name == "sqlalchemy" else found(name, *a),
     )
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
-    with unchanged(work):
-        refused(train(tiny_model_dir, "runs/lora", "mlflow"), capsys, "pip install mlflow==")
+    train_refused("runs/lora", "mlflow", "pip install mlflow==")
 
 
 @pytest.fixture
@@ -216,39 +233,33 @@ def quick_probe(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_server_that_is_down_stops_the_run_at_once(
-    work: Path,
-    tiny_model_dir: str,
-    capsys: pytest.CaptureFixture[str],
+    train_refused: TrainRefused,
     monkeypatch: pytest.MonkeyPatch,
     closed_port: int,
     quick_probe: None,
 ) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://lab:secret@127.0.0.1:{closed_port}")
-    with unchanged(work):
-        line = refused(
-            train(tiny_model_dir, "runs/lora", "mlflow"),
-            capsys,
-            f"MLflow server http://127.0.0.1:{closed_port} does not answer",
-            "connection refused",
-        )
+    line = train_refused(
+        "runs/lora",
+        "mlflow",
+        f"MLflow server http://127.0.0.1:{closed_port} does not answer",
+        "connection refused",
+    )
     assert "secret" not in line
 
 
 def test_a_server_that_never_answers_stops_the_run_after_the_probe(
-    work: Path,
-    tiny_model_dir: str,
-    capsys: pytest.CaptureFixture[str],
+    train_refused: TrainRefused,
     monkeypatch: pytest.MonkeyPatch,
     silent_port: int,
     quick_probe: None,
 ) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{silent_port}/")
-    with unchanged(work):
-        refused(
-            train(tiny_model_dir, "runs/lora", "mlflow"),
-            capsys,
-            f"MLflow server http://127.0.0.1:{silent_port}/ does not answer (nothing in 1 s)",
-        )
+    train_refused(
+        "runs/lora",
+        "mlflow",
+        f"MLflow server http://127.0.0.1:{silent_port}/ does not answer (nothing in 1 s)",
+    )
 
 
 @pytest.mark.parametrize(
@@ -263,16 +274,16 @@ def test_a_server_that_never_answers_stops_the_run_after_the_probe(
     ],
 )
 def test_report_to_values_are_checked_in_one_short_line(
-    work: Path, tiny_model_dir: str, capsys: pytest.CaptureFixture[str], value: str, needle: str
+    train_refused: TrainRefused, value: str, needle: str
 ) -> None:
-    with unchanged(work):
-        line = refused(train(tiny_model_dir, "runs/lora", value), capsys, "--report-to", needle)
+    line = train_refused("runs/lora", value, "--report-to", needle)
     assert len(line) < 200
 
 
 @pytest.mark.parametrize("missing", ("tensorboard", "mlflow"))
 def test_a_tracker_not_installed_stops_a_train_and_a_study_before_any_work(
     work: Path,
+    train_refused: TrainRefused,
     tiny_model_dir: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -283,27 +294,23 @@ def test_a_tracker_not_installed_stops_a_train_and_a_study_before_any_work(
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == missing else found(name, *a)
     )
+    train_refused("runs/lora", missing, "needs `pip install")
     with unchanged(work):
-        refused(train(tiny_model_dir, "runs/lora", missing), capsys, "needs `pip install")
         refused(["study", "run", str(spec), "--no-progress"], capsys, "report_to:", "pip install")
 
 
 def test_names_mlflow_cannot_keep_are_refused_before_the_run(
     work: Path,
-    tiny_model_dir: str,
-    capsys: pytest.CaptureFixture[str],
+    train_refused: TrainRefused,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     odd = os.fsdecode(b"runs/r\xff")  # a file name whose bytes are not UTF-8
-    with unchanged(work):
-        refused(train(tiny_model_dir, odd, "mlflow"), capsys, "MLflow run name", "not UTF-8")
+    train_refused(odd, "mlflow", "MLflow run name", "not UTF-8")
     data = work / os.fsdecode(b"d\xfe.csv")
     write_reviews(data)
-    with unchanged(work):
-        refused(train(tiny_model_dir, "runs/r", "mlflow", str(data)), capsys, "parameter data")
+    train_refused("runs/r", "mlflow", "parameter data", data=str(data))
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "e" * 501)
-    with unchanged(work):
-        refused(train(tiny_model_dir, "runs/r", "mlflow"), capsys, "501 characters")
+    train_refused("runs/r", "mlflow", "501 characters")
 
 
 def test_odd_characters_in_a_run_name_are_kept_as_they_are(

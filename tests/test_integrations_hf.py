@@ -12,7 +12,7 @@ import pytest
 import safetensors.torch
 import torch
 from tiny_models import tiny_inputs, tiny_model
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 import adaptlab
 from adaptlab.errors import ConfigError
@@ -44,6 +44,13 @@ def arguments(folder: Path, **options: object) -> TrainingArguments:
     return TrainingArguments(str(folder), **(settings | options))
 
 
+def trainer_of(model: torch.nn.Module, folder: Path, callback: TrainerCallback) -> Trainer:
+    """A Trainer of `model` on the examples into `folder`, with `callback`."""
+    return Trainer(
+        model=model, args=arguments(folder), train_dataset=examples(), callbacks=[callback]
+    )
+
+
 def logits(model: torch.nn.Module) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
@@ -62,12 +69,7 @@ def test_a_trainer_run_trains_only_the_adapter_and_leaves_its_folder(
     handle = adaptlab.adapt(model, method)
     frozen = model.bert.embeddings.word_embeddings.weight.detach().clone()
     start = {n: t.detach().clone() for n, t in handle.tensors().items()}
-    trainer = Trainer(
-        model=model,
-        args=arguments(tmp_path),
-        train_dataset=examples(),
-        callbacks=[AdapterCheckpointCallback(handle)],
-    )
+    trainer = trainer_of(model, tmp_path, AdapterCheckpointCallback(handle))
     trainer.train()
     assert optimized(trainer) == {id(t) for t in handle.tensors().values()}
     assert torch.equal(model.bert.embeddings.word_embeddings.weight, frozen)
@@ -86,12 +88,7 @@ def test_checkpoints_hold_only_the_trained_tensors_and_the_model_saves_whole_aft
 ) -> None:
     model = tiny_model("bert")
     handle = adaptlab.adapt(model, "lora")
-    trainer = Trainer(
-        model=model,
-        args=arguments(tmp_path),
-        train_dataset=examples(),
-        callbacks=[AdapterCheckpointCallback(handle)],
-    )
+    trainer = trainer_of(model, tmp_path, AdapterCheckpointCallback(handle))
     trainer.train()
     saved = safetensors.torch.load_file(tmp_path / "checkpoint-2" / "model.safetensors")
     assert set(saved) == set(handle.trainable_names)
@@ -104,12 +101,7 @@ def test_resuming_from_a_checkpoint_ends_where_an_uninterrupted_run_ends(tmp_pat
     def run(folder: Path, resume: Path | None) -> dict[str, torch.Tensor]:
         model = tiny_model("bert")
         handle = adaptlab.adapt(model, "houlsby")
-        trainer = Trainer(
-            model=model,
-            args=arguments(folder),
-            train_dataset=examples(),
-            callbacks=[AdapterCheckpointCallback(handle)],
-        )
+        trainer = trainer_of(model, folder, AdapterCheckpointCallback(handle))
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         return {n: t.detach().clone() for n, t in handle.tensors().items()}
 
@@ -131,12 +123,7 @@ def test_a_named_adapter_trains_beside_a_frozen_one(tmp_path: Path) -> None:
     adaptlab.add_adapter(model, "second", "houlsby")
     adaptlab.set_active(model, adaptlab.Stack("first", "second"))
     second = adaptlab.train_adapter(model, "second")
-    trainer = Trainer(
-        model=model,
-        args=arguments(tmp_path),
-        train_dataset=examples(),
-        callbacks=[AdapterCheckpointCallback(model, name="second")],
-    )
+    trainer = trainer_of(model, tmp_path, AdapterCheckpointCallback(model, name="second"))
     trainer.train()
     assert optimized(trainer) == {id(t) for t in second.tensors().values()}
     assert all(torch.equal(first.tensors()[n], t) for n, t in kept.items())
@@ -166,9 +153,7 @@ def test_a_fuse_trains_with_its_value_penalty_and_its_folder_carries_the_adapter
     assert torch.allclose(seeded(model, inputs), seeded_ce(model, inputs) + penalty, atol=1e-6)
     model.eval()  # evaluation losses stay the model's own
     assert torch.allclose(seeded(model, inputs), seeded_ce(model, inputs), atol=1e-6)
-    trainer = Trainer(
-        model=model, args=arguments(tmp_path), train_dataset=examples(), callbacks=[callback]
-    )
+    trainer = trainer_of(model, tmp_path, callback)
     trainer.train()
     assert optimized(trainer) == {id(t) for t in fusion.tensors().values()}
     model.train()  # the hook went with the training
@@ -196,9 +181,4 @@ def test_the_callback_refuses_a_trainer_of_another_model(tmp_path: Path) -> None
     model = tiny_model("bert")
     handle = adaptlab.adapt(model, "lora")
     with pytest.raises(ConfigError, match="give the Trainer the adapted model itself"):
-        Trainer(
-            model=tiny_model("bert"),
-            args=arguments(tmp_path),
-            train_dataset=examples(),
-            callbacks=[AdapterCheckpointCallback(handle)],
-        )
+        trainer_of(tiny_model("bert"), tmp_path, AdapterCheckpointCallback(handle))

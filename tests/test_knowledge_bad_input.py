@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_knowledge_cli import FACTS, run
+from cli_cases import run_cli
+from test_knowledge_cli import FACTS
 from test_knowledge_lm import tiny_lm
 
 NO_MODEL = "no-such-model-folder/x/y"
@@ -74,7 +75,7 @@ def refused(
 ) -> str:
     """Run; assert exit 1, one line naming `expected`, no traceback, `folder` unchanged."""
     before = _snapshot(folder)
-    code, _, err = run(args, capsys)
+    code, _, err = run_cli(args, capsys)
     assert code == 1, err
     assert "Traceback" not in err and err.endswith("\n"), err
     *progress, line = err[:-1].split("\n")  # progress bars end in a newline of their own
@@ -205,12 +206,12 @@ def test_user_text_is_printed_as_given(
     out = tmp_path / "[b]out"
     args = ["neurons", "find", "--model", str(model), "--facts", str(path), "--relation",
             "[bold red]cap $x^$", "--min-correct", "0", "--out", str(out)]  # fmt: skip
-    code, printed, err = run(args, capsys)
+    code, printed, err = run_cli(args, capsys)
     assert code == 0, err
     assert "<[/x] land, [bold red]cap $x^$, Paris>" in printed and ":smile: land" in printed
     assert str(out / "neurons.json") in printed
     erase = ["neurons", "erase", "--neurons", str(out / "neurons.json"), "--model", str(model)]
-    code, printed, err = run(erase, capsys)
+    code, printed, err = run_cli(erase, capsys)
     assert code == 0, err
     assert "[bold red]cap $x^$" in printed
     err = refused(
@@ -363,11 +364,11 @@ def test_good_files_and_odd_but_valid_options_work(
 ) -> None:
     moved = _edit(found, lambda d: d.update(model=str(tmp_path / "gone")))
     path = _write(tmp_path / "kn", moved)
-    code, _, err = run(["neurons", "suppress", "--neurons", str(path)], capsys)
+    code, _, err = run_cli(["neurons", "suppress", "--neurons", str(path)], capsys)
     assert code == 1 and "pass --model" in err  # a folder the file names is not followed ...
     args = ["neurons", "suppress", "--neurons", str(path), "--model", str(model),
             "--seed", "4294967295"]  # fmt: skip
-    code, printed, err = run(args, capsys)  # ... --model says where the model is now
+    code, printed, err = run_cli(args, capsys)  # ... --model says where the model is now
     assert code == 0, err
     assert "suppress over 3 facts" in printed and "nan" not in printed
     saved = json.loads((tmp_path / "kn" / "suppress.json").read_text())

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_cases import run_cli
 from test_knowledge_lm import tiny_lm
-
-from adaptlab.cli.app import main
 
 FACTS = {
     "templates": {
@@ -25,14 +24,6 @@ FACTS = {
 }
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
-
-
 def test_find_then_scale_edit_erase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lm = tiny_lm("bert")
     model = tmp_path / "bert"
@@ -41,7 +32,7 @@ def test_find_then_scale_edit_erase(tmp_path: Path, capsys: pytest.CaptureFixtur
     facts = tmp_path / "facts.json"
     facts.write_text(json.dumps(FACTS))
     out = tmp_path / "kn"
-    code, printed, err = run(
+    code, printed, err = run_cli(
         ["neurons", "find", "--model", str(model), "--facts", str(facts), "--relation",
          "capital", "--quadrature", "riemann", "--steps", "3", "--min-correct", "0",
          "--out", str(out)],
@@ -64,7 +55,7 @@ def test_find_then_scale_edit_erase(tmp_path: Path, capsys: pytest.CaptureFixtur
         ("erase", "erase.json"),
         ("edit", "edit.json"),
     ]:
-        code, printed, err = run(["neurons", command, *neurons], capsys)
+        code, printed, err = run_cli(["neurons", command, *neurons], capsys)
         assert code == 0, err
         assert (out / written).is_file()
     suppress = json.loads((out / "suppress.json").read_text())
@@ -76,19 +67,19 @@ def test_find_then_scale_edit_erase(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["neurons", "suppress", "--neurons", str(tmp_path / "x.json")], capsys)
+    code, _, err = run_cli(["neurons", "suppress", "--neurons", str(tmp_path / "x.json")], capsys)
     assert code == 1 and "does not exist" in err and "Traceback" not in err
-    code, _, err = run(
+    code, _, err = run_cli(
         ["neurons", "find", "--model", "m", "--facts", "builtin:planets", "--relation", "r"],
         capsys,
     )
     assert code == 1 and "no built-in fact set" in err
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    code, _, err = run(["neurons", "amplify", "--neurons", str(broken)], capsys)
+    code, _, err = run_cli(["neurons", "amplify", "--neurons", str(broken)], capsys)
     assert code == 1 and "not a neuron file" in err and "Traceback" not in err
     no_model = tmp_path / "no-model.json"
     meta = {"kind": "causal", "facts": "f", "relation": "r", "results": []}
     no_model.write_text(json.dumps(meta))
-    code, _, err = run(["neurons", "erase", "--neurons", str(no_model)], capsys)
+    code, _, err = run_cli(["neurons", "erase", "--neurons", str(no_model)], capsys)
     assert code == 1 and "no field 'model'" in err and "Traceback" not in err

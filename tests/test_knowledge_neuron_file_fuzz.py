@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_knowledge_cli import FACTS, run
+from cli_cases import run_cli
+from test_knowledge_cli import FACTS
 from test_knowledge_lm import tiny_lm
 
 from adaptlab.errors import AdaptlabError
@@ -141,7 +142,7 @@ def test_random_edits_load_or_fail_in_one_line(
     for outcome, count in (("loaded", THROUGH_THE_CLI[0]), ("refused", THROUGH_THE_CLI[1])):
         for path in outcomes[outcome][:count]:
             args = ["neurons", "suppress", "--neurons", str(path), "--model", str(folder)]
-            code, _, err = run(args, capsys)
+            code, _, err = run_cli(args, capsys)
             assert code in (0, 1) and "Traceback" not in err, err
             assert code == 0 or err.endswith("\n") and err[:-1].split("\n")[-1].startswith("error:")
             assert (code == 0) == (path.parent / "suppress.json").is_file()

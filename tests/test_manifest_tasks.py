@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 from cli_cases import refused, unchanged, write_reviews
-from test_combine import TOPICS, make_source
+from test_combine import combined_heads
 
-import adaptlab
 from adaptlab.engine.restore import load_trained
 from adaptlab.errors import AdapterFileError
 from adaptlab.serve.registry import scan_registry
@@ -30,12 +29,7 @@ KNOWN = f"known tasks: {', '.join(TASKS.listed())}"
 def combined(tiny_model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two LoRA sources with different labels combined: a folder with two heads."""
     folder = tmp_path_factory.mktemp("combined")
-    lora = {"lora": {"rank": 2}}
-    sentiment = make_source(tiny_model_dir, folder / "sentiment", lora, seed=1)
-    topics = make_source(tiny_model_dir, folder / "topics", lora, seed=2, labels=TOPICS)
-    return adaptlab.combine_adapters(
-        [sentiment, topics], folder / "both", weights=[0.5, 0.5], model=tiny_model_dir
-    )
+    return combined_heads(tiny_model_dir, folder, weights=[0.5, 0.5])
 
 
 def edited(source: Path, target: Path, edit: Edit) -> Path:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 import transformers as T
+from cli_cases import run_cli
 from tiny_models import save_tiny_bert, tiny_config
 
 import adaptlab
-from adaptlab.cli.app import main
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.data.texts import load_texts, sample_texts
@@ -253,14 +253,6 @@ def test_swap_errors_are_one_line(madx, tiny_bert):
         stack_swapped(alone.model, [("lang-en", str(madx["lang-sl"]))]),
     ):
         pass
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 def test_eval_cli_swaps_the_stack_and_scores_masked_lm(madx, tiny_bert, capsys):

@@ -7,8 +7,9 @@ adapter stacked under a causal LM's, a stage given twice) and the messages that 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from cli_cases import refused, run_cli, snapshot, unchanged, write_reviews
@@ -71,14 +72,25 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def refused_unchanged(
-    args: list[str], capsys: pytest.CaptureFixture[str], folders: list[Path], *needles: str
-) -> str:
-    """`refused`, every file under `folders` unchanged byte for byte."""
-    before = [snapshot(folder) for folder in folders]
-    line = refused(args, capsys, *needles)
-    assert [snapshot(folder) for folder in folders] == before
-    return line
+class Refuse(Protocol):
+    """`refused`, every file under the working folder and under `also` unchanged byte for
+    byte; the line comes back."""
+
+    def __call__(self, args: list[str], *needles: str, also: Sequence[Path] = ()) -> str: ...
+
+
+@pytest.fixture()
+def refuse(work: Path, capsys: pytest.CaptureFixture[str]) -> Refuse:
+    """A refusal in the working folder that changes nothing there or under `also`."""
+
+    def run(args: list[str], *needles: str, also: Sequence[Path] = ()) -> str:
+        folders = [work, *also]
+        before = [snapshot(folder) for folder in folders]
+        line = refused(args, capsys, *needles)
+        assert [snapshot(folder) for folder in folders] == before
+        return line
+
+    return run
 
 
 # --- options a task or an adapter does not read -------------------------------------------
@@ -109,24 +121,23 @@ def refused_unchanged(
 def test_eval_refuses_what_the_adapter_does_not_read(
     made: dict[str, Any],
     runs: dict[str, Path],
-    work: Path,
-    capsys: pytest.CaptureFixture[str],
+    refuse: Refuse,
     adapter: str,
     extra: list[str],
     needle: str,
 ) -> None:
     folder = made["seq2seq"] if adapter == "seq2seq" else runs[adapter]
     args = ["eval", "--adapter", str(folder), *extra]
-    refused_unchanged(args, capsys, [work, folder], needle)
+    refuse(args, needle, also=[folder])
 
 
 def test_eval_of_a_base_alone_refuses_what_its_task_does_not_read(
-    made: dict[str, Any], work: Path, capsys: pytest.CaptureFixture[str]
+    made: dict[str, Any], refuse: Refuse
 ) -> None:
     args = ["eval", "--model", made["decoder"], "--data", "pairs.jsonl", "--task", "sft"]
     args += ["--chat-template", "template.jinja"]
     needle = "--chat-template is for chat, dpo, simpo, orpo, reward, kto and grpo tasks; this one"
-    refused_unchanged(args, capsys, [work], f"{needle} is an sft")
+    refuse(args, f"{needle} is an sft")
 
 
 @pytest.mark.parametrize("option", ["--pack", "--metric"])
@@ -154,15 +165,10 @@ def test_eval_offers_no_training_option(
     ],
 )  # fmt: skip
 def test_predict_refuses_what_the_adapter_or_input_does_not_read(
-    runs: dict[str, Path],
-    work: Path,
-    capsys: pytest.CaptureFixture[str],
-    adapter: str,
-    extra: list[str],
-    needle: str,
+    runs: dict[str, Path], refuse: Refuse, adapter: str, extra: list[str], needle: str
 ) -> None:
     args = ["predict", "--adapter", str(runs[adapter]), *extra]
-    refused_unchanged(args, capsys, [work, runs[adapter]], needle)
+    refuse(args, needle, also=[runs[adapter]])
 
 
 @pytest.mark.parametrize(
@@ -186,14 +192,10 @@ def test_predict_refuses_what_the_adapter_or_input_does_not_read(
     ],
 )  # fmt: skip
 def test_train_refuses_what_its_task_or_launch_does_not_read(
-    made: dict[str, Any],
-    work: Path,
-    capsys: pytest.CaptureFixture[str],
-    extra: list[str],
-    needle: str,
+    made: dict[str, Any], work: Path, refuse: Refuse, extra: list[str], needle: str
 ) -> None:
     args = [*TRAIN, "--model", made["decoder"], *extra, "--out", "run"]
-    refused_unchanged(args, capsys, [work], needle)
+    refuse(args, needle)
     assert not (work / "run").exists()
 
 
@@ -211,15 +213,11 @@ def test_train_refuses_what_its_task_or_launch_does_not_read(
     ],
 )  # fmt: skip
 def test_sequence_refuses_what_its_objective_does_not_read_and_a_stage_twice(
-    made: dict[str, Any],
-    work: Path,
-    capsys: pytest.CaptureFixture[str],
-    extra: list[str],
-    needle: str,
+    made: dict[str, Any], work: Path, refuse: Refuse, extra: list[str], needle: str
 ) -> None:
     stages = [] if "--stages" in extra else ["--stages", "pairs.jsonl,reviews.csv"]
     args = ["sequence", "--model", made["decoder"], *stages, *extra, "--out", "seq"]
-    refused_unchanged(args, capsys, [work], needle)
+    refuse(args, needle)
     assert not (work / "seq").exists()
 
 
@@ -227,45 +225,38 @@ def test_methods_refuses_a_head_size_without_a_model(capsys: pytest.CaptureFixtu
     refused(["methods", "--num-labels", "3"], capsys, "--num-labels", "give --model")
 
 
-def test_study_run_refuses_progress_bars_ray_does_not_show(
-    work: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_study_run_refuses_progress_bars_ray_does_not_show(work: Path, refuse: Refuse) -> None:
     (work / "study.yaml").write_text("name: s\n")  # refused before the spec is read
     args = ["study", "run", "study.yaml", "--executor", "ray", "--progress"]
-    refused_unchanged(args, capsys, [work], "--progress is for --executor local")
+    refuse(args, "--progress is for --executor local")
 
 
-def test_a_builtins_own_columns_are_not_replaced(
-    made: dict[str, Any], work: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_builtins_own_columns_are_not_replaced(made: dict[str, Any], refuse: Refuse) -> None:
     args = [*TRAIN, "--model", made["decoder"], "--data", "rotten-tomatoes"]
     args += ["--text-column", "body", "--out", "run"]
-    refused_unchanged(args, capsys, [work], "built-in rotten-tomatoes reads its own columns")
+    refuse(args, "built-in rotten-tomatoes reads its own columns")
 
 
 # --- nonsense and misleading messages ----------------------------------------------------------
 
 
 def test_a_classifiers_adapter_is_not_stacked_under_a_causal_lms(
-    made: dict[str, Any], runs: dict[str, Path], work: Path, capsys: pytest.CaptureFixture[str]
+    made: dict[str, Any], runs: dict[str, Path], work: Path, refuse: Refuse
 ) -> None:
     args = [*TRAIN, "--model", made["decoder"], "--data", "pairs.jsonl", "--task", "sft"]
     args += ["--stack", str(runs["classifier"]), "--out", "run"]
-    line = refused_unchanged(
-        args, capsys, [work, runs["classifier"]], "is a single_label adapter", "trained as a Llama"
-    )
+    needles = ("is a single_label adapter", "trained as a Llama")
+    line = refuse(args, *needles, also=[runs["classifier"]])
     assert "this sft run trains a causal_lm model" in line
     assert "language adapters (mlm, causal-lm)" in line
     assert not (work / "run").exists()
 
 
 def test_a_generative_builtin_read_as_labelled_data_names_the_task_that_learns_it(
-    work: Path, tiny_model_dir: str, capsys: pytest.CaptureFixture[str]
+    refuse: Refuse, tiny_model_dir: str
 ) -> None:
     args = [*TRAIN, "--model", tiny_model_dir, "--data", "countries-qa", "--out", "run"]
-    refused_unchanged(
-        args, capsys, [work], "countries-qa is a built-in generative corpus", "--task sft"
-    )
+    refuse(args, "countries-qa is a built-in generative corpus", "--task sft")
 
 
 def test_adapters_show_json_says_where_the_manifest_counts_are_false(

@@ -5,23 +5,20 @@ exit 1, nothing written and nothing changed."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import safetensors.torch
 import torch
-from cli_cases import copy_tree, refused, run_cli, unchanged
+from cli_cases import run_cli
+from peft_helpers import LABELS, edited, give_lora_pairs_values, import_args, import_refused
 from tiny_models import save_tiny_bert
 
 import adaptlab
 from adaptlab.methods.peft_config import CONFIG_FILE
 from adaptlab.methods.peft_format import TENSOR_FILE, export_peft
 from adaptlab.models.loading import load_model
-
-LABELS = "fresh,rotten"
 
 
 @pytest.fixture(scope="module")
@@ -31,47 +28,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     model = Path(save_tiny_bert(str(root / "tiny-bert")))
     loaded = load_model(str(model), "single_label", label_names=LABELS.split(","), seed=0)
     adaptlab.adapt(loaded.model, "lora", targets=("query", "value"))
-    with torch.no_grad():  # B starts at zero: give the pairs values
-        for name, param in loaded.model.named_parameters():
-            if name.endswith(".B"):
-                param.normal_(0, 0.1)
+    give_lora_pairs_values(loaded.model)
     export_peft(loaded.model, root / "peft", base_model_id=str(model))
     return {"root": root, "model": model, "peft": root / "peft"}
-
-
-def edited(
-    setup: dict[str, Path],
-    work: Path,
-    config: Callable[[dict[str, Any]], None] | None = None,
-    tensors: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
-) -> Path:
-    """A copy of the PEFT folder in `work` with its config and tensors edited."""
-    folder = copy_tree(setup["peft"], work / "peft")
-    if config is not None:
-        data = json.loads((folder / CONFIG_FILE).read_text())
-        config(data)
-        (folder / CONFIG_FILE).write_text(json.dumps(data))
-    if tensors is not None:
-        path = folder / TENSOR_FILE
-        path.write_bytes(safetensors.torch.save(tensors(safetensors.torch.load_file(str(path)))))
-    return folder
-
-
-def import_args(setup: dict[str, Path], source: Path) -> list[str]:
-    return [
-        "import", "--format", "peft", "--model", str(setup["model"]), "--labels", LABELS,
-        str(source), str(source.parent / "out"),
-    ]  # fmt: skip
-
-
-def import_refused(
-    setup: dict[str, Path], source: Path, capsys: pytest.CaptureFixture[str], *needles: str
-) -> str:
-    """`adaptlab import` of `source` fails in one line; nothing is written or changed."""
-    with unchanged(setup["root"]), unchanged(source.parent):
-        line = refused(import_args(setup, source), capsys, *needles)
-    assert not (source.parent / "out").exists()
-    return line
 
 
 def targets(value: Any) -> Callable[[dict[str, Any]], None]:
@@ -143,7 +102,7 @@ def test_regular_expressions_and_short_names_that_match_import(
         "later-field": lambda c: c.update(some_later_option=None),
     }.items():
         source = edited(setup, tmp_path / name, edit)
-        code, out, err = run_cli(import_args(setup, source), capsys)
+        code, out, err = run_cli(import_args(setup["model"], source, "--labels", LABELS), capsys)
         assert code == 0 and "wrote" in out, err
 
 

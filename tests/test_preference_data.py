@@ -6,7 +6,6 @@ made on made-up records), and `pairs_from_answers`."""
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import subprocess
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 from cli_cases import unchanged
+from generative_helpers import write_jsonl, write_table
 
 from adaptlab.data.answer_text import normalize_answer
 from adaptlab.data.arithmetic import OPERATIONS, arithmetic_questions, load_arithmetic
@@ -118,18 +118,6 @@ SHAPE = {"conversational": "preference", "implicit": "preference"}
 
 def shape_of(kind: str) -> str:
     return SHAPE.get(kind, kind.removesuffix("-chat"))
-
-
-def write_jsonl(path: Path, records: list[Any]) -> Path:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-    return path
-
-
-def write_table(path: Path, header: list[str], rows: list[list[str]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file, delimiter="\t" if path.suffix == ".tsv" else ",")
-        writer.writerows([header, *rows])
-    return path
 
 
 def everything(corpus: PreferenceCorpus) -> list[Any]:

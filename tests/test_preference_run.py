@@ -9,21 +9,17 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from cli_cases import refused, run_cli, unchanged
+from cli_cases import killed_at_checkpoint, refused, run_cli, unchanged
 from generative_helpers import tiny_decoder, write_pairs, write_preferences
 
 from adaptlab.cli.app import main
 from adaptlab.data.preference import Preference
 from adaptlab.data.preference_encoding import PreferenceEncoder
 from adaptlab.engine.reference import reference_composition, reference_model
-from adaptlab.engine.training_checkpoint import STATE, checkpoint_folder
 from adaptlab.methods.adapt import active, adapt, set_active
 from adaptlab.methods.blocks import Stack
 from adaptlab.models.loading import load_model
@@ -292,23 +288,7 @@ def test_a_killed_dpo_run_resumes_to_the_scores_of_an_unbroken_one(
     ]  # fmt: skip
     unbroken, resumed = tmp_path / "unbroken", tmp_path / "resumed"
     assert run_cli([*args, "--out", str(unbroken)], capsys)[0] == 0
-    command = [sys.executable, "-m", "adaptlab", *args, "--out", str(resumed)]
-    run = subprocess.Popen(
-        [*command, "--checkpoint-every", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    state = checkpoint_folder(resumed) / STATE
-    try:
-        deadline = time.monotonic() + 180
-        while not state.exists() or json.loads(state.read_text())["position"]["step"] < 15:
-            assert time.monotonic() < deadline and run.poll() is None, "no checkpoint"
-            time.sleep(0.05)
-        run.kill()
-        run.wait(timeout=30)
-    finally:
-        run.kill()
-    assert not resumed.exists()
+    killed_at_checkpoint(args, resumed, 15)
     code, _, err = run_cli([*args, "--out", str(resumed), "--resume"], capsys)
     assert code == 0, err
     first, second = (json.loads((r / "metrics.json").read_text()) for r in (unbroken, resumed))

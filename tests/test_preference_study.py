@@ -6,15 +6,13 @@ built-in it cannot read are one line with nothing written."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 from cli_cases import refused, unchanged
 from generative_helpers import tiny_decoder
-from study_helpers import one_thread
+from study_helpers import FinishedStudy as Study
+from study_helpers import save_spec
 
 from adaptlab.report import write_report
 from adaptlab.study.executors import LocalExecutor
@@ -26,17 +24,7 @@ from adaptlab.study.store import load_records
 QUIET = LocalExecutor(progress=False)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
-
-
-@dataclass(frozen=True)
-class Study:
-    folder: Path
-    spec: Path
-    store: Path
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write_spec(folder: Path, model: str, data: list[object], **more: object) -> Path:
@@ -52,9 +40,7 @@ def write_spec(folder: Path, model: str, data: list[object], **more: object) -> 
         "device": "cpu",
         **more,
     }
-    path = folder / "prefer.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / "prefer.yaml", spec)
 
 
 @pytest.fixture(scope="module")

@@ -118,6 +118,36 @@ def first_batch(trainer: Any) -> Any:
     return next(iter(trainer.get_train_dataloader()))
 
 
+def stacked_trainer(
+    config_class: Any, trainer_class: Any, tmp_path: Path, tokenizer: Any, **options: Any
+) -> Any:
+    """A trainer of stacked chosen and rejected rows (CPO, ORPO) on the pairs and the tiny
+    Llama, 4 pairs a batch of at most 32 tokens, its config given `options`."""
+    config = arguments(
+        config_class,
+        tmp_path,
+        per_device_train_batch_size=4,
+        max_length=32,
+        remove_unused_columns=False,
+        **options,
+    )
+    return trainer_class(
+        model=tiny_llama(0), args=config, train_dataset=pairs(), processing_class=tokenizer
+    )
+
+
+def stacked_rows(
+    trainer: Any, padding_value: int
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The trainer's first batch, then its chosen rows over its rejected ones: their input ids,
+    attention mask and completion mask."""
+    batch = first_batch(trainer)
+    rows = trainer.concatenated_inputs(batch, padding_value=padding_value)
+    completion_mask = (rows["concatenated_labels"] != -100).long()
+    input_ids, attention_mask = rows["concatenated_input_ids"], rows["concatenated_attention_mask"]
+    return batch, input_ids, attention_mask, completion_mask
+
+
 @pytest.fixture(autouse=True)
 def quiet() -> Iterator[None]:
     """TRL's deprecation and experimental-API notices are not what these tests check."""
@@ -214,27 +244,11 @@ def test_simpo_equals_trl_cpo_trainer(tokenizer: Any, tmp_path: Path) -> None:
     from trl.experimental.cpo import CPOConfig, CPOTrainer
 
     beta, gamma = 2.0, 0.8
-    config = arguments(
-        CPOConfig,
-        tmp_path,
-        per_device_train_batch_size=4,
-        loss_type="simpo",
-        cpo_alpha=0.0,
-        beta=beta,
-        simpo_gamma=gamma,
-        max_length=32,
-        remove_unused_columns=False,
-    )
-    trainer = CPOTrainer(
-        model=tiny_llama(0), args=config, train_dataset=pairs(), processing_class=tokenizer
-    )
+    options = dict(loss_type="simpo", cpo_alpha=0.0, beta=beta, simpo_gamma=gamma)
+    trainer = stacked_trainer(CPOConfig, CPOTrainer, tmp_path, tokenizer, **options)
     model = trainer.model
-    batch = first_batch(trainer)
-    rows = trainer.concatenated_inputs(batch, padding_value=tokenizer.pad_token_id)
-    completion_mask = (rows["concatenated_labels"] != -100).long()
-    ours = completion_log_probs(
-        model, rows["concatenated_input_ids"], rows["concatenated_attention_mask"], completion_mask
-    )
+    batch, *rows = stacked_rows(trainer, tokenizer.pad_token_id)
+    ours = completion_log_probs(model, *rows)
     policy = PairLogps.stacked(ours.sums, ours.tokens)
     with torch.no_grad():
         chosen, rejected = trainer.concatenated_forward(model, batch)[:2]
@@ -248,22 +262,9 @@ def test_orpo_equals_trl_orpo_trainer(tokenizer: Any, tmp_path: Path) -> None:
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
     beta = 0.25
-    config = arguments(
-        ORPOConfig,
-        tmp_path,
-        per_device_train_batch_size=4,
-        beta=beta,
-        max_length=32,
-        remove_unused_columns=False,
-    )
-    trainer = ORPOTrainer(
-        model=tiny_llama(0), args=config, train_dataset=pairs(), processing_class=tokenizer
-    )
+    trainer = stacked_trainer(ORPOConfig, ORPOTrainer, tmp_path, tokenizer, beta=beta)
     model = trainer.model
-    batch = first_batch(trainer)
-    rows = trainer.concatenated_inputs(batch, padding_value=trainer.padding_value)
-    input_ids, attention_mask = rows["concatenated_input_ids"], rows["concatenated_attention_mask"]
-    completion_mask = (rows["concatenated_labels"] != -100).long()
+    batch, input_ids, attention_mask, completion_mask = stacked_rows(trainer, trainer.padding_value)
     # one forward serves both terms: the chosen rows' likelihood and every row's odds
     head = lm_head_input(model, input_ids=input_ids, attention_mask=attention_mask)
     ours = head_completion_log_probs(head, input_ids, completion_mask)
@@ -512,8 +513,8 @@ def test_grpo_second_step_on_a_generation_equals_trl(
         f"GRPO ({kind}) sampling policy's per-token log-probs", old, inputs["old_per_token_logps"]
     )
 
-    def ours() -> torch.Tensor:
-        logps = completion_token_log_probs(model, input_ids, attention_mask, scored)[:, -width:]
+    def loss(logps: torch.Tensor, **clip: float) -> torch.Tensor:
+        """Our loss of `logps` on the buffered batch, against the log-probabilities kept."""
         return grpo_loss(
             kind,
             logps,
@@ -523,8 +524,12 @@ def test_grpo_second_step_on_a_generation_equals_trl(
             reference_logps=inputs["ref_per_token_logps"],
             beta=GRPO_BETA,
             epsilon=epsilon,
-            epsilon_high=epsilon_high,
+            **clip,
         )
+
+    def ours() -> torch.Tensor:
+        logps = completion_token_log_probs(model, input_ids, attention_mask, scored)[:, -width:]
+        return loss(logps, epsilon_high=epsilon_high)
 
     close(f"GRPO ({kind}) first step's loss", ours(), trainer.compute_loss(model, inputs))
     model.zero_grad()
@@ -544,14 +549,4 @@ def test_grpo_second_step_on_a_generation_equals_trl(
         gradients(model, ours),
         gradients(model, lambda: trainer.compute_loss(model, inputs)),
     )
-    symmetric = grpo_loss(
-        kind,
-        moved,
-        completion_mask,
-        advantages,
-        old_logps=old,
-        reference_logps=inputs["ref_per_token_logps"],
-        beta=GRPO_BETA,
-        epsilon=epsilon,
-    )
-    assert (ours() - symmetric).abs() > 1e-4
+    assert (ours() - loss(moved)).abs() > 1e-4

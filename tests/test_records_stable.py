@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_methods import SINGLE_METHODS
 
 from adaptlab.continual import SequenceSpec
 from adaptlab.records.config import TrainConfig
@@ -34,19 +35,7 @@ TINY_METRICS = FIXTURES / "tiny-run-metrics.json"
 MODEL, DATA = "minilm-l6", "rotten-tomatoes"
 TRAIN = TrainConfig(epochs=2, batch_size=8, seed=3)
 METHODS = (
-    "full",
-    "head",
-    "freeze",
-    "bitfit",
-    "lnfit",
-    "houlsby",
-    "pfeiffer",
-    "parallel",
-    "lora",
-    "ia3",
-    "prefix",
-    "mam",
-    "lst",
+    *SINGLE_METHODS,
     "houlsby+lnfit",
     "lora+bitfit",
     {"lora": {"dora": True}},

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from study_helpers import one_thread, write_reviews
+from study_helpers import write_reviews
 from tiny_models import LAYERS, save_tiny_bert
 
 from adaptlab.data import load_dataset
@@ -30,16 +29,7 @@ from adaptlab.select.features import pool
 from adaptlab.select.logme import LogME
 from adaptlab.tasks.registry import LABELLED
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ADAPTLAB_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "feature_cache")
 
 
 @pytest.fixture(scope="module")

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from study_helpers import one_thread, write_reviews
+from cli_cases import run_cli
+from study_helpers import write_reviews
 from tiny_models import save_tiny_bert
 
-from adaptlab.cli import app as cli_app
 from adaptlab.select import agreement
 from adaptlab.study import load_validations, run_study
 from adaptlab.study.executors import LocalExecutor
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_agreement_is_plus_one_for_the_same_order_and_minus_one_for_the_reverse() -> None:
@@ -49,18 +44,9 @@ def test_undefined_correlations_are_none_never_nan() -> None:
     assert two.kendall_tau == 1.0 and two.pearson is None
 
 
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        cli_app.main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
-
-
 def test_rank_validates_against_a_study_of_the_same_candidates(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], feature_cache: Path
 ) -> None:
-    monkeypatch.setenv("ADAPTLAB_CACHE", str(tmp_path / "cache"))
     model = save_tiny_bert(str(tmp_path / "models" / "tiny"))
     data = str(write_reviews(tmp_path / "reviews.csv", rows=60))
     candidates = f"{model},{model}@first1,{model}@reinit"
@@ -91,26 +77,9 @@ def test_rank_validates_against_a_study_of_the_same_candidates(
     summary = run_study(tmp_path / "transfer.yaml", executor=LocalExecutor(progress=False))
     assert not summary.failed
     out_json = tmp_path / "rank.json"
-    code, out, err = run_cli(
-        [
-            "rank",
-            "--data",
-            data,
-            "--models",
-            candidates,
-            "--estimators",
-            "logme,knn",
-            "--sample",
-            "0",
-            "--layers",
-            "--no-progress",
-            "--validate",
-            str(summary.store),
-            "--json",
-            str(out_json),
-        ],
-        capsys,
-    )
+    ranking = ["rank", "--data", data, "--models", candidates, "--sample", "0", "--no-progress"]
+    validated = ["--layers", "--validate", str(summary.store), "--json", str(out_json)]
+    code, out, err = run_cli([*ranking, "--estimators", "logme,knn", *validated], capsys)
     assert code == 0, err
     assert "agreement with fine-tuning" in out and "ranking by logme" in out
     result = json.loads(out_json.read_text())
@@ -133,23 +102,7 @@ def test_rank_validates_against_a_study_of_the_same_candidates(
     page = report.read_text(encoding="utf-8")
     assert '<section id="transferability">' in page
     assert "reviews · per-layer candidates" in page and "<td>tiny@reinit</td>" in page
-    code, out, err = run_cli(
-        [
-            "rank",
-            "--data",
-            data,
-            "--models",
-            candidates,
-            "--estimators",
-            "knn",
-            "--sample",
-            "0",
-            "--aggregate",
-            "best",
-            "--no-progress",
-        ],
-        capsys,
-    )
+    code, out, err = run_cli([*ranking, "--estimators", "knn", "--aggregate", "best"], capsys)
     assert code == 0, err
     assert "scores (best layer)" in out and "(L1)" in out and "3 from cache" in out
 

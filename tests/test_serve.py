@@ -91,12 +91,6 @@ def service(setup: dict[str, Path]) -> Any:
     service.close()
 
 
-@pytest.fixture(scope="module")
-def url(service: AdapterService) -> Any:
-    with running(create_app(service)) as base_url:
-        yield base_url
-
-
 def post(url: str, body: Any, **kwargs: Any) -> Any:
     return httpx.post(f"{url}/predict", json=body, timeout=60, **kwargs)
 

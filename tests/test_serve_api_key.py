@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,10 @@ httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
 from cli_cases import refused  # noqa: E402
-from serve_helpers import chat_registry, free_port, running  # noqa: E402
+from serve_helpers import chat_registry, free_port, wait_for_health  # noqa: E402
 
 from adaptlab.errors import ConfigError  # noqa: E402
-from adaptlab.serve import AdapterService, ServeOptions, create_app, ray_serve  # noqa: E402
+from adaptlab.serve import AdapterService, ServeOptions, ray_serve  # noqa: E402
 from adaptlab.serve.auth import is_loopback  # noqa: E402
 
 KEY = "sk-local-7f3a9c2e51b84d06"
@@ -68,12 +67,6 @@ def service(setup: dict[str, Any]) -> Iterator[AdapterService]:
     service = AdapterService(options)
     yield service
     service.close()
-
-
-@pytest.fixture(scope="module")
-def url(service: AdapterService) -> Iterator[str]:
-    with running(create_app(service)) as base_url:
-        yield base_url
 
 
 def call(url: str, method: str, path: str, headers: dict[str, str]) -> Any:
@@ -293,14 +286,7 @@ def test_the_command_line_takes_its_key_from_the_environment(setup: dict[str, An
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                assert httpx.get(f"{url}/health", timeout=10).status_code == 200
-                break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline
-                time.sleep(0.5)
+        assert wait_for_health(server, url) == 200
         assert httpx.post(f"{url}/v1/completions", json=PROMPT, timeout=60).status_code == 401
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120)
         answer = client.completions.create(**PROMPT)

@@ -19,6 +19,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
+from generative_helpers import greedy  # noqa: E402
 from serve_helpers import running, save_random_adapter, tiny_chat_llama  # noqa: E402
 from tiny_models import tiny_inputs, tiny_model  # noqa: E402
 
@@ -74,12 +75,6 @@ def service(setup: dict[str, Any]) -> Any:
 
 
 @pytest.fixture(scope="module")
-def url(service: AdapterService) -> Any:
-    with running(create_app(service)) as base_url:
-        yield base_url
-
-
-@pytest.fixture(scope="module")
 def reference(setup: dict[str, Any]) -> Any:
     """`model.generate` with each adapter active (None: the base model)."""
     models: dict[str | None, Any] = {None: load_model(setup["model"], "causal_lm").model.eval()}
@@ -98,28 +93,12 @@ def post(url: str, path: str, body: dict[str, Any]) -> Any:
     return httpx.post(f"{url}/v1/{path}", json=body, timeout=120)
 
 
-def generated(model: Any, ids: list[int], count: int) -> tuple[list[int], torch.Tensor]:
-    """Greedy tokens of `model.generate` (cut before an end token) and each step's logits."""
-    with torch.no_grad():
-        out = model.generate(
-            torch.tensor([ids]),
-            max_new_tokens=count,
-            do_sample=False,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
-    tokens = out.sequences[0, len(ids) :].tolist()
-    ends = {model.generation_config.eos_token_id}
-    cut = next((i for i, t in enumerate(tokens) if t in ends), len(tokens))
-    return tokens[:cut], torch.cat(out.logits)
-
-
 def assert_greedy(text: str, model: Any, ids: list[int], count: int, exact: bool) -> int:
     """`text` is what `model.generate` makes; in a mixed batch (not `exact`) it may leave that
     path only at a step whose two best logits are within rounding of each other. Returns how
     many tokens `generate` made."""
     tokenizer = load_tokenizer(model.name_or_path)
-    tokens, logits = generated(model, ids, count)
+    tokens, logits = greedy(model, ids, count)
     wanted = tokenizer.decode(tokens, skip_special_tokens=True)
     if text == wanted or exact:
         assert text == wanted

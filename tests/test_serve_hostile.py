@@ -16,10 +16,10 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from serve_helpers import chat_registry, running  # noqa: E402
+from serve_helpers import chat_registry  # noqa: E402
 
 from adaptlab.engine.sampling import Sampling, StopText, pick  # noqa: E402
-from adaptlab.serve import AdapterService, ServeOptions, create_app  # noqa: E402
+from adaptlab.serve import AdapterService, ServeOptions  # noqa: E402
 from adaptlab.serve.openai_schema import MAX_STOP_CHARS  # noqa: E402
 
 SURROGATE = '"\\ud800"'
@@ -40,12 +40,6 @@ def service(setup: dict[str, Any]) -> Any:
     service = AdapterService(options)
     yield service
     service.close()
-
-
-@pytest.fixture(scope="module")
-def url(service: AdapterService) -> Any:
-    with running(create_app(service)) as base_url:
-        yield base_url
 
 
 def send(url: str, path: str, body: Any = None, raw: bytes | None = None, **kwargs: Any) -> Any:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ pytest.importorskip("uvicorn")
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from serve_helpers import free_port  # noqa: E402
+from serve_helpers import free_port, wait_for_health  # noqa: E402
 
 import adaptlab  # noqa: E402
 from adaptlab.models.loading import load_model  # noqa: E402
@@ -59,14 +58,7 @@ def client(models: dict[str, Any]) -> Iterator[Any]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                httpx.get(f"{url}/health", timeout=10)
-                break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline
-                time.sleep(0.5)
+        wait_for_health(server, url)
         yield openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=300)
     finally:
         server.terminate()

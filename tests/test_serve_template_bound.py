@@ -22,7 +22,13 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from serve_helpers import free_port, running, save_lm_adapter, tiny_chat_llama  # noqa: E402
+from serve_helpers import (  # noqa: E402
+    free_port,
+    running,
+    save_lm_adapter,
+    tiny_chat_llama,
+    wait_for_health,
+)
 
 from adaptlab.errors import ConfigError  # noqa: E402
 from adaptlab.serve import AdapterService, ServeOptions, create_app  # noqa: E402
@@ -208,14 +214,7 @@ def test_sigterm_stops_the_server_while_a_render_runs(setup: dict[str, Any]) -> 
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                httpx.get(f"{url}/health", timeout=10)
-                break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline
-                time.sleep(0.5)
+        wait_for_health(server, url)
         renderers = children(server.pid)
         assert len(renderers) == 2
         spinning = threading.Thread(target=_ask_quietly, args=(url,), daemon=True)

@@ -12,7 +12,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
-from cli_cases import run_cli, train_run, write_reviews
+from cli_cases import RUN_FILES, run_cli, train_run, write_reviews
 
 from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import ConfigError
@@ -124,12 +124,7 @@ def test_overwrite_replaces_a_run_folder_that_keeps_a_split_record(
     args = ["train", "--model", tiny_model_dir, "--data", str(data), "--method", "bitfit"]
     code, _, err = run_cli([*args, "--epochs", "1", "--out", str(run), "--overwrite"], capsys)
     assert code == 0, err
-    assert sorted(p.name for p in run.iterdir()) == [
-        "adapter",
-        "metrics.json",
-        "splits.json",
-        "train.log",
-    ]
+    assert sorted(p.name for p in run.iterdir()) == RUN_FILES
 
 
 def test_a_bad_split_record_is_one_line_naming_the_field(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from typing import ClassVar
 
 import pytest
 import torch
-from test_continual_sequence import run_cli, sequence
+from cli_cases import run_cli
+from test_continual_lm import LM_STUDY
+from test_continual_sequence import sequence
 
 from adaptlab.continual import (
     Strategy,
@@ -163,14 +165,7 @@ def test_an_objective_a_strategy_does_not_declare_is_refused() -> None:
 def test_a_causal_lm_study_refuses_a_strategy_without_that_objective() -> None:
     from adaptlab.study.spec import StudySpec
 
-    data = {
-        "name": "lifelong",
-        "objective": "causal-lm",
-        "models": ["smollm2-135m"],
-        "sequence": ["reuters-r8", "twitter-sentiment"],
-        "methods": ["lora"],
-        "strategies": ["sequential", {"toy-shrink": {"weight": 1.0}}],
-    }
+    data = {**LM_STUDY, "strategies": ["sequential", {"toy-shrink": {"weight": 1.0}}]}
     takes = ", ".join(strategies_for("causal-lm"))
     with pytest.raises(ValueError) as refused:
         StudySpec.model_validate(data)

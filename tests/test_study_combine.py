@@ -4,12 +4,10 @@ sets and multi-task training: the plan, a tiny study end to end, resuming, and t
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from study_helpers import one_thread, write_reviews
+from study_helpers import save_spec, write_reviews
 from tiny_models import save_tiny_bert
 
 from adaptlab.report import render_report
@@ -33,10 +31,7 @@ METHODS = [
 ORDER = ["single", "linear", "ties", "fusion", "multi-task"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +59,7 @@ def study(folder: Path, model: str, **keys: object) -> Path:
         "max_length": 16,
         **keys,
     }
-    path = folder / "tiny.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / "tiny.yaml", spec)
 
 
 def test_spanning_runs_come_after_the_runs_they_build_on(model: str, tmp_path: Path) -> None:

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 from cli_cases import refused, run_cli, unchanged
 from generative_helpers import write_chats, write_pairs
-from study_helpers import one_thread, write_reviews
+from study_helpers import save_spec, write_reviews
 
 from adaptlab import combine_adapters
 from adaptlab.errors import ConfigError, DataError
@@ -49,10 +47,7 @@ GENERATIVE = ("perplexity", "token_accuracy", "exact_match", "token_f1", "rougeL
 TRAIN_SIZE, MAX_LENGTH = 16, 32
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write_doubles(path: Path, count: int = 40) -> Path:
@@ -77,9 +72,7 @@ def write_study(folder: Path, model: str, data: list[object], **keys: object) ->
         "device": "cpu",
         **keys,
     }
-    path = folder / "gen.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / "gen.yaml", spec)
 
 
 @dataclass(frozen=True)

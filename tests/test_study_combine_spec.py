@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_cases import refused, unchanged
+from study_helpers import assert_spec_error, write_spec_text
 
 from adaptlab.data.types import Dataset, Example
 from adaptlab.data.union import label_columns, union_of
@@ -26,12 +27,6 @@ from adaptlab.study.spec import load_spec
 
 HEAD = "name: s\nmodels: [minilm-l6]\ndata: [rotten-tomatoes, twitter-sentiment, reuters-r8]\n"
 SINGLE = "  - {method: lora, label: single, learning_rates: [1e-3]}\n"
-
-
-def write(folder: Path, text: str) -> Path:
-    path = folder / "s.yaml"
-    path.write_text(text)
-    return path
 
 
 @pytest.mark.parametrize(
@@ -169,13 +164,7 @@ def write(folder: Path, text: str) -> Path:
 def test_spanning_entry_mistakes_are_one_line(
     tmp_path: Path, body: str, line: int, parts: list[str]
 ) -> None:
-    path = write(tmp_path, HEAD + body)
-    with pytest.raises(ConfigError) as error:
-        load_spec(path)
-    message = str(error.value)
-    assert f"{path} line {line}" in message, message
-    assert all(part in message for part in parts), message
-    assert "\n" not in message
+    assert_spec_error(write_spec_text(tmp_path, HEAD + body), line, parts)
 
 
 @pytest.mark.parametrize(
@@ -193,7 +182,9 @@ def test_spanning_entry_mistakes_are_one_line(
 def test_spanning_entries_need_two_data_sets(
     tmp_path: Path, head: str, entry: str, what: str
 ) -> None:
-    path = write(tmp_path, f"name: s\nmodels: [minilm-l6]\n{head}methods:\n{SINGLE}  - {entry}\n")
+    path = write_spec_text(
+        tmp_path, f"name: s\nmodels: [minilm-l6]\n{head}methods:\n{SINGLE}  - {entry}\n"
+    )
     with pytest.raises(ConfigError, match=f"{what} .*every data set.*at least two") as error:
         load_spec(path)
     assert "\n" not in str(error.value)
@@ -206,7 +197,7 @@ def test_a_sequence_study_takes_no_combination(tmp_path: Path) -> None:
         "adapters: [single]}\n"
     )
     with pytest.raises(ConfigError, match="combine: and multi_task: are not for sequences"):
-        load_spec(write(tmp_path, text))
+        load_spec(write_spec_text(tmp_path, text))
 
 
 def test_data_sets_that_would_share_a_name_are_refused_when_planned(tmp_path: Path) -> None:
@@ -224,14 +215,14 @@ def test_data_sets_that_would_share_a_name_are_refused_when_planned(tmp_path: Pa
         """
     )
     with pytest.raises(ConfigError, match="would both name their adapters 'reviews'") as error:
-        plan_study(load_spec(write(tmp_path, text)), tmp_path)
+        plan_study(load_spec(write_spec_text(tmp_path, text)), tmp_path)
     assert "\n" not in str(error.value)
 
 
 def test_study_run_refuses_a_bad_combination_in_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(
+    path = write_spec_text(
         tmp_path,
         HEAD + "methods:\n" + SINGLE + "  - {combine: {how: ties}, adapters: [single]}\n",
     )

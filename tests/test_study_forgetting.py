@@ -10,15 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from generative_helpers import tiny_decoder
+from study_helpers import assert_spec_refused, save_spec
 
-from adaptlab.errors import ConfigError
 from adaptlab.report import write_report
 from adaptlab.report.plots_forgetting import Point, frontier_of
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.runner import run_study
-from adaptlab.study.spec import load_spec
 from adaptlab.study.store import load_records
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "park", "in", "trees"]
@@ -50,9 +48,7 @@ def write_study(folder: Path, model: str, **keys: Any) -> Path:
         "forgetting": {"probes": ["text:held-out.txt"], "limit": 5, "window": 16},
         **keys,
     }
-    path = folder / "lf.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / "lf.yaml", spec)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +111,4 @@ def test_the_frontier_keeps_the_points_no_other_beats() -> None:
 def test_bad_forgetting_keys_are_refused_as_the_spec_loads(
     tmp_path: Path, keys: dict[str, Any], message: str
 ) -> None:
-    spec = write_study(tmp_path, "smollm2-135m", **keys)
-    with pytest.raises(ConfigError, match=message) as refusal:
-        load_spec(spec)
-    assert "\n" not in str(refusal.value)
+    assert_spec_refused(write_study(tmp_path, "smollm2-135m", **keys), message)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from study_helpers import one_thread, write_reviews, write_spec
+from study_helpers import write_reviews, write_spec
 from tiny_models import save_tiny_bert
 
 from adaptlab.errors import ConfigError
@@ -28,10 +27,7 @@ SOURCES = [
 FUSION = {"fusion": {"adapters": ["topics", "moods", "pfeiffer"], "temperature": 2}}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

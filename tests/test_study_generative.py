@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import yaml
 from cli_cases import refused, run_cli, unchanged
 from generative_helpers import tiny_decoder, write_pairs
 from serve_helpers import CHAT_TEMPLATE
-from study_helpers import one_thread, write_reviews
+from study_helpers import FinishedStudy, save_spec, write_reviews
 
 from adaptlab.cli.generation_options import GenerationOptions
 from adaptlab.data.identity import content_digest
@@ -36,17 +35,11 @@ QUIET = LocalExecutor(progress=False)
 DOCUMENTS = [f"document {i} says {' '.join(str(j) for j in range(i % 9 + 3))}" for i in range(40)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @dataclass(frozen=True)
-class Study:
-    folder: Path
-    spec: Path
-    store: Path
+class Study(FinishedStudy):
     planned: tuple[str, ...]
 
 
@@ -66,9 +59,7 @@ def write_study(folder: Path, model: str) -> Path:
         "batch_size": 8,
         "device": "cpu",
     }
-    path = folder / "gen.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return save_spec(folder / "gen.yaml", spec)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import json
 import re
 import statistics
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 import yaml
 from cli_cases import refused, unchanged, write_reviews
 from lm_eval_helpers import CAPITALS, DATA, REVIEWS, TASKS, task_folder, word_llama
-from study_helpers import one_thread
+from study_helpers import FinishedStudy
 from tiny_models import save_tiny_bert
 
 from adaptlab.errors import ConfigError
@@ -45,17 +44,11 @@ SCORED = [*TASKS, BRIER]
 HARNESS = {"tasks": SCORED, "include": "tasks", "num_fewshot": 0, "limit": LIMIT}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @dataclass(frozen=True)
-class Study:
-    folder: Path
-    spec: Path
-    store: Path
+class Study(FinishedStudy):
     base: str
 
 

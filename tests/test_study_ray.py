@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,6 @@ def test_without_ray_the_executor_says_how_to_install_it(monkeypatch: pytest.Mon
     with pytest.raises(ConfigError) as error:
         RayExecutor(Resources())
     assert str(error.value) == RAY_HINT == "the Ray executor needs `pip install ray==2.60.0`"
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.ray

@@ -6,14 +6,14 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import typer
-from study_helpers import fake_result, integrity, one_thread, rows, write_reviews, write_spec
+from study_helpers import fake_result, integrity, rows, write_reviews, write_spec
 from tiny_models import save_tiny_bert
 
 import adaptlab.cli.app as cli_app
@@ -32,10 +32,7 @@ from adaptlab.study.store import ResultStore, StoredRun, load_records
 QUIET = LocalExecutor(progress=False)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -62,24 +59,37 @@ def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def cli(
-    args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> tuple[int, str, str]:
-    """Run `adaptlab study ...` through the real entry point (exit code, stdout, stderr)."""
+StudyCli = Callable[[list[str]], tuple[int, str, str]]
+SpecWith = Callable[..., Path]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> StudyCli:
+    """`adaptlab study ARGS` through the real entry point: (exit code, stdout, stderr)."""
     app = typer.Typer()
     app.add_typer(study_cmd.app, name="study")
     monkeypatch.setattr(cli_app, "app", app)
-    with pytest.raises(SystemExit) as done:
-        cli_app.main(["study", *args])
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
+
+    def run(args: list[str]) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as done:
+            cli_app.main(["study", *args])
+            raise SystemExit(0)
+        out, err = capsys.readouterr()
+        return int(done.value.code or 0), out, err
+
+    return run
+
+
+@pytest.fixture
+def spec_with(model: str, reviews: str, tmp_path: Path) -> SpecWith:
+    """`write_spec` of the tiny model on the reviews in `tmp_path`, with the keys given."""
+    return lambda **keys: write_spec(tmp_path, model, reviews, **keys)
 
 
 def test_a_study_writes_one_row_per_run_and_resumes_with_nothing_to_do(
-    model: str, reviews: str, tmp_path: Path, count_runs: list[str]
+    spec_with: SpecWith, tmp_path: Path, count_runs: list[str]
 ) -> None:
-    spec = write_spec(tmp_path, model, reviews, methods=["full", {"houlsby": {"hidden_size": 4}}])
+    spec = spec_with(methods=["full", {"houlsby": {"hidden_size": 4}}])
     summary = run_study(spec, executor=QUIET)
     store = tmp_path / "tiny.db"
     assert summary.store == store and summary.planned == 4 and not summary.failed
@@ -105,9 +115,9 @@ def test_a_study_writes_one_row_per_run_and_resumes_with_nothing_to_do(
 
 
 def test_an_interrupted_run_is_run_again(
-    model: str, reviews: str, tmp_path: Path, count_runs: list[str]
+    spec_with: SpecWith, tmp_path: Path, count_runs: list[str]
 ) -> None:
-    spec = write_spec(tmp_path, model, reviews, methods=["lora"])
+    spec = spec_with(methods=["lora"])
     run_study(spec, executor=QUIET)
     store = tmp_path / "tiny.db"
     dead = subprocess.run(
@@ -131,13 +141,9 @@ def test_an_interrupted_run_is_run_again(
 
 
 def test_failed_runs_are_recorded_the_study_goes_on_and_a_rerun_retries_them(
-    model: str,
-    reviews: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    spec_with: SpecWith, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: StudyCli
 ) -> None:
-    spec = write_spec(tmp_path, model, reviews, methods=["bitfit", {"freeze": {"k": 3}}], seeds=[0])
+    spec = spec_with(methods=["bitfit", {"freeze": {"k": 3}}], seeds=[0])
     real = executors.execute
     flaky = {"bitfit": 1}
 
@@ -149,7 +155,7 @@ def test_failed_runs_are_recorded_the_study_goes_on_and_a_rerun_retries_them(
         return real(run_spec, *args, **kwargs)
 
     monkeypatch.setattr(executors, "execute", once_failing)
-    code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    code, out, err = cli(["run", str(spec), "--no-progress"])
     assert code == 1
     assert len(err.strip().splitlines()) == 1 and "2 of 2 runs failed" in err
     assert "freeze: k=3 exceeds the 2 blocks" in out and "bitfit: a passing problem" in out
@@ -159,13 +165,13 @@ def test_failed_runs_are_recorded_the_study_goes_on_and_a_rerun_retries_them(
         "freeze: k=3 exceeds the 2 blocks of BertForSequenceClassification",
     ]
 
-    code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    code, out, err = cli(["run", str(spec), "--no-progress"])
     assert code == 1 and "1 of 2 runs failed" in err
     statuses = {row[3] or "": row[1] for row in rows(store)}
     assert sorted(statuses.values()) == ["done", "failed"]
     assert statuses[""] == "done"  # bitfit, retried, now done
 
-    code, out, _ = cli(["status", str(spec)], capsys, monkeypatch)
+    code, out, _ = cli(["status", str(spec)])
     assert code == 0
     assert "study tiny" in out and "freeze(k=3): freeze: k=3 exceeds" in out
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
@@ -173,10 +179,8 @@ def test_failed_runs_are_recorded_the_study_goes_on_and_a_rerun_retries_them(
     assert cells[1:] == [["bitfit", "1/1", "0"], ["freeze(k=3)", "0/1", "1"]]
 
 
-def test_a_second_study_run_on_the_same_store_refuses(
-    model: str, reviews: str, tmp_path: Path
-) -> None:
-    spec = write_spec(tmp_path, model, reviews)
+def test_a_second_study_run_on_the_same_store_refuses(spec_with: SpecWith, tmp_path: Path) -> None:
+    spec = spec_with()
     with StoreLock(tmp_path / "tiny.db"), pytest.raises(ConfigError) as refused:
         run_study(spec, executor=QUIET)
     assert f"pid {os.getpid()}" in str(refused.value)
@@ -184,19 +188,13 @@ def test_a_second_study_run_on_the_same_store_refuses(
 
 
 def test_cli_options_and_user_errors_are_one_line(
-    model: str,
-    reviews: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    spec_with: SpecWith, tmp_path: Path, cli: StudyCli
 ) -> None:
-    spec = write_spec(tmp_path, model, reviews, methods=["lora"], seeds=[3])
+    spec = spec_with(methods=["lora"], seeds=[3])
     store = tmp_path / "elsewhere" / "results.db"
-    code, out, _ = cli(
-        ["run", str(spec), "--store", str(store), "--no-progress"], capsys, monkeypatch
-    )
+    code, out, _ = cli(["run", str(spec), "--store", str(store), "--no-progress"])
     assert code == 0 and "run 1/1 lora" in out and store.is_file()
-    code, out, _ = cli(["status", str(store)], capsys, monkeypatch)
+    code, out, _ = cli(["status", str(store)])
     assert code == 0 and "lora" in out
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nmodels: [m]\ndata: [d]\nmethods: [full]\nseeds: [-1]\n")
@@ -208,12 +206,12 @@ def test_cli_options_and_user_errors_are_one_line(
         (["status", str(tmp_path / "none.db")], "no results store at"),
         (["run", str(spec), "--address", "auto"], "--address and --ray-cpus need --executor ray"),
     ]:
-        code, _, err = cli(args, capsys, monkeypatch)
+        code, _, err = cli(args)
         assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_report_hands_the_stores_records_to_the_report_package(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: StudyCli
 ) -> None:
     spec = write_spec(tmp_path, "minilm-l6", "rotten-tomatoes", methods=["lora"], seeds=[0])
     (run,) = plan_study(load_spec(spec), tmp_path)
@@ -239,29 +237,23 @@ def test_report_hands_the_stores_records_to_the_report_package(
 
     fake = SimpleNamespace(write_report=write_report, is_report=lambda path: False)
     monkeypatch.setitem(sys.modules, "adaptlab.report", fake)
-    code, out, _ = cli(["report", str(spec)], capsys, monkeypatch)
+    code, out, _ = cli(["report", str(spec)])
     assert code == 0 and f"report of 1 runs written to {tmp_path / 'tiny.html'}" in out
     ((records, out_path, title, validations, metric),) = calls
     assert [(r.run_id, r.study, r.method_label) for r in records] == [(run.run_id, "tiny", "lora")]
     assert (out_path, title, validations, metric) == (tmp_path / "tiny.html", "tiny", [], None)
     cli(
         ["report", str(store), "--out", str(tmp_path / "r.html"), "--title", "T"]
-        + ["--metric", "mcc"],
-        capsys,
-        monkeypatch,
+        + ["--metric", "mcc"]
     )
     assert calls[-1][1:] == (tmp_path / "r.html", "T", [], "mcc")
 
 
 def test_a_metric_the_data_does_not_compute_stops_the_study_after_one_run(
-    model: str,
-    reviews: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    spec_with: SpecWith, tmp_path: Path, cli: StudyCli
 ) -> None:
-    spec = write_spec(tmp_path, model, reviews, methods=["bitfit"], metric="span_f1")
-    code, out, err = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    spec = spec_with(methods=["bitfit"], metric="span_f1")
+    code, out, err = cli(["run", str(spec), "--no-progress"])
     said = [line for line in err.strip().splitlines() if not line.startswith("device: ")]
     assert code == 1 and len(said) == 1, err  # beside the device line of the run it trained
     assert "metric 'span_f1' is not computed on reviews (single_label data gives accuracy" in err
@@ -270,14 +262,10 @@ def test_a_metric_the_data_does_not_compute_stops_the_study_after_one_run(
 
 
 def test_progress_shows_the_metric_the_study_judges_by(
-    model: str,
-    reviews: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    spec_with: SpecWith, tmp_path: Path, cli: StudyCli
 ) -> None:
-    spec = write_spec(tmp_path, model, reviews, methods=["bitfit"], seeds=[0], metric="mcc")
-    code, out, _ = cli(["run", str(spec), "--no-progress"], capsys, monkeypatch)
+    spec = spec_with(methods=["bitfit"], seeds=[0], metric="mcc")
+    code, out, _ = cli(["run", str(spec), "--no-progress"])
     assert code == 0 and "test mcc " in out
     (stored,) = load_records(tmp_path / "tiny.db")
     assert stored.study_metric == "mcc"

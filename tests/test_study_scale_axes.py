@@ -7,14 +7,13 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from cli_cases import refused, run_cli, unchanged
-from study_helpers import one_thread, write_reviews, write_spec
+from study_helpers import write_reviews, write_spec
 
 from adaptlab.records.scale import Scale
 from adaptlab.study.planner import plan_study
@@ -82,10 +81,7 @@ PINNED_IDS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def spec_file(folder: Path, **keys: Any) -> Path:

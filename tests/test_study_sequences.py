@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 from sequence_study_helpers import write_sequence_spec, write_stages
-from study_helpers import integrity, one_thread
+from study_helpers import assert_spec_error, integrity, one_thread, write_spec_text
 from tiny_models import save_tiny_bert
 
 from adaptlab.continual import SequenceSpec, run_sequence
 from adaptlab.continual import run as continual_run
 from adaptlab.continual.checkpoint import SequenceCheckpoint
 from adaptlab.continual.result import StageOutcome
-from adaptlab.errors import ConfigError
 from adaptlab.study.executors import LocalExecutor
 from adaptlab.study.kind_sequences import sequence_folders
 from adaptlab.study.runner import run_study
@@ -27,12 +26,6 @@ from adaptlab.study.status import study_status
 from adaptlab.study.store import ResultStore, load_records, load_sequences
 
 HEAD = "name: s\nmodels: [minilm-l6]\nmethods: [houlsby]\n"
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return path
 
 
 @pytest.mark.parametrize(
@@ -94,19 +87,13 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_sequence_spec_errors_are_one_line(
     tmp_path: Path, body: str, line: int, parts: list[str]
 ) -> None:
-    path = write(tmp_path, HEAD + body)
-    with pytest.raises(ConfigError) as error:
-        load_spec(path)
-    message = str(error.value)
-    assert f"{path} line {line}" in message, message
-    assert all(part in message for part in parts), message
-    assert "\n" not in message
+    assert_spec_error(write_spec_text(tmp_path, HEAD + body), line, parts)
 
 
 def test_the_grid_is_methods_by_strategies_by_sizes_by_seeds_by_rates(tmp_path: Path) -> None:
     reviews = tmp_path / "reviews.csv"
     reviews.write_text("stars,text\n1,bad\n")
-    path = write(
+    path = write_spec_text(
         tmp_path,
         textwrap.dedent(
             """\

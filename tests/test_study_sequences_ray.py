@@ -6,7 +6,6 @@ last finished stage."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,16 +25,6 @@ from adaptlab.study.sequence_plan import plan_sequences
 from adaptlab.study.spec import Resources, load_spec
 from adaptlab.study.status import study_status
 from adaptlab.study.store import ResultStore, load_sequences
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def stop_after_two_stages(index: int, outcome: StageOutcome) -> None:

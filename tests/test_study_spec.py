@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from study_helpers import assert_spec_error, write_spec_text
 
 from adaptlab.errors import ConfigError
 from adaptlab.study.planner import plan_study
@@ -15,14 +16,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 HEAD = "name: s\nmodels: [minilm-l6]\ndata: [rotten-tomatoes]\n"
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return path
-
-
 def plan(tmp_path: Path, text: str) -> list:  # type: ignore[type-arg]
-    path = write(tmp_path, text)
+    path = write_spec_text(tmp_path, text)
     return plan_study(load_spec(path), tmp_path)
 
 
@@ -51,20 +46,16 @@ def plan(tmp_path: Path, text: str) -> list:  # type: ignore[type-arg]
 def test_errors_name_the_key_and_its_line(
     tmp_path: Path, body: str, line: int, parts: list[str]
 ) -> None:
-    path = write(tmp_path, HEAD + body)
-    with pytest.raises(ConfigError) as error:
-        load_spec(path)
-    message = str(error.value)
-    assert f"{path} line {line}" in message, message
-    assert all(part in message for part in parts), message
-    assert "\n" not in message
+    assert_spec_error(write_spec_text(tmp_path, HEAD + body), line, parts)
 
 
 def test_missing_key_and_bad_name(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="line 1: required key 'methods' is missing"):
-        load_spec(write(tmp_path, HEAD))
+        load_spec(write_spec_text(tmp_path, HEAD))
     with pytest.raises(ConfigError, match=r"line 1, name: name must be letters"):
-        load_spec(write(tmp_path, "name: my study\nmodels: [m]\ndata: [d]\nmethods: [full]\n"))
+        load_spec(
+            write_spec_text(tmp_path, "name: my study\nmodels: [m]\ndata: [d]\nmethods: [full]\n")
+        )
     with pytest.raises(ConfigError, match="not found"):
         load_spec(tmp_path / "nope.yaml")
 
@@ -166,5 +157,8 @@ def test_relative_paths_are_read_beside_the_spec(tmp_path: Path) -> None:
 def test_metric_is_not_part_of_a_runs_id(tmp_path: Path) -> None:
     default = plan(tmp_path, HEAD + "methods: [full, houlsby]\n")
     judged = plan(tmp_path, HEAD + "methods: [full, houlsby]\nmetric: accuracy\n")
-    assert load_spec(write(tmp_path, HEAD + "methods: [full]\nmetric: mcc\n")).metric == "mcc"
+    assert (
+        load_spec(write_spec_text(tmp_path, HEAD + "methods: [full]\nmetric: mcc\n")).metric
+        == "mcc"
+    )
     assert [r.run_id for r in judged] == [r.run_id for r in default]  # judging, not training

@@ -247,6 +247,11 @@ def test_a_sequence_reports_every_stage_on_one_step(
     assert close(topic, result["matrix"][-1][1])
 
 
+def reviews_study(folder: Path, model: str, **keys: Any) -> Path:
+    """`write_spec` in `folder` of `model` on a reviews file written there, with `keys`."""
+    return write_spec(folder, model, str(write_reviews(folder / "reviews.csv")), **keys)
+
+
 def tags_of(run: Any) -> dict[str, str]:
     return {key: value for key, value in run.data.tags.items() if not key.startswith("mlflow.")}
 
@@ -258,11 +263,9 @@ def test_a_study_is_one_experiment_with_a_run_per_cell(
     from mlflow.entities import ViewType
     from mlflow.tracking import MlflowClient
 
-    data = write_reviews(tmp_path / "reviews.csv")
-    spec = write_spec(
+    spec = reviews_study(
         tmp_path,
         tiny_model_dir,
-        str(data),
         methods=["lora", "bitfit"],
         seeds=[3],
         train_sizes=[20],
@@ -344,11 +347,9 @@ def test_a_ray_task_opens_the_trackers_its_run_describes(
     from adaptlab.study.ray_executor import RayExecutor
     from adaptlab.study.spec import Resources
 
-    data = write_reviews(tmp_path / "reviews.csv")
-    spec = write_spec(
+    spec = reviews_study(
         tmp_path,
         tiny_model_dir,
-        str(data),
         methods=["lora"],
         seeds=[0],
         report_to="tensorboard,mlflow",

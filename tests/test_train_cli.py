@@ -10,40 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_cases import run_cli
+from study_helpers import WORDS, write_reviews
 
-from adaptlab.cli.app import main
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.result import read_result
 from adaptlab.runs.run import RunSpec, execute
-
-WORDS = {
-    "fresh": ["great", "lovely", "superb", "fun"],
-    "rotten": ["dull", "awful", "boring", "bad"],
-}
 
 
 @pytest.fixture(scope="module")
 def reviews(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A learnable two-class CSV: the label decides the sentiment words."""
-    rng = random.Random(0)
-    path = tmp_path_factory.mktemp("data") / "reviews.csv"
-    with path.open("w", newline="") as file:
-        writer = csv.writer(file)
-        writer.writerow(["text", "label"])
-        for i in range(120):
-            label = "fresh" if i % 2 else "rotten"
-            writer.writerow(
-                [f"a {rng.choice(WORDS[label])} film , {rng.choice(WORDS[label])}", label]
-            )
-    return path
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main([*args])
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
+    return write_reviews(tmp_path_factory.mktemp("data") / "reviews.csv", rows=120)
 
 
 def spec(model: str, data: Path, method: str = "houlsby", **kwargs: Any) -> RunSpec:

@@ -7,16 +7,15 @@ A command takes them as one parameter, `target: AnalysisTarget`, under
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
-from dataclasses import MISSING, Field, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from adaptlab.cli.data_file_options import DataFileOptions
-from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.cli.option_group import Command, group_options, with_option_group
 from adaptlab.cli.options import BaseModel, DataOption, Device
 
 AdapterOption = Annotated[
@@ -35,13 +34,13 @@ class AnalysisTarget:
     """The trained model an analysis looks at, the data it reads, where it runs and where it
     writes; the defaults are the options' defaults."""
 
-    adapter: Path
-    data: str
-    split: str = "dev"
-    out: Path | None = None
-    device: str = "auto"
-    model: str | None = None
-    progress: bool = True
+    adapter: AdapterOption
+    data: DataOption
+    split: Split = "dev"
+    out: Out = None
+    device: Device = "auto"
+    model: BaseModel = None
+    progress: Progress = True
 
     def keywords(self, data_file: DataFileOptions) -> dict[str, Any]:
         """What every analysis function (`adaptlab.analysis.api`) takes from these options,
@@ -57,28 +56,10 @@ class AnalysisTarget:
         }
 
 
-_OPTION_TYPES = {
-    "adapter": AdapterOption,
-    "data": DataOption,
-    "split": Split,
-    "out": Out,
-    "device": Device,
-    "model": BaseModel,
-    "progress": Progress,
-}
-
-
-def _default(field: Field[object]) -> object:
-    """The option's default: the field's, or none (the option is required)."""
-    return inspect.Parameter.empty if field.default is MISSING else field.default
-
-
 def with_analysis_options(*, progress: bool = True) -> Callable[[Command], Command]:
     """Give a command the analysis options in place of its `target` parameter; without
     `progress`, no --progress (the analysis shows none)."""
-    options = {
-        field.name: (_OPTION_TYPES[field.name], _default(field))
-        for field in fields(AnalysisTarget)
-        if progress or field.name != "progress"
-    }
+    options = group_options(AnalysisTarget)
+    if not progress:
+        del options["progress"]
     return with_option_group("target", AnalysisTarget, options)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.cli.option_group import Command, group_options, with_option_group
 from adaptlab.tasks.registry import TASKS
 
 TextColumn = Annotated[str, typer.Option(help="Column holding the text (files).")]
@@ -39,14 +39,6 @@ TimeColumn = Annotated[
     str | None, typer.Option(help="Column dating each row, for --split chronological (files).")
 ]
 
-_OPTION_TYPES = {
-    "text_column": TextColumn,
-    "text_pair_column": TextPairColumn,
-    "label_column": LabelColumn,
-    "task": Task,
-    "split": SplitStrategy,
-    "time_column": TimeColumn,
-}
 _SPLIT_OPTIONS = ("split", "time_column")
 _GROUP_PARAMETER = "data_file"
 
@@ -56,12 +48,12 @@ class DataFileOptions:
     """How a data file is read (its columns and task) and, for commands that split the data
     themselves, how it is split; the defaults are the options' defaults."""
 
-    text_column: str = "text"
-    text_pair_column: str | None = None
-    label_column: str = "label"
-    task: str | None = None
-    split: str = "random"
-    time_column: str | None = None
+    text_column: TextColumn = "text"
+    text_pair_column: TextPairColumn = None
+    label_column: LabelColumn = "label"
+    task: Task = None
+    split: SplitStrategy = "random"
+    time_column: TimeColumn = None
 
     def load_options(self) -> dict[str, Any]:
         """The options as `load_dataset` keywords, defaults left out (so a run's recorded
@@ -89,6 +81,7 @@ DEFAULT_DATA_FILE = DataFileOptions()
 def with_data_file_options(*, split: bool = False) -> Callable[[Command], Command]:
     """Give a command the data-file options in place of its `data_file` parameter; with
     `split`, also --split and --time-column."""
-    names = [name for name in _OPTION_TYPES if split or name not in _SPLIT_OPTIONS]
-    options = {name: (_OPTION_TYPES[name], getattr(DEFAULT_DATA_FILE, name)) for name in names}
+    options = group_options(DataFileOptions)
+    if not split:
+        options = {name: each for name, each in options.items() if name not in _SPLIT_OPTIONS}
     return with_option_group(_GROUP_PARAMETER, DataFileOptions, options)

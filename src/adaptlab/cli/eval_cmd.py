@@ -51,7 +51,7 @@ from adaptlab.models.quantize import check_quantize_kind, quantize_base
 from adaptlab.runs.evaluation import Evaluation
 from adaptlab.runs.evaluation import evaluate as run_evaluation
 from adaptlab.runs.generative_evaluation import Scored
-from adaptlab.runs.generative_trained import score_trained
+from adaptlab.runs.generative_trained import SplitRequest, score_trained
 from adaptlab.runs.mlm_objective import MlmEvaluation, evaluate_mlm
 from adaptlab.runs.preference_trained import score_preferences, score_rewards
 from adaptlab.tasks.choice import choose_metric
@@ -217,26 +217,20 @@ def evaluate(
     judged: MetricChoice | None = None
     result: Evaluation | MlmEvaluation | Scored
     task = get_task(manifest["task"])
+    request = SplitRequest(loaded, kept, data, options, split, max_length, batch_size)
     with stack_swapped(loaded.model, swaps):
-        if isinstance(task, PreferenceTask | RewardModel):
-            scoring = (loaded, kept, data, options, split, max_length, batch_size)
-            on_split = (
-                score_preferences(task, *scoring)
-                if isinstance(task, PreferenceTask)
-                else score_rewards(task, *scoring)
-            )
-            name, count, result = on_split.name, on_split.examples, on_split.scored
-        elif isinstance(task, GenerativeTask):
-            on_split = score_trained(
-                loaded, kept, task, data, options, split, max_length, batch_size
-            )
+        if isinstance(task, PreferenceTask | RewardModel | GenerativeTask):
+            if isinstance(task, PreferenceTask):
+                on_split = score_preferences(task, request)
+            elif isinstance(task, RewardModel):
+                on_split = score_rewards(task, request)
+            else:
+                on_split = score_trained(task, request)
             name, count, result = on_split.name, on_split.examples, on_split.scored
         elif not task.labelled:
-            name, count, result = _masked_lm(loaded, data, options, split, max_length, batch_size)
+            name, count, result = _masked_lm(request)
         else:
-            name, count, result, judged = _labelled(
-                loaded, manifest, data, options, split, max_length, batch_size
-            )
+            name, count, result, judged = _labelled(request, manifest)
     if as_json:
         judged_by = {"judged_by": judged.metric} if judged else {}
         scores = {"loss": result.loss, **result.metrics, **judged_by}
@@ -278,35 +272,27 @@ def _base_model(
 
 
 def _labelled(
-    loaded: LoadedModel,
-    manifest: dict[str, Any],
-    data: str,
-    options: dict[str, Any],
-    split: str,
-    max_length: int,
-    batch_size: int,
+    request: SplitRequest, manifest: dict[str, Any]
 ) -> tuple[str, int, Evaluation, MetricChoice]:
     """A labelled data set's split scored, its labels matched to the adapter's by name, and
     the metric that judges it."""
-    dataset = check_data_fits(load_dataset(data, LABELLED, **options), manifest, data)
+    data, loaded = request.data, request.loaded
+    dataset = check_data_fits(load_dataset(data, LABELLED, **request.options), manifest, data)
     labels = manifest.get("label_names") or []
-    encoder = TextEncoder(loaded.tokenizer, get_task(dataset.task), len(labels), max_length)
-    features = encoder.encode(dataset.splits[split])
-    result = run_evaluation(loaded.model, encoder, features, dataset.task, labels, batch_size)
-    counts = get_task(dataset.task).training_counts(dataset.splits["train"], labels)
+    task = get_task(dataset.task)
+    encoder = TextEncoder(loaded.tokenizer, task, len(labels), request.max_length)
+    features = encoder.encode(dataset.splits[request.split])
+    result = run_evaluation(
+        loaded.model, encoder, features, dataset.task, labels, request.batch_size
+    )
+    counts = task.training_counts(dataset.splits["train"], labels)
     return dataset.name, len(features), result, choose_metric(dataset.task, counts)
 
 
-def _masked_lm(
-    loaded: LoadedModel,
-    data: str,
-    options: dict[str, Any],
-    split: str,
-    max_length: int,
-    batch_size: int,
-) -> tuple[str, int, MlmEvaluation]:
+def _masked_lm(request: SplitRequest) -> tuple[str, int, MlmEvaluation]:
     """A masked-LM adapter scored on the texts of a split (BERT masking, fixed seed)."""
-    corpus = load_texts(data, LABELLED, **options)
-    encoder = MaskedLmEncoder(loaded.tokenizer, max_length)
-    features = encoder.encode(corpus.splits[split])
-    return corpus.name, len(features), evaluate_mlm(loaded.model, encoder, features, batch_size)
+    corpus = load_texts(request.data, LABELLED, **request.options)
+    encoder = MaskedLmEncoder(request.loaded.tokenizer, request.max_length)
+    features = encoder.encode(corpus.splits[request.split])
+    scored = evaluate_mlm(request.loaded.model, encoder, features, request.batch_size)
+    return corpus.name, len(features), scored

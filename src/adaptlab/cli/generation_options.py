@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from adaptlab.cli.option_group import Command, with_option_group
+from adaptlab.cli.option_group import Command, group_options, with_option_group
 from adaptlab.tasks.generative_settings import DEFAULT_NEW_TOKENS
 
 PromptColumn = Annotated[str, typer.Option(help="Column holding the prompt (sft files).")]
@@ -55,30 +55,19 @@ GenerationMetric = Annotated[
     ),
 ]
 
-_OPTION_TYPES = {
-    "prompt_column": PromptColumn,
-    "completion_column": CompletionColumn,
-    "train_on_prompt": TrainOnPrompt,
-    "chat_template": ChatTemplate,
-    "pack": Pack,
-    "max_new_tokens": MaxNewTokens,
-    "stop": Stop,
-    "metric": GenerationMetric,
-}
-
 
 @dataclass(frozen=True)
 class GenerationOptions:
     """The generative options as given; the defaults are the options' defaults."""
 
-    prompt_column: str = "prompt"
-    completion_column: str = "completion"
-    train_on_prompt: bool = False
-    chat_template: Path | None = None
-    pack: bool = False
-    max_new_tokens: int = DEFAULT_NEW_TOKENS
-    stop: list[str] | None = None
-    metric: str | None = None
+    prompt_column: PromptColumn = "prompt"
+    completion_column: CompletionColumn = "completion"
+    train_on_prompt: TrainOnPrompt = False
+    chat_template: ChatTemplate = None
+    pack: Pack = False
+    max_new_tokens: MaxNewTokens = DEFAULT_NEW_TOKENS
+    stop: Stop = None
+    metric: GenerationMetric = None
 
     def load_options(self) -> dict[str, Any]:
         """The options that differ from their defaults, as data options (the chat template
@@ -99,15 +88,9 @@ DEFAULT_GENERATION = GenerationOptions()
 """Every option at its default: the `generation` parameter's default in a command."""
 
 
-def with_generation_options(
-    names: Collection[str] = tuple(_OPTION_TYPES),
-) -> Callable[[Command], Command]:
+def with_generation_options(names: Collection[str] | None = None) -> Callable[[Command], Command]:
     """Give a command the generative options `names` (default: all) in place of its
     `generation` parameter; a command offers only those it reads, the others keep their
     defaults."""
-    options = {
-        name: (kind, getattr(DEFAULT_GENERATION, name))
-        for name, kind in _OPTION_TYPES.items()
-        if name in names
-    }
+    options = group_options(GenerationOptions, names)
     return with_option_group("generation", GenerationOptions, options)

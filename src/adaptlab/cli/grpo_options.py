@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from adaptlab.cli.option_group import Command, given_fields, with_option_group
+from adaptlab.cli.option_group import Command, OptionalGroup, group_options, with_option_group
 from adaptlab.tasks.verifiable_rewards import REWARDS
 
 Reward = Annotated[
@@ -64,34 +64,19 @@ ScaleRewards = Annotated[
     ),
 ]
 
-_OPTION_TYPES = {
-    "reward": Reward,
-    "format_pattern": FormatPattern,
-    "num_generations": NumGenerations,
-    "epsilon": Epsilon,
-    "epsilon_high": EpsilonHigh,
-    "num_iterations": NumIterations,
-    "temperature": Temperature,
-    "scale_rewards": ScaleRewards,
-}
-
 
 @dataclass(frozen=True)
-class GrpoOptions:
+class GrpoOptions(OptionalGroup):
     """The GRPO options as given; None where not given."""
 
-    reward: str | None = None
-    format_pattern: str | None = None
-    num_generations: int | None = None
-    epsilon: float | None = None
-    epsilon_high: float | None = None
-    num_iterations: int | None = None
-    temperature: float | None = None
-    scale_rewards: str | None = None
-
-    def load_options(self) -> dict[str, Any]:
-        """The options given, as data options."""
-        return given_fields(self)
+    reward: Reward = None
+    format_pattern: FormatPattern = None
+    num_generations: NumGenerations = None
+    epsilon: Epsilon = None
+    epsilon_high: EpsilonHigh = None
+    num_iterations: NumIterations = None
+    temperature: Temperature = None
+    scale_rewards: ScaleRewards = None
 
 
 DEFAULT_GRPO = GrpoOptions()
@@ -100,5 +85,4 @@ DEFAULT_GRPO = GrpoOptions()
 
 def with_grpo_options() -> Callable[[Command], Command]:
     """Give a command the GRPO options in place of its `grpo` parameter."""
-    options = {name: (kind, getattr(DEFAULT_GRPO, name)) for name, kind in _OPTION_TYPES.items()}
-    return with_option_group("grpo", GrpoOptions, options)
+    return with_option_group("grpo", GrpoOptions, group_options(GrpoOptions))

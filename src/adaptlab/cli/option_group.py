@@ -2,16 +2,17 @@
 
 typer reads a command's options from its signature, so `with_option_group` gives the command a
 signature with the group's options in place of its one group parameter, and calls it with
-the group built from them.
+the group built from them. A dataclass group declares its options as its fields, each typed
+`Annotated[<type>, typer.Option(...)]` (`group_options`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import fields
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import MISSING, fields
+from typing import Any, get_type_hints
 
 Command = Callable[..., None]
 
@@ -47,10 +48,29 @@ def with_option_group(
     return decorate
 
 
-def given_fields(group: Any) -> dict[str, Any]:
-    """A dataclass group's fields that were given (neither None nor False), by name: the data
-    options of a group whose every option defaults to not given."""
-    values = {each.name: getattr(group, each.name) for each in fields(group)}
+def group_options(
+    group: type[Any], names: Collection[str] | None = None
+) -> dict[str, tuple[Any, Any]]:
+    """A dataclass group's options, name -> (annotation, default), in field order (only
+    `names` where given); a field without a default is a required option."""
+    annotations = get_type_hints(group, include_extras=True)
     return {
-        name: value for name, value in values.items() if value is not None and value is not False
+        each.name: (
+            annotations[each.name],
+            inspect.Parameter.empty if each.default is MISSING else each.default,
+        )
+        for each in fields(group)
+        if names is None or each.name in names
     }
+
+
+class OptionalGroup:
+    """A dataclass group whose every option defaults to not given (None or False)."""
+
+    def load_options(self) -> dict[str, Any]:
+        """The options given (neither None nor False), as data options by name."""
+        return {
+            name: value
+            for name, value in vars(self).items()
+            if value is not None and value is not False
+        }

@@ -19,8 +19,8 @@ from adaptlab.cli.generation_options import (
 from adaptlab.cli.options import BaseModel, Device, Head, MaxLength, positive
 from adaptlab.data.chat_render import kept_template
 from adaptlab.data.encoding import TextEncoder
-from adaptlab.data.generative_rows import EXTENSIONS
 from adaptlab.data.readers import decode_utf8, read_bytes
+from adaptlab.data.record_files import EXTENSIONS
 from adaptlab.engine.restore import load_trained
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.paths import input_file

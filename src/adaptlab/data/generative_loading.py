@@ -23,8 +23,9 @@ from adaptlab.data.generative import (
     PromptCompletion,
     Turn,
 )
-from adaptlab.data.generative_rows import EXTENSIONS, PromptColumns, read_generative
+from adaptlab.data.generative_rows import PromptColumns, read_generative
 from adaptlab.data.label_kind import LabelledTasks
+from adaptlab.data.record_files import EXTENSIONS
 from adaptlab.data.splits import carve_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import ConfigError, DataError
@@ -76,9 +77,6 @@ def load_generative(
             raise ConfigError(refusal)
         return _checked_builtin(source, GENERATIVE_BUILTINS[source](tasks), shape)
     path = Path(source).expanduser()
-    if path.is_dir():
-        found = folder_rows(path, lambda file: read_generative(file, shape, columns))
-        return split_rows(path.resolve().name, f"folder {path}", found, GenerativeCorpus)
     if not path.exists():
         from adaptlab.data.preference_builtins import PREFERENCE_SHAPES_HELD
 
@@ -92,8 +90,7 @@ def load_generative(
             f"built-in ({', '.join(GENERATIVE_BUILTINS) or 'none installed'}); give a "
             f"{', '.join(EXTENSIONS)} file, a folder of split files or a built-in"
         )
-    given = {"train": read_generative(path, shape, columns)}
-    return split_rows(path.stem, f"file {path}", given, GenerativeCorpus)
+    return file_corpus(path, lambda file: read_generative(file, shape, columns), GenerativeCorpus)
 
 
 def _checked_builtin(name: str, corpus: GenerativeCorpus, shape: str) -> GenerativeCorpus:
@@ -112,6 +109,14 @@ def _checked_builtin(name: str, corpus: GenerativeCorpus, shape: str) -> Generat
     if any(not isinstance(e, wanted) for split in corpus.splits.values() for e in split):
         raise DataError(f"built-in {name} does not hold the {shape} data it is declared to hold")
     return corpus
+
+
+def file_corpus(path: Path, read: Callable[[Path], Rows[Row]], kind: type[CorpusT]) -> CorpusT:
+    """The `kind` corpus of a data file, split by the fixed rules, or of a folder of split
+    files (`folder_rows`); `read` reads each file."""
+    if path.is_dir():
+        return split_rows(path.resolve().name, f"folder {path}", folder_rows(path, read), kind)
+    return split_rows(path.stem, f"file {path}", {"train": read(path)}, kind)
 
 
 def folder_rows(folder: Path, read: Callable[[Path], Rows[Row]]) -> dict[str, Rows[Row]]:

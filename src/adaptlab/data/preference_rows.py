@@ -21,13 +21,14 @@ at their ends aside).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from adaptlab.checks import shown
+from adaptlab.data import record_files
 from adaptlab.data.generative import Turn, check_conversation
-from adaptlab.data.generative_rows import EXTENSIONS, TABLE_DELIMITERS, _turn, _unicode
+from adaptlab.data.generative_rows import _turn, _unicode
 from adaptlab.data.preference import (
     Judged,
     Preference,
@@ -35,14 +36,13 @@ from adaptlab.data.preference import (
     Prompt,
     Question,
 )
-from adaptlab.data.readers import decode_utf8, jsonl_objects, no_rows, read_bytes, table_records
+from adaptlab.data.readers import decode_utf8, no_rows, read_bytes
 from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
 Located = list[tuple[PreferenceExample, Origin]]
 """Examples with the file and line each starts on."""
-RowReader = Callable[[Mapping[str, object], str], PreferenceExample]
-"""Turns one record (its fields by column) into an example, `where` naming it in errors."""
+RowReader = record_files.RecordReader[PreferenceExample]
 
 TEXT, CONVERSATION, IMPLICIT = "text", "conversation", "implicit prompt"
 """How a file writes its prompts: texts, messages, or (pairs only) inside chosen / rejected."""
@@ -84,44 +84,24 @@ READ: dict[str, tuple[str, ...]] = {
 
 def read_preferences(path: Path, shape: str, columns: PreferenceColumns) -> Located:
     """The examples of one data file, read as `shape` (see the module docstring)."""
-    suffix = path.suffix.lower()
-    if suffix not in EXTENSIONS:
-        raise DataError(
-            f"unknown data file extension '{path.suffix}' for {path}; use one of "
-            f"{', '.join(EXTENSIONS)}"
-        )
+    suffix = record_files.checked_suffix(path)
     text = decode_utf8(read_bytes(path), path)
-    located = (
-        _jsonl(path, text, shape, columns)
-        if suffix == ".jsonl"
-        else _table(path, text, shape, columns)
-    )
+    if suffix == ".jsonl":
+        located = record_files.jsonl_examples(
+            path,
+            text,
+            lambda number, where, record, keys: _row_reader(
+                shape, keys, _form(shape, record, columns), columns, where, first=f"line {number}"
+            ),
+        )
+    else:
+        located = record_files.table_examples(
+            path,
+            text,
+            lambda header: _row_reader(shape, header, TEXT, columns, str(path), first="header"),
+        )
     if not located:
         raise no_rows(path)
-    return located
-
-
-def _table(path: Path, text: str, shape: str, columns: PreferenceColumns) -> Located:
-    """The rows of a CSV or TSV file with a header: texts only."""
-    header, records = table_records(path, text, TABLE_DELIMITERS[path.suffix.lower()])
-    if not header:
-        raise no_rows(path)
-    reader = _row_reader(shape, header, TEXT, columns, str(path), first="header")
-    return [
-        (reader(record.fields, record.where(path)), Origin(path.name, record.first))
-        for record in records
-    ]
-
-
-def _jsonl(path: Path, text: str, shape: str, columns: PreferenceColumns) -> Located:
-    """One JSON object a line (`jsonl_objects`); blank lines are skipped."""
-    located: Located = []
-    reader: RowReader | None = None
-    for number, where, record, keys in jsonl_objects(path, text):
-        if reader is None:
-            form = _form(shape, record, columns)
-            reader = _row_reader(shape, keys, form, columns, where, first=f"line {number}")
-        located.append((reader(record, where), Origin(path.name, number)))
     return located
 
 
@@ -173,10 +153,10 @@ def _row_reader(
                 ", or (JSONL) give chosen and rejected as whole conversations sharing every "
                 "turn but the answer (TRL's implicit prompt)"
             )
-        raise _missing(columns.prompt, found, where, fix)
+        raise record_files.missing_column(columns.prompt, found, where, fix)
     if shape == "prompt-only" and columns.answer not in found:
         if columns.answer != PreferenceColumns().answer:
-            raise _missing(columns.answer, found, where, FIXES["answer_column"])
+            raise record_files.missing_column(columns.answer, found, where, FIXES["answer_column"])
         del needed["answer_column"]
     _check_columns(found, needed, where)
     parts = Parts(form, first, table=first == "header")
@@ -381,20 +361,6 @@ def _check_columns(
     where: str,
     fixes: Mapping[str, str] = FIXES,
 ) -> None:
-    """Fail naming the first column of `options` (option: column) that `found` lacks (with
-    what `fixes` says to do), or one that `found` names twice (which to read would be a
-    guess)."""
-    for option, name in options.items():
-        if name not in found:
-            raise _missing(name, found, where, fixes[option])
-        if list(found).count(name) > 1:
-            raise DataError(
-                f"{where} names column '{name}' more than once; rename or drop the others so "
-                "it is clear which to read"
-            )
-
-
-def _missing(name: str, found: Sequence[str], where: str, fix: str) -> DataError:
-    """The error for a column a record or header lacks, listing the columns it has."""
-    listed = ", ".join(found) or "none"
-    return DataError(f"column '{name}' not found in {where} (columns found: {listed}); {fix}")
+    """`check_columns` of `options` (option: column), with what `fixes` says to do."""
+    wanted = [(name, fixes[option]) for option, name in options.items()]
+    record_files.check_columns(found, wanted, where)

@@ -21,7 +21,6 @@ import logging
 import math
 import os
 import time
-from types import TracebackType
 
 import torch
 
@@ -58,12 +57,7 @@ class ThreadGovernor:
     def __enter__(self) -> ThreadGovernor:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self.active and torch.get_num_threads() != self.chosen:
             torch.set_num_threads(self.chosen)
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from adaptlab.forgetting.measure import measure_forgetting
     from adaptlab.forgetting.options import ProbeOptions
     from adaptlab.forgetting.paired import Forgetting, ItemScores, paired_forgetting
-    from adaptlab.forgetting.probe import Probe
+    from adaptlab.forgetting.probe import Probe, ProbedModel
     from adaptlab.forgetting.probes import PROBE_KINDS, build_probes, default_probes
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "ItemScores",
     "Probe",
     "ProbeOptions",
+    "ProbedModel",
     "build_probes",
     "default_probes",
     "forgetting_analysis",

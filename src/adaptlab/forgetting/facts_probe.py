@@ -14,13 +14,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from torch import nn
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 
 from adaptlab.errors import ConfigError, DataError
 from adaptlab.forgetting.options import ProbeOptions
 from adaptlab.forgetting.paired import ItemScores
-from adaptlab.forgetting.probe import Probe
+from adaptlab.forgetting.probe import Probe, ProbedModel
 from adaptlab.knowledge.fact_sources import load_facts
 from adaptlab.knowledge.facts import Fact, FactSet
 from adaptlab.knowledge.lm import KnowledgeLM
@@ -40,22 +39,17 @@ class FactsProbe(Probe):
         self.name, self.facts, self.limit = name, facts, limit
         self.by_key = {_key(fact): fact for fact in facts.facts}
 
-    def score(
-        self,
-        model: nn.Module,
-        tokenizer: PreTrainedTokenizerBase,
-        progress: bool = False,
-        items: Sequence[str] | None = None,
-    ) -> ItemScores:
+    def score(self, probed: ProbedModel, items: Sequence[str] | None = None) -> ItemScores:
         """With `items`, those facts; else facts in order until `limit` are answered."""
+        model = probed.model
         assert isinstance(model, PreTrainedModel), type(model).__name__
-        lm = KnowledgeLM(model, tokenizer, "causal", [], [])
+        lm = KnowledgeLM(model, probed.tokenizer, "causal", [], [])
         asked = [self.by_key[item] for item in items] if items is not None else self.facts.facts
         was_training = model.training
         model.eval()
         values: dict[str, float] = {}
         try:
-            for fact in track(asked, self.name, "fact", enabled=progress):
+            for fact in track(asked, self.name, "fact", enabled=probed.progress):
                 if items is None and sum(values.values()) >= self.limit:
                     break
                 scores = fact_scores(lm, self.facts, fact)

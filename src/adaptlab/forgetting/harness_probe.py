@@ -9,13 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from torch import nn
-from transformers import PreTrainedTokenizerBase
-
 from adaptlab.errors import ConfigError
 from adaptlab.forgetting.options import ProbeOptions
 from adaptlab.forgetting.paired import ItemScores
-from adaptlab.forgetting.probe import Probe
+from adaptlab.forgetting.probe import Probe, ProbedModel
 
 METRIC = "acc"
 
@@ -27,19 +24,13 @@ class HarnessProbe(Probe):
         self.name = f"harness:{task}"
         self.task, self.include, self.limit, self.batch_size = task, include, limit, batch_size
 
-    def score(
-        self,
-        model: nn.Module,
-        tokenizer: PreTrainedTokenizerBase,
-        progress: bool = False,
-        items: Sequence[str] | None = None,
-    ) -> ItemScores:
+    def score(self, probed: ProbedModel, items: Sequence[str] | None = None) -> ItemScores:
         from adaptlab.integrations.lm_eval import load_tasks, score_model, task_index
 
         tasks = load_tasks(task_index(self.include), [self.task])  # used up per model
         scored = score_model(
-            model,
-            tokenizer,
+            probed.model,
+            probed.tokenizer,
             tasks,
             limit=self.limit,
             batch_size=self.batch_size,

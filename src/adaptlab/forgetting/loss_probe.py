@@ -8,14 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torch import nn
-from transformers import PreTrainedTokenizerBase
-
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.engine.packing import Encoded
 from adaptlab.finite import exp_or_inf
 from adaptlab.forgetting.paired import ItemScores
-from adaptlab.forgetting.probe import Probe
+from adaptlab.forgetting.probe import Probe, ProbedModel
 from adaptlab.forgetting.token_scores import token_scores
 
 NLL = "nll"
@@ -30,19 +27,13 @@ class LossProbe(Probe):
         self.examples = tuple(examples)
         self.batch_size = batch_size
 
-    def score(
-        self,
-        model: nn.Module,
-        tokenizer: PreTrainedTokenizerBase,
-        progress: bool = False,
-        items: Sequence[str] | None = None,
-    ) -> ItemScores:
+    def score(self, probed: ProbedModel, items: Sequence[str] | None = None) -> ItemScores:
         scores = token_scores(
-            model,
-            tokenizer,
+            probed.model,
+            probed.tokenizer,
             self.examples,
             batch_size=self.batch_size,
-            progress=progress,
+            progress=probed.progress,
             desc=self.name,
         )
         values = {str(i): s.nll for i, s in enumerate(scores)}

@@ -9,7 +9,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from adaptlab.forgetting.paired import Forgetting, ItemScores
-from adaptlab.forgetting.probe import Probe
+from adaptlab.forgetting.probe import Probe, ProbedModel
 from adaptlab.methods.adapt import disabled
 
 
@@ -29,9 +29,9 @@ def measure_forgetting(
         base = None if base_scores is None else base_scores.get(probe.name)
         if base is None:
             with disabled(model) as plain:
-                base = probe.score(plain, tokenizer, progress)
+                base = probe.score(ProbedModel(plain, tokenizer, progress))
             if base_scores is not None:
                 base_scores[probe.name] = base
-        adapted = probe.score(model, tokenizer, progress, probe.compared_items(base))
+        adapted = probe.score(ProbedModel(model, tokenizer, progress), probe.compared_items(base))
         results.append(probe.compare(base, adapted))
     return results

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
@@ -13,19 +14,22 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.forgetting.paired import Forgetting, ItemScores, paired_forgetting
 
 
+@dataclass(frozen=True)
+class ProbedModel:
+    """The model a probe scores, with its tokenizer; `progress` shows a bar while it does."""
+
+    model: nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    progress: bool = False
+
+
 class Probe(abc.ABC):
     """One probe; `name` is how results name it (`kind:value`)."""
 
     name: str
 
     @abc.abstractmethod
-    def score(
-        self,
-        model: nn.Module,
-        tokenizer: PreTrainedTokenizerBase,
-        progress: bool = False,
-        items: Sequence[str] | None = None,
-    ) -> ItemScores:
+    def score(self, probed: ProbedModel, items: Sequence[str] | None = None) -> ItemScores:
         """`model`'s value on every item of the probe (on `items` at least, when given)."""
 
     def compared_items(self, base: ItemScores) -> list[str]:

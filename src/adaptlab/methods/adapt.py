@@ -114,10 +114,7 @@ def add_adapter(
             groups=groups,
             no_dropout=tuple(sorted(no_dropout)),
         )
-        if keep_initial:
-            handle.remember_start()
-        state.insert(handle)
-    return handle
+        return _inserted(state, handle, keep_initial)
 
 
 def add_fusion(
@@ -173,10 +170,7 @@ def add_fusion(
         fused=fuse.children,
         fusion_layers=layers,
     )
-    if keep_initial:
-        handle.remember_start()
-    state.insert(handle)
-    return handle
+    return _inserted(state, handle, keep_initial)
 
 
 def adapt(
@@ -355,6 +349,15 @@ def _state(model: nn.Module) -> AdapterState:
     if state is None:
         raise ConfigError(f"{type(model).__name__} is not adapted: call adaptlab.adapt first")
     return state
+
+
+def _inserted(state: AdapterState, handle: AdaptHandle, keep_initial: bool) -> AdaptHandle:
+    """`handle` inserted in `state`, its trained tensors' starting values kept first when
+    `keep_initial`."""
+    if keep_initial:
+        handle.remember_start()
+    state.insert(handle)
+    return handle
 
 
 def _check_new_name(state: AdapterState | None, name: str) -> None:

@@ -31,6 +31,21 @@ little for one sentence; `adaptlab eval` gives them for a split)."""
 
 
 @dataclass(frozen=True)
+class SplitRequest:
+    """A split to score (`adaptlab eval`): `split` of `data`, read with `options`, cut to
+    `max_length` tokens and scored `batch_size` at a time by `loaded`; chats rendered with
+    `kept` (the template the adapter's manifest keeps) unless `options` name a file."""
+
+    loaded: LoadedModel
+    kept: ChatTemplate | None
+    data: str
+    options: Mapping[str, Any]
+    split: str
+    max_length: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
 class SplitScores:
     """A data set's split scored: its name, how many examples, the scores."""
 
@@ -39,33 +54,17 @@ class SplitScores:
     scored: Scored
 
 
-def score_trained(
-    loaded: LoadedModel,
-    kept: ChatTemplate | None,
-    task: GenerativeFacts,
-    data: str,
-    options: Mapping[str, Any],
-    split: str,
-    max_length: int,
-    batch_size: int,
-) -> SplitScores:
-    """`split` of `data` scored by the adapter's model, its chats rendered with `kept` (the
-    template its manifest keeps) unless `options` name a file: perplexity of the targets and,
-    for a task that generates, its answers against the references."""
-    settings = GenerativeSettings.of(options, task.name)
+def score_trained(task: GenerativeFacts, request: SplitRequest) -> SplitScores:
+    """The requested split scored by the adapter's model: perplexity of the targets and, for
+    a task that generates, its answers against the references."""
+    settings = GenerativeSettings.of(request.options, task.name)
+    tokenizer = request.loaded.tokenizer
     encoded = encode_data(
-        task,
-        data,
-        settings,
-        loaded.tokenizer,
-        max_length,
-        template=kept,
+        task, request.data, settings, tokenizer, request.max_length, template=request.kept
     )
-    part = encoded.splits[split]
-    generation = None
-    if task.generates:
-        generation = Generation.of(settings)
-    scored = score_split(loaded.model, loaded.tokenizer, part, generation, batch_size)
+    part = encoded.splits[request.split]
+    generation = Generation.of(settings) if task.generates else None
+    scored = score_split(request.loaded.model, tokenizer, part, generation, request.batch_size)
     return SplitScores(encoded.name, len(part.encoded), scored)
 
 

@@ -9,13 +9,8 @@ template file is given."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from adaptlab.data.chat_render import ChatTemplate
-from adaptlab.models.loading import LoadedModel
 from adaptlab.runs.generative_evaluation import Generation, Scored
-from adaptlab.runs.generative_trained import SplitScores
+from adaptlab.runs.generative_trained import SplitRequest, SplitScores
 from adaptlab.runs.kto_objective import KtoLm
 from adaptlab.runs.preference_data import Reading, encode_judged, encode_preferences
 from adaptlab.runs.preference_objective import PreferenceLm
@@ -27,35 +22,23 @@ from adaptlab.tasks.preference_settings import PreferenceSettings
 from adaptlab.tasks.reward import RewardModel, RewardSettings
 
 
-def score_preferences(
-    task: PreferenceTask,
-    loaded: LoadedModel,
-    kept: ChatTemplate | None,
-    data: str,
-    options: Mapping[str, Any],
-    split: str,
-    max_length: int,
-    batch_size: int,
-) -> SplitScores:
-    """`split` of `data` scored by the adapter's model as its task scores dev and test, its
-    chats rendered with `kept` (the template its manifest keeps) unless `options` name a
-    file."""
-    settings = PreferenceSettings.of(options, task)
-    generative = settings.generative
-    generation = Generation.of(generative)
-    reading = Reading(max_length, template=kept)
-    metric = task.primary_metric
-    model, tokenizer = loaded.model, loaded.tokenizer
+def score_preferences(task: PreferenceTask, request: SplitRequest) -> SplitScores:
+    """The requested split scored by the adapter's model as its task scores dev and test."""
+    settings = PreferenceSettings.of(request.options, task)
+    generation = Generation.of(settings.generative)
+    reading = Reading(request.max_length, template=request.kept)
+    metric, batch_size, data = task.primary_metric, request.batch_size, request.data
+    model, tokenizer = request.loaded.model, request.loaded.tokenizer
     if isinstance(task, UnpairedPreference):
         judged = encode_judged(data, task, settings, tokenizer, reading)
-        part = judged.splits[split]
+        part = judged.splits[request.split]
         kto = KtoLm(
             model, tokenizer, settings, (), part,
             metric=metric, generation=generation, eval_batch_size=batch_size,
         )  # fmt: skip
         return SplitScores(judged.name, len(part.answers), kto.score(part))
     pairs = encode_preferences(data, task, settings, tokenizer, reading)
-    chosen = pairs.splits[split]
+    chosen = pairs.splits[request.split]
     scorer = PreferenceLm(
         model, tokenizer, task, settings, (), chosen,
         metric=metric, generation=generation, eval_batch_size=batch_size,
@@ -63,27 +46,18 @@ def score_preferences(
     return SplitScores(pairs.name, len(chosen.pairs), scorer.score(chosen))
 
 
-def score_rewards(
-    task: RewardModel,
-    loaded: LoadedModel,
-    kept: ChatTemplate | None,
-    data: str,
-    options: Mapping[str, Any],
-    split: str,
-    max_length: int,
-    batch_size: int,
-) -> SplitScores:
-    """`split` of `data`'s pairs scored by a reward adapter's model as its run scored test:
-    pairwise accuracy, margin and the two sides' mean scores; chats rendered as
-    `score_preferences` renders them."""
-    settings = RewardSettings.of(options)
-    reading = Reading(max_length, template=kept)
-    encoded = encode_reward_data(data, task, settings, loaded.tokenizer, reading)
-    pairs = encoded.splits[split]
+def score_rewards(task: RewardModel, request: SplitRequest) -> SplitScores:
+    """The requested split's pairs scored by a reward adapter's model as its run scored test:
+    pairwise accuracy, margin and the two sides' mean scores."""
+    settings = RewardSettings.of(request.options)
+    reading = Reading(request.max_length, template=request.kept)
+    loaded = request.loaded
+    encoded = encode_reward_data(request.data, task, settings, loaded.tokenizer, reading)
+    pairs = encoded.splits[request.split]
     scorer = RewardPairs(
         loaded.model, (), pairs,
         pad_id=loaded.tokenizer.pad_token_id, center_coefficient=settings.center_coefficient,
-        eval_batch_size=batch_size,
+        eval_batch_size=request.batch_size,
     )  # fmt: skip
     scored = scorer.score(pairs)
     return SplitScores(encoded.name, len(pairs), Scored(scored.loss, scored.metrics))

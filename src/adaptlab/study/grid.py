@@ -6,18 +6,45 @@ methods, each with one training per learning rate, made here once."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from adaptlab.errors import ConfigError
 from adaptlab.models.builtin import BUILTIN_MODELS
 from adaptlab.records.config import TrainConfig
 from adaptlab.records.scale import Scale, resolve_auto
+from adaptlab.records.spec import RunSpec
 from adaptlab.study.spec import StudySpec
 from adaptlab.study.spec_methods import MethodEntry
 
 D = TypeVar("D")
+
+
+def entry_run_spec(
+    spec: StudySpec,
+    entry: MethodEntry,
+    cell: tuple[str, str, Mapping[str, Any]],
+    size: int | None,
+    scale: Scale,
+    train: TrainConfig,
+    **parts: Any,
+) -> RunSpec:
+    """The run of `entry` with `train` in a grid cell (model, data source, data options), on
+    `spec`'s device and test size; `parts` are the spec's other fields (`fuse`, `stack`...)."""
+    model, source, options = cell
+    return RunSpec.build(
+        model,
+        source,
+        entry.run_method(),
+        train_size=size,
+        train=train,
+        data_options=dict(options),
+        device=spec.device,
+        scale=scale,
+        test_size=spec.test_size,
+        **parts,
+    )
 
 
 def local_path(value: str, base: Path, builtin: Collection[str]) -> str:

@@ -27,7 +27,14 @@ from adaptlab.records.scale import Scale
 from adaptlab.records.spec import RunSpec
 from adaptlab.records.transfer import ZeroShotTarget
 from adaptlab.study.analysis import AnalysisRequest
-from adaptlab.study.grid import grid_models, grid_scales, local_path, training, trainings
+from adaptlab.study.grid import (
+    entry_run_spec,
+    grid_models,
+    grid_scales,
+    local_path,
+    training,
+    trainings,
+)
 from adaptlab.study.planned_run import RUN_REFERENCE, PlannedRun, run_id, source_folder
 from adaptlab.study.spanning_plan import SpanningPlan
 from adaptlab.study.spec import StudySpec
@@ -125,19 +132,16 @@ def plan_study(spec: StudySpec, base: Path) -> list[PlannedRun]:
                     folders.append(source_folder(needed[0]))
                 targets = _zero_shot_targets(spec, entry, (model, scale), sources, base, needs)
                 for train in trainings(spec, entry, seed):
-                    run_spec = RunSpec.build(
-                        model,
-                        data_source,
-                        entry.run_method(),
-                        train_size=size,
-                        train=train,
-                        data_options=dict(options),
-                        device=spec.device,
-                        scale=scale,
+                    run_spec = entry_run_spec(
+                        spec,
+                        entry,
+                        (model, data_source, options),
+                        size,
+                        scale,
+                        train,
                         fuse=tuple(folders) if entry.adapters else (),
                         stack=tuple(folders) if entry.stack else (),
                         zero_shot=targets,
-                        test_size=spec.test_size,
                     )
                     planned = PlannedRun(
                         run_id(run_spec),

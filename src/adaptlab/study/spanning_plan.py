@@ -32,7 +32,7 @@ from adaptlab.records.multi_task import TaskData
 from adaptlab.records.scale import Scale
 from adaptlab.records.spec import RunSpec
 from adaptlab.study.analysis import AnalysisRequest
-from adaptlab.study.grid import trainings
+from adaptlab.study.grid import entry_run_spec, trainings
 from adaptlab.study.planned_run import PlannedRun, run_id, source_folder
 from adaptlab.study.spec import StudySpec
 from adaptlab.study.spec_generative import generative_task
@@ -171,17 +171,14 @@ class SpanningPlan:
         return [
             self._planned(
                 entry,
-                RunSpec.build(
-                    model,
-                    source,
-                    entry.run_method(),
-                    train_size=size,
-                    train=train,
-                    data_options=dict(options),
-                    device=self.spec.device,
-                    scale=scale,
+                entry_run_spec(
+                    self.spec,
+                    entry,
+                    (model, source, options),
+                    size,
+                    scale,
+                    train,
                     fuse=tuple(source_folder(run) for run in built),
-                    test_size=self.spec.test_size,
                 ),
                 analysis,
                 built,
@@ -201,17 +198,14 @@ class SpanningPlan:
     ) -> PlannedRun:
         """The run training `entry`'s method on every data set together."""
         (first, options), rest = self.data[0], self.data[1:]
-        run_spec = RunSpec.build(
-            model,
-            first,
-            entry.run_method(),
-            train_size=size,
-            train=train,
-            data_options=dict(options),
-            device=self.spec.device,
-            scale=scale,
+        run_spec = entry_run_spec(
+            self.spec,
+            entry,
+            (model, first, options),
+            size,
+            scale,
+            train,
             multi_task=tuple(TaskData(source, dict(more)) for source, more in rest),
-            test_size=self.spec.test_size,
         )
         digest = joint_digest([self.digest(source) for source, _ in self.data])
         return self._planned(entry, run_spec, analysis, (), digest)

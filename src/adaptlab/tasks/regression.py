@@ -13,18 +13,17 @@ from adaptlab.data.labels import spelled_number
 from adaptlab.errors import DataError
 from adaptlab.tasks.labelled import LabelledTask, sentence_label
 from adaptlab.tasks.registry import register_task
-from adaptlab.tasks.task import misfit
+from adaptlab.tasks.task import ScalarTargets
 
 if TYPE_CHECKING:
     import torch
 
     from adaptlab.data.labels import ParsedLabel
     from adaptlab.data.readers import RawRow
-    from adaptlab.data.types import Example
     from adaptlab.tasks.prediction import Prediction
 
 
-class Regression(LabelledTask):
+class Regression(ScalarTargets, LabelledTask):
     """A number per example, from a head of one output."""
 
     name = "regression"
@@ -58,16 +57,6 @@ class Regression(LabelledTask):
 
     def stratum(self, label: Hashable, outside: Hashable) -> Hashable:
         return None
-
-    def placeholder(self, text: str) -> Example:
-        from adaptlab.data.types import Example
-
-        return Example(text=text, label=0.0)
-
-    def target(self, label: Any, label_count: int) -> float:
-        if isinstance(label, tuple):
-            raise misfit(label, self.name)
-        return float(label)
 
     def scores(
         self, outputs: np.ndarray, labels: np.ndarray, label_names: Sequence[str]

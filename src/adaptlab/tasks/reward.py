@@ -21,12 +21,11 @@ from adaptlab.data.reward_encoding import with_eos
 from adaptlab.errors import ConfigError
 from adaptlab.tasks.generative_settings import GenerativeSettings
 from adaptlab.tasks.registry import register_task
-from adaptlab.tasks.task import Task, misfit
+from adaptlab.tasks.task import ScalarTargets
 
 if TYPE_CHECKING:
     import torch
 
-    from adaptlab.data.types import Example
     from adaptlab.tasks.prediction import Prediction
     from adaptlab.tasks.task import RunAsked
 
@@ -40,7 +39,7 @@ REJECTED_SCORE = "rejected_score"
 CENTER_OPTION = "center_rewards_coefficient"
 
 
-class RewardModel(Task):
+class RewardModel(ScalarTargets):
     """A scalar head trained on preference pairs by the Bradley-Terry loss."""
 
     name = "reward"
@@ -60,16 +59,6 @@ class RewardModel(Task):
     def check_run(self, spec: RunAsked, analysed: bool) -> None:
         """Its options' values are checked before any work (`RewardSettings`)."""
         RewardSettings.of(spec.data_options)
-
-    def placeholder(self, text: str) -> Example:
-        from adaptlab.data.types import Example
-
-        return Example(text=text, label=0.0)
-
-    def target(self, label: Any, label_count: int) -> float:
-        if isinstance(label, tuple):
-            raise misfit(label, self.name)
-        return float(label)
 
     def input_text(self, text: str, eos_token: str | None) -> str:
         """A text to score as the training texts were written: ending with the EOS text."""

@@ -202,3 +202,18 @@ class Task:
         """Refuse, before any work, what a run of this task cannot do (`analysed`: an analysis
         follows its training). How a run of it is prepared is not the task's own: the task
         sits below the engine, and `adaptlab.runs.preparers` maps it to its preparer."""
+
+
+class ScalarTargets(Task):
+    """A task whose head has one output trained towards a number: an example's label is that
+    number (a placeholder's 0.0)."""
+
+    def placeholder(self, text: str) -> Example:
+        from adaptlab.data.types import Example
+
+        return Example(text=text, label=0.0)
+
+    def target(self, label: Any, label_count: int) -> float:
+        if isinstance(label, tuple):
+            raise misfit(label, self.name)
+        return float(label)
