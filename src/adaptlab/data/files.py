@@ -3,10 +3,16 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from adaptlab.data.readers import Columns, RawRow, read_bio, read_jsonl, read_table
+from adaptlab.data.readers import (
+    TABLE_DELIMITERS,
+    Columns,
+    RawRow,
+    read_bio,
+    read_jsonl,
+    read_table,
+)
 from adaptlab.errors import DataError
 
-TABLE_DELIMITERS = {".csv": ",", ".tsv": "\t"}
 BIO_EXTENSIONS = (".txt", ".conll")
 EXTENSIONS = (*TABLE_DELIMITERS, ".jsonl", *BIO_EXTENSIONS)
 

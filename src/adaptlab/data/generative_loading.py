@@ -4,7 +4,7 @@ or a built-in generative corpus, in fixed train / dev / test splits.
 A single file is split 80/10/10 by the fixed rule every single-source corpus follows (seed 0);
 a folder's `train.*` and optional `dev.*` and `test.*` files (.jsonl, .csv, .tsv) keep their
 splits, dev carved as 10% of train when only train and test are given. Rows are read by
-`adaptlab.data.generative_rows`; `folder_rows` and `split_rows` split preference data too
+`adaptlab.data.generative_rows`; `file_corpus` reads and splits preference data too
 (`adaptlab.data.preference_loading`).
 """
 

@@ -11,6 +11,9 @@ from typing import Any
 from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
+TABLE_DELIMITERS = {".csv": ",", ".tsv": "\t"}
+"""The delimited text files read, by extension, and their delimiters."""
+
 
 @dataclass(frozen=True)
 class Columns:

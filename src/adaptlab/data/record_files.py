@@ -8,11 +8,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adaptlab.data.readers import jsonl_objects, no_rows, table_records
+from adaptlab.data.readers import TABLE_DELIMITERS, jsonl_objects, no_rows, table_records
 from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
-TABLE_DELIMITERS = {".csv": ",", ".tsv": "\t"}
 EXTENSIONS = (".jsonl", *TABLE_DELIMITERS)
 
 Example = TypeVar("Example")
