@@ -7,7 +7,7 @@ the median round. Each side also records how many CPUs' worth the loop ran on (i
 over its wall time): beside a neighbour, what the scheduler left it. The neighbours and the
 step loops are `contention.py`'s.
 
-Usage (from the repository root, about 25 minutes with the defaults; nothing else should run
+Usage (from the repository root, about 17 minutes with the defaults; nothing else should run
 meanwhile)::
 
     .venv/bin/python benchmarks/contention_paired.py
