@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -50,11 +51,8 @@ def paired_rounds(
     for number in range(rounds):
         sides: dict[str, dict[str, Any]] = {}
         for side in ("alone", "beside") if number % 2 == 0 else ("beside", "alone"):
-            if side == "alone":
+            with running(start) if side == "beside" else nullcontext():
                 sides[side] = step_loop(workload, "adaptlab", seconds)
-            else:
-                with running(start):
-                    sides[side] = step_loop(workload, "adaptlab", seconds)
         alone, beside = (sides[s]["steps_per_second"] for s in ("alone", "beside"))
         found.append(
             {

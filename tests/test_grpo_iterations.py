@@ -14,7 +14,7 @@ import pytest
 import torch
 from cli_cases import run_cli
 from safetensors.torch import load_file
-from test_grpo_run import TRAIN, base_run, word_decoder, write_questions
+from test_grpo_run import TRAIN, base_run, grpo_inputs
 
 from adaptlab.engine.checkpoint_record import CheckpointRecord, Position, TrainingPlan
 from adaptlab.engine.completion_logps import completion_token_log_probs
@@ -32,10 +32,7 @@ SAYS_NO = {"reward": "format", "format_pattern": "no.*"}
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("grpo-iterations")
-    word_decoder(folder)
-    write_questions(folder / "questions.jsonl")
-    return folder
+    return grpo_inputs(tmp_path_factory.mktemp("grpo-iterations"))
 
 
 def test_a_batch_is_sampled_once_and_trained_on_num_iterations_steps(

@@ -87,12 +87,16 @@ def write_questions(path: Path, answer: str = "yes", count: int = 60) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("grpo")
+def grpo_inputs(folder: Path) -> Path:
+    """`folder` holding the word decoder and `questions.jsonl`."""
     word_decoder(folder)
     write_questions(folder / "questions.jsonl")
     return folder
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return grpo_inputs(tmp_path_factory.mktemp("grpo"))
 
 
 def base_run(inputs: Path, **options: object) -> GrpoRun:

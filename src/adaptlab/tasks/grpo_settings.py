@@ -132,22 +132,20 @@ def _epsilon_high(options: Mapping[str, Any]) -> float | None:
     """Any upper range above 0, as TRL takes any: below `epsilon` narrows it, above widens it."""
     if options.get("epsilon_high") is None:
         return None
-    value = _number(options, "epsilon_high", EPSILON, low=0.0)
-    if value == 0:
-        raise ConfigError(
-            "epsilon_high must be above 0: at 0 a token of positive advantage stops learning "
-            "as soon as its probability rises, got 0"
-        )
-    return value
+    why = "at 0 a token of positive advantage stops learning as soon as its probability rises"
+    return _above_zero(options, "epsilon_high", EPSILON, f"{why}, got 0")
 
 
 def _temperature(options: Mapping[str, Any]) -> float:
-    value = _number(options, "temperature", TEMPERATURE, low=0.0)
+    why = "greedy completions of one prompt are all alike, so their advantages are all 0"
+    return _above_zero(options, "temperature", TEMPERATURE, why)
+
+
+def _above_zero(options: Mapping[str, Any], key: str, default: float, why: str) -> float:
+    """`key`'s number, at least 0 (`_number`) and not 0, for the reason `why`."""
+    value = _number(options, key, default, low=0.0)
     if value == 0:
-        raise ConfigError(
-            "temperature must be above 0: greedy completions of one prompt are all alike, so "
-            "their advantages are all 0"
-        )
+        raise ConfigError(f"{key} must be above 0: {why}")
     return value
 
 
