@@ -22,7 +22,7 @@ from adaptlab.data.generative import (
     GenerativeCorpus,
     PromptCompletion,
     Turn,
-    sample_generative,
+    sample_corpus,
 )
 from adaptlab.data.generative_builtins import GENERATIVE_BUILTINS, GENERATIVE_SHAPES
 from adaptlab.data.splits import carve_dev, three_way_split
@@ -141,7 +141,7 @@ def test_a_folder_keeps_its_splits_or_carves_dev_from_train(work: Path) -> None:
 
 def test_sampling_draws_train_and_dev_and_keeps_test(work: Path) -> None:
     corpus = load_generative(str(write_jsonl(work / "qa.jsonl", pairs(100))), shape=PC)
-    small = sample_generative(corpus, 5, seed=3)
+    small = sample_corpus(corpus, 5, seed=3)
     assert [len(small.splits[s]) for s in SPLIT_NAMES] == [5, 5, 9]
     assert set(small.splits["train"]) <= set(corpus.splits["train"])
     assert small.splits["test"] == corpus.splits["test"]
@@ -149,11 +149,11 @@ def test_sampling_draws_train_and_dev_and_keeps_test(work: Path) -> None:
     for split in ("train", "dev"):
         index = {e: o for e, o in zip(corpus.splits[split], corpus.origins[split], strict=True)}
         assert small.origins[split] == tuple(index[e] for e in small.splits[split])
-    assert sample_generative(corpus, 5, seed=3) == small
-    assert sample_generative(corpus, 5, seed=4).splits["train"] != small.splits["train"]
+    assert sample_corpus(corpus, 5, seed=3) == small
+    assert sample_corpus(corpus, 5, seed=4).splits["train"] != small.splits["train"]
     for size in (0, 82):
         with pytest.raises(DataError, match="pick 1 to 81"):
-            sample_generative(corpus, size, seed=0)
+            sample_corpus(corpus, size, seed=0)
 
 
 def test_a_builtin_name_is_looked_up_and_must_hold_the_shape(

@@ -16,8 +16,9 @@ from tiny_models import save_tiny_bert, tiny_config
 
 import adaptlab
 from adaptlab.data.encoding import IGNORE_INDEX
+from adaptlab.data.generative import sample_corpus
 from adaptlab.data.masking import MaskedLmEncoder
-from adaptlab.data.texts import load_texts, sample_texts
+from adaptlab.data.texts import load_texts
 from adaptlab.engine.restore import load_trained
 from adaptlab.engine.stack_swap import parse_swaps, stack_swapped
 from adaptlab.errors import ConfigError, DataError
@@ -105,7 +106,7 @@ def test_a_text_file_is_one_document_a_line_split_80_10_10(tmp_path):
     assert {k: len(v) for k, v in corpus.splits.items()} == {"train": 41, "dev": 5, "test": 4}
     every = [t for split in corpus.splits.values() for t in split]
     assert sorted(every) == sorted(f"document {i}" for i in range(50))
-    sampled = sample_texts(corpus, 10, seed=3)
+    sampled = sample_corpus(corpus, 10, seed=3, unit="documents")
     assert len(sampled.splits["train"]) == 10 and len(sampled.splits["dev"]) == 5
     assert set(sampled.splits["train"]) <= set(corpus.splits["train"])
     assert sampled.splits["test"] == corpus.splits["test"]

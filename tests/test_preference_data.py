@@ -31,7 +31,7 @@ from adaptlab.data.generative import (
     capped_test,
     check_conversation,
     cued,
-    sample_generative,
+    sample_corpus,
 )
 from adaptlab.data.instruction_pairs import instruction_pairs
 from adaptlab.data.preference import (
@@ -228,7 +228,7 @@ def test_a_folder_keeps_its_splits_or_carves_dev_from_train(tmp_path: Path) -> N
 def test_sampling_and_capping_serve_preference_corpora(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "pairs.jsonl", [text_pair(i) for i in range(100)])
     corpus = load_preferences(str(path), shape="preference")
-    small = capped_test(sample_generative(corpus, 5, seed=3), 4, seed=1)
+    small = capped_test(sample_corpus(corpus, 5, seed=3), 4, seed=1)
     assert isinstance(small, PreferenceCorpus)
     assert [len(small.splits[s]) for s in SPLIT_NAMES] == [5, 5, 4]
     assert set(small.splits["train"]) <= set(corpus.splits["train"])

@@ -16,7 +16,8 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.continual.corpus_run import Document, TextStage, TextStageRun, perplexity
 from adaptlab.continual.sequence_objective import SequenceSettings
 from adaptlab.continual.stages import KeptAdapter
-from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
+from adaptlab.data.generative import sample_corpus
+from adaptlab.data.texts import TextCorpus, load_texts
 from adaptlab.engine.scale_model import prepare_base
 from adaptlab.errors import DataError
 from adaptlab.models.loading import load_model
@@ -73,7 +74,7 @@ def stage_corpus(source: str, spec: SequenceSettings, options: Mapping[str, Any]
     corpus = load_texts(source, LABELLED, **options)
     seed = spec.train.seed
     if spec.train_size is not None:
-        corpus = sample_texts(corpus, spec.train_size, seed)
+        corpus = sample_corpus(corpus, spec.train_size, seed, unit="documents")
     test = corpus.splits["test"]
     if spec.test_size is not None and spec.test_size < len(test):
         picked = sorted(random.Random(seed).sample(range(len(test)), spec.test_size))

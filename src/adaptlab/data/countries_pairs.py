@@ -14,7 +14,7 @@ country and its prompts (`cued`: the question, then a line `Answer:`):
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,21 +29,20 @@ from adaptlab.data.countries_qa import (
 )
 from adaptlab.data.generative import GenerativeCorpus, PromptCompletion, cued
 from adaptlab.data.preference import (
+    PAIR_SEED,
     Judged,
     Preference,
     PreferenceCorpus,
     Question,
+    built_pairs,
     pick_other,
 )
-from adaptlab.data.splits import SPLIT_SEED
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import DataError
 
 PAIRS = f"{COUNTRIES}-pairs"
 UNPAIRED = f"{COUNTRIES}-unpaired"
 QUESTIONS_NAME = f"{COUNTRIES}-questions"
-PAIR_SEED = SPLIT_SEED
-"""The seed of the rejected answers' picks (one generator per split)."""
 
 TEACHES = (
     "teaches preferring a country's own fact over the same kind of fact of another country "
@@ -80,25 +79,23 @@ def countries_pairs(
 ) -> PreferenceCorpus:
     """`countries-qa-pairs` from the countries-qa corpus and the countryinfo records (by file
     name) its origins name."""
-    if corpus.origins is None:
+    found = corpus.origins
+    if found is None:
         raise DataError(f"{COUNTRIES} lost its origins; {PAIRS} needs them to find each country")
-    splits, origins = {}, {}
-    for split in SPLIT_NAMES:
-        asked = list(zip(corpus.splits[split], corpus.origins[split], strict=True))
+
+    def pairs_of(split: str, rng: random.Random) -> Iterator[tuple[Preference, Origin | None]]:
+        asked = list(zip(corpus.splits[split], found[split], strict=True))
         facts = [_fact(example, origin, records) for example, origin in asked]
         pools: dict[str, set[str]] = {}
         for _, _, relation, value in facts:
             pools.setdefault(relation, set()).add(value)
         ordered = {relation: sorted(values) for relation, values in pools.items()}
-        rng = random.Random(PAIR_SEED)
-        pairs: list[Preference] = []
-        where: list[Origin | None] = []
         for example, origin, relation, value in facts:
             wrong = pick_other(rng, value, ordered[relation])
             if wrong is not None:
-                pairs.append(Preference(example.prompt, example.completion, f" {wrong}"))
-                where.append(origin)
-        splits[split], origins[split] = tuple(pairs), tuple(where)
+                yield Preference(example.prompt, example.completion, f" {wrong}"), origin
+
+    splits, origins = built_pairs(pairs_of)
     description = (
         f"built-in {PAIRS}: {corpus.description}; each question's answer chosen and another "
         f"country's answer to the same relation in the same split rejected (picked with seed "

@@ -20,6 +20,19 @@ IGNORE_INDEX = -100
 INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
+def checked_length(tokenizer: "PreTrainedTokenizerBase", max_length: int) -> int:
+    """`max_length` if at least 2 and within what the tokenizer says its model takes."""
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+        raise ConfigError(f"max_length must be at least 2 tokens, got {max_length!r}")
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and limit < UNSET_LENGTH and max_length > limit:
+        raise ConfigError(
+            f"max_length {max_length} is more than the {limit} tokens this model takes "
+            f"(its tokenizer's model_max_length); pick at most {limit}"
+        )
+    return max_length
+
+
 def padded(values: list[int], length: int, fill: int, left: bool) -> list[int]:
     """Pad a list to `length` on the tokenizer's padding side."""
     padding = [fill] * (length - len(values))
@@ -41,14 +54,7 @@ class TextEncoder:
     ) -> None:
         if task.named_labels and label_count < 1:
             raise ConfigError(f"label_count must be at least 1 for a {task.name} task")
-        if max_length < 2:
-            raise ConfigError(f"max_length must be at least 2 tokens, got {max_length}")
-        limit = getattr(tokenizer, "model_max_length", None)
-        if isinstance(limit, int) and limit < UNSET_LENGTH and max_length > limit:
-            raise ConfigError(
-                f"max_length {max_length} is more than the {limit} tokens this model takes "
-                f"(its tokenizer's model_max_length); pick at most {limit}"
-            )
+        checked_length(tokenizer, max_length)
         if task.word_level and not getattr(tokenizer, "is_fast", False):
             raise ConfigError(
                 f"{task.name} tasks need a fast tokenizer (for word_ids); "

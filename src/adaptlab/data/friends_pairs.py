@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 from adaptlab.data.answer_text import normalize_answer
 from adaptlab.data.friends_dialogue import NAME as FRIENDS
 from adaptlab.data.friends_dialogue import load_friends_chat
 from adaptlab.data.generative import Conversation, GenerativeCorpus
-from adaptlab.data.preference import Preference, PreferenceCorpus
-from adaptlab.data.splits import SPLIT_SEED
-from adaptlab.data.types import SPLIT_NAMES, Origin
+from adaptlab.data.preference import PAIR_SEED, Preference, PreferenceCorpus, built_pairs
+from adaptlab.data.types import Origin
 from adaptlab.errors import DataError
 
 NAME = "friends-pairs"
-PAIR_SEED = SPLIT_SEED
-"""The seed of the rejected lines' picks (one generator per split)."""
 TRIES = 64
 """Random picks tried before the whole pool is searched for a line that fits."""
 SPEAKER = re.compile(r"You are (?P<character>\w+) in the TV series Friends, (?P<episode>[^\"]*),")
@@ -53,8 +50,8 @@ def speaker(chat: Conversation) -> tuple[str, str]:
 
 def friends_pairs(corpus: GenerativeCorpus) -> PreferenceCorpus:
     """`friends-pairs` from the friends-chat corpus."""
-    splits, origins = {}, {}
-    for split in SPLIT_NAMES:
+
+    def pairs_of(split: str, rng: random.Random) -> Iterator[tuple[Preference, Origin | None]]:
         chats = [chat for chat in corpus.splits[split] if isinstance(chat, Conversation)]
         if len(chats) != len(corpus.splits[split]):
             raise DataError(f"{FRIENDS} holds examples that are not chats; {NAME} needs chats")
@@ -64,17 +61,14 @@ def friends_pairs(corpus: GenerativeCorpus) -> PreferenceCorpus:
             for turn in chat.turns:
                 if turn.role == "assistant":
                     lines.setdefault(character, []).append((episode, turn.content))
-        rng = random.Random(PAIR_SEED)
         kept = corpus.origins[split] if corpus.origins else (None,) * len(chats)
-        pairs: list[Preference] = []
-        where: list[Origin | None] = []
         for chat, (character, episode), origin in zip(chats, said, kept, strict=True):
             chosen = chat.turns[-1].content
             rejected = _other_line(rng, chosen, episode, lines[character])
             if rejected is not None:
-                pairs.append(Preference(chat.turns[:-1], chosen, rejected))
-                where.append(origin)
-        splits[split], origins[split] = tuple(pairs), tuple(where)
+                yield Preference(chat.turns[:-1], chosen, rejected), origin
+
+    splits, origins = built_pairs(pairs_of)
     description = (
         f"built-in {NAME}: from {corpus.description}; each chat's last line chosen, a line of "
         f"the same character from another episode of its split rejected (seed {PAIR_SEED}); "

@@ -136,17 +136,17 @@ def check_conversation(turns: Sequence[Turn], where: str) -> None:
         )
 
 
-def sample_generative(corpus: CorpusT, train_size: int, seed: int) -> CorpusT:
-    """`train_size` training examples sampled with `seed`, as many dev (or all there are); the
-    test split is kept."""
+def sample_corpus(corpus: CorpusT, train_size: int, seed: int, unit: str = "examples") -> CorpusT:
+    """`train_size` training items sampled with `seed`, as many dev (or all there are); the
+    test split is kept. `unit` names the items in messages and the description."""
     train = corpus.splits["train"]
     if isinstance(train_size, bool) or not 1 <= train_size <= len(train):
         raise DataError(
-            f"train_size {train_size} does not fit the {len(train)} training examples of "
+            f"train_size {train_size} does not fit the {len(train)} training {unit} of "
             f"{corpus.name}; pick 1 to {len(train)}"
         )
     splits, origins = sample_train_and_dev(corpus.splits, corpus.origins, train_size, seed)
-    note = f" Sampled with seed {seed}: {train_size} train, {len(splits['dev'])} dev examples."
+    note = f" Sampled with seed {seed}: {train_size} train, {len(splits['dev'])} dev {unit}."
     return replace(corpus, splits=splits, description=corpus.description + note, origins=origins)
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from adaptlab.checks import shown
 from adaptlab.data.chat_render import ChatRenderer, ChatTemplate
-from adaptlab.data.encoding import IGNORE_INDEX, UNSET_LENGTH
+from adaptlab.data.encoding import IGNORE_INDEX, checked_length
 from adaptlab.data.generative import (
     Conversation,
     GenerativeExample,
@@ -94,7 +94,7 @@ class GenerativeEncoder:
         last_answer_only: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
-        self.max_length = _checked_length(tokenizer, max_length)
+        self.max_length = checked_length(tokenizer, max_length)
         self.train_on_prompt = train_on_prompt
         self.last_answer_only = last_answer_only
         self.chat_template = (
@@ -181,7 +181,7 @@ class Seq2SeqEncoder:
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_length: int) -> None:
         self.tokenizer = tokenizer
-        self.max_length = _checked_length(tokenizer, max_length)
+        self.max_length = checked_length(tokenizer, max_length)
 
     def encode(self, example: GenerativeExample) -> EncodedExample | None:
         """The prompt's ids and the completion's labels, or None when they exceed
@@ -226,19 +226,6 @@ def _encode_all(
     encoded = [encode(example) for example in examples]
     kept = tuple(item for item in encoded if item is not None)
     return EncodedSplit(kept, len(encoded) - len(kept))
-
-
-def _checked_length(tokenizer: PreTrainedTokenizerBase, max_length: int) -> int:
-    """`max_length` if at least 2 and within what the tokenizer says its model takes."""
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
-        raise ConfigError(f"max_length must be at least 2 tokens, got {max_length!r}")
-    limit = getattr(tokenizer, "model_max_length", None)
-    if isinstance(limit, int) and limit < UNSET_LENGTH and max_length > limit:
-        raise ConfigError(
-            f"max_length {max_length} is more than the {limit} tokens this model takes "
-            f"(its tokenizer's model_max_length); pick at most {limit}"
-        )
-    return max_length
 
 
 def _checked(example: Conversation) -> Conversation:

@@ -13,14 +13,11 @@ from adaptlab.data.builtin import load_builtin
 from adaptlab.data.generative import GenerativeCorpus, PromptCompletion
 from adaptlab.data.label_instructions import SUFFIX, load_instructions
 from adaptlab.data.label_kind import LabelledTasks
-from adaptlab.data.preference import Preference, PreferenceCorpus, pick_other
-from adaptlab.data.splits import SPLIT_SEED
+from adaptlab.data.preference import PAIR_SEED, Preference, PreferenceCorpus, pick_other
 from adaptlab.data.types import SPLIT_NAMES
 from adaptlab.errors import DataError
 
 PAIRS_SUFFIX = f"{SUFFIX}-pairs"
-PAIR_SEED = SPLIT_SEED
-"""The seed of the rejected label words' picks (one generator per split)."""
 TEACHES = (
     "teaches the task's decision as a preference of one label word over another; it teaches "
     "nothing a classifier on the same labels would not (with two labels the rejected word is "

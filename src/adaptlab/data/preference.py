@@ -8,16 +8,20 @@ text either way (a conversation's answer is the assistant's next turn). Torch-fr
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from adaptlab.data.answer_text import normalize_answer
 from adaptlab.data.generative import SplitCorpus, Turn
+from adaptlab.data.splits import SPLIT_SEED
+from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import DataError
 
 Prompt = str | tuple[Turn, ...]
 """A text, or the turns of a conversation up to the assistant's answer."""
 
+PAIR_SEED = SPLIT_SEED
+"""The seed of a built-in pair corpus's rejected answers (one generator per split)."""
 PREFERENCE_SHAPES = ("preference", "unpaired", "prompt-only")
 """How preference-family data files are read: prompt / chosen / rejected, prompt /
 completion / label, or prompt (with an optional reference answer)."""
@@ -98,6 +102,24 @@ def pairs_from_answers(questions: Sequence[Question], answers: Sequence[str]) ->
             Preference(prompt, answered_as(prompt, question.answer), answered_as(prompt, answer))
         )
     return pairs
+
+
+PairsOfSplit = Callable[[str, random.Random], Iterable[tuple["Preference", Origin | None]]]
+"""What a built-in pair corpus makes of one split: its pairs with their origins, the rejected
+answers picked with the split's own generator."""
+
+
+def built_pairs(
+    pairs_of: PairsOfSplit,
+) -> tuple[dict[str, tuple[Preference, ...]], dict[str, tuple[Origin | None, ...]]]:
+    """Each split's pairs and origins as `pairs_of` makes them, handed a generator seeded with
+    `PAIR_SEED` per split (a split's picks do not depend on another's)."""
+    splits, origins = {}, {}
+    for split in SPLIT_NAMES:
+        made = list(pairs_of(split, random.Random(PAIR_SEED)))
+        splits[split] = tuple(pair for pair, _ in made)
+        origins[split] = tuple(origin for _, origin in made)
+    return splits, origins
 
 
 def pick_other(rng: random.Random, right: str, pool: Sequence[str]) -> str | None:

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adaptlab.data.chat_render import ChatRenderer, ChatTemplate
-from adaptlab.data.encoding import UNSET_LENGTH
+from adaptlab.data.encoding import checked_length
 from adaptlab.data.generative import Turn, check_conversation
 from adaptlab.data.preference import Preference, Prompt
-from adaptlab.errors import ConfigError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -50,15 +49,7 @@ class RewardEncoder:
         *,
         chat_template: ChatTemplate | None = None,
     ) -> None:
-        limit = getattr(tokenizer, "model_max_length", None)
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
-            raise ConfigError(f"max_length must be at least 2 tokens, got {max_length!r}")
-        if isinstance(limit, int) and limit < UNSET_LENGTH and max_length > limit:
-            raise ConfigError(
-                f"max_length {max_length} is more than the {limit} tokens this model takes "
-                f"(its tokenizer's model_max_length); pick at most {limit}"
-            )
-        self.tokenizer, self.max_length = tokenizer, max_length
+        self.tokenizer, self.max_length = tokenizer, checked_length(tokenizer, max_length)
         self.chat_template = chat_template
         self._renderer: ChatRenderer | None = None  # made at the first conversation
 

@@ -12,17 +12,18 @@ A single file is split 80/10/10 by the same fixed rule as labelled data (seed 0)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from adaptlab.data.builtin import BUILTINS, load_builtin
 from adaptlab.data.files import read_file
+from adaptlab.data.generative import SplitCorpus
 from adaptlab.data.generative_builtins import GENERATIVE_SHAPES
 from adaptlab.data.hf import read_hf
 from adaptlab.data.label_kind import LabelledTasks
 from adaptlab.data.loading import not_labelled
 from adaptlab.data.readers import Columns, decode_utf8, no_rows, read_bytes
-from adaptlab.data.splits import carve_dev, sample_train_and_dev, three_way_split
+from adaptlab.data.splits import carve_dev, three_way_split
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import ConfigError, DataError
 
@@ -33,15 +34,8 @@ Documents = Sequence[tuple[str, Origin | None]]
 
 
 @dataclass(frozen=True)
-class TextCorpus:
-    """Documents in fixed train / dev / test splits, and how they were made; `origins` holds
-    where each document came from (split by split, in the same order), or None where that was
-    not kept."""
-
-    name: str
-    splits: Mapping[str, tuple[str, ...]]
-    description: str
-    origins: Mapping[str, tuple[Origin | None, ...]] | None = None
+class TextCorpus(SplitCorpus[str]):
+    """Documents in fixed train / dev / test splits (see `SplitCorpus`)."""
 
 
 def load_texts(
@@ -86,19 +80,6 @@ def load_texts(
             f"({', '.join(BUILTINS)}); give a .txt, CSV/TSV/JSONL path, hf:NAME or a built-in"
         )
     return _split(path.stem, f"file {path}", {"train": _file_texts(path, columns)})
-
-
-def sample_texts(corpus: TextCorpus, train_size: int, seed: int) -> TextCorpus:
-    """`train_size` training documents sampled with `seed`, as many dev (or all there are)."""
-    train = corpus.splits["train"]
-    if not 1 <= train_size <= len(train):
-        raise DataError(
-            f"train_size {train_size} does not fit the {len(train)} training texts of "
-            f"{corpus.name}; pick 1 to {len(train)}"
-        )
-    splits, origins = sample_train_and_dev(corpus.splits, corpus.origins, train_size, seed)
-    note = f" Sampled with seed {seed}: {train_size} train, {len(splits['dev'])} dev documents."
-    return replace(corpus, splits=splits, description=corpus.description + note, origins=origins)
 
 
 def _joined(text: str | tuple[str, ...]) -> str:

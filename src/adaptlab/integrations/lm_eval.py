@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import difflib
 import functools
-import logging
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,7 @@ from adaptlab.models.quantize import check_quantize_kind, quantize_base
 from adaptlab.models.quiet import quiet_transformers
 from adaptlab.models.resolve import load_errors, resolve_model
 from adaptlab.paths import existing
+from adaptlab.quiet_logs import errors_only
 from adaptlab.records.transfer import Swap
 from adaptlab.tasks.adapter_manifest import read_adapter_manifest
 from adaptlab.tasks.registry import get_task
@@ -172,7 +171,9 @@ def score_model(
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.models.huggingface import HFLM
 
-    with _handed_over():
+    # lm-eval's `hf` model warns that a model object was passed, so its loading options are
+    # ignored: that is what is meant here
+    with errors_only("lm_eval.models.huggingface"):
         lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     tracker = EvaluationTracker()
     results = simple_evaluate(
@@ -378,16 +379,3 @@ def _base_kind(model: str) -> ModelKind:
             "next token; lm-evaluation-harness scores causal and sequence-to-sequence LMs"
         )
     return "causal_lm"
-
-
-@contextmanager
-def _handed_over() -> Iterator[None]:
-    """Inside, lm-eval's `hf` model says nothing below an error: its warnings that a model
-    object was passed (so loading options are ignored) are about what is meant here."""
-    logger = logging.getLogger("lm_eval.models.huggingface")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

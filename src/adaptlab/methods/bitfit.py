@@ -5,16 +5,14 @@ from __future__ import annotations
 from torch import nn
 
 from adaptlab.backbone.parts import Backbone
-from adaptlab.errors import ConfigError
 from adaptlab.methods.configs.bitfit import BitFitConfig
-from adaptlab.methods.params import bias_names, parameters_under
+from adaptlab.methods.params import bias_names
 from adaptlab.methods.results import ApplyContext, MethodResult
 
 
 def apply(
     model: nn.Module, backbone: Backbone, config: BitFitConfig, ctx: ApplyContext
 ) -> MethodResult:
-    biases = bias_names(model) - parameters_under(model, backbone.head)
-    if not biases:
-        raise ConfigError(f"bitfit: {backbone.model_class} has no bias terms outside its head")
-    return MethodResult(groups={"biases": biases})
+    return MethodResult.outside_head(
+        "bitfit", "biases", bias_names(model), model, backbone, "bias terms outside its head"
+    )

@@ -11,6 +11,7 @@ from torch import nn
 
 from adaptlab.backbone.parts import Backbone
 from adaptlab.methods.config import require
+from adaptlab.methods.params import parameters_under
 from adaptlab.methods.site import Insertion
 
 
@@ -69,3 +70,13 @@ class MethodResult:
     groups: dict[str, set[str]] = field(default_factory=dict)
     insertions: list[Insertion] = field(default_factory=list)
     no_dropout: set[str] = field(default_factory=set)
+
+    @staticmethod
+    def outside_head(
+        method: str, group: str, names: set[str], model: nn.Module, backbone: Backbone, kind: str
+    ) -> MethodResult:
+        """`names` outside the task head, trained as `group`; refused when none are left
+        (`kind` names what the model then lacks)."""
+        kept = names - parameters_under(model, backbone.head)
+        require(bool(kept), method, f"{backbone.model_class} has no {kind}")
+        return MethodResult(groups={group: kept})

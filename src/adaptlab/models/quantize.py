@@ -19,15 +19,13 @@ command line read `QUANTIZE_KINDS` without them.
 
 from __future__ import annotations
 
-import logging
 import math
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from adaptlab.errors import ConfigError
+from adaptlab.quiet_logs import errors_only
 
 if TYPE_CHECKING:
     import torch
@@ -235,22 +233,10 @@ def _bitsandbytes() -> ModuleType:
     """bitsandbytes, imported without its notice that an optional CPU kernel package is absent;
     a one-line error when it is not installed."""
     try:
-        with _quiet("bitsandbytes"):
+        with errors_only("bitsandbytes"):
             import bitsandbytes
     except ImportError as error:
         raise ConfigError(
             f"quantize needs bitsandbytes ({error}): pip install bitsandbytes"
         ) from None
     return bitsandbytes
-
-
-@contextmanager
-def _quiet(logger: str) -> Iterator[None]:
-    """Only errors from `logger` and below it while the block runs."""
-    log = logging.getLogger(logger)
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        log.setLevel(level)

@@ -17,7 +17,6 @@ from adaptlab.report.records import Run, Setting
 from adaptlab.report.view import StudyView
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.generative_facts import PERPLEXITY
-from adaptlab.tasks.registry import get_task
 
 PREVIEW = 500
 """The most characters of a prompt (its end), generation or reference (its start) shown."""
@@ -34,9 +33,7 @@ def generative(view: StudyView) -> Html:
     """The section, or nothing when the study has no setting of a generative task."""
     colors = plots.palette(view.methods)
     parts: list[Html] = []
-    for setting in view.settings:
-        if not isinstance(get_task(view.judged[setting.data].task), GenerativeTask):
-            continue
+    for setting in view.settings_of(GenerativeTask):
         chosen = view.chosen_runs(setting)
         label = setting.label(view.with_model)
         shown = [

@@ -6,12 +6,11 @@ mean ± std over seeds at the method's chosen learning rate, and how many seeds 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import adaptlab.report.formatting as fmt
 from adaptlab.records.harness import HarnessScores
 from adaptlab.report.markup import Html, note, section, table, tag
-from adaptlab.report.records import Run
+from adaptlab.report.records import Run, RunGroup
 from adaptlab.report.spread import spread_text
 from adaptlab.report.view import StudyView
 
@@ -21,15 +20,6 @@ LEAD = (
     "each method at its chosen learning rate (the one its mean dev score chose). lm-eval's "
     "standard error of each score is kept in the run's record."
 )
-
-
-@dataclass(frozen=True)
-class Approach:
-    """One row: a setting's label, a method, and its scored runs (seeds)."""
-
-    setting: str
-    method: str
-    runs: tuple[Run, ...]
 
 
 def harness(view: StudyView) -> Html:
@@ -47,7 +37,7 @@ def harness(view: StudyView) -> Html:
     return section("harness", "lm-evaluation-harness", *parts)
 
 
-def approaches(view: StudyView) -> list[Approach]:
+def approaches(view: StudyView) -> list[RunGroup]:
     """Per setting and method (at its chosen learning rate), its runs with harness scores."""
     rows = []
     for setting in view.settings:
@@ -60,11 +50,11 @@ def approaches(view: StudyView) -> list[Approach]:
                 and run.harness is not None
             )
             if runs:
-                rows.append(Approach(setting.label(view.with_model), cell.method, runs))
+                rows.append(RunGroup(setting.label(view.with_model), cell.method, runs))
     return rows
 
 
-def _table(task: str, rows: Sequence[Approach]) -> Html:
+def _table(task: str, rows: Sequence[RunGroup]) -> Html:
     """The table of `task`: a row per approach that scored it, a column per metric."""
     found = [
         (row, [s for r in row.runs if (s := _task_scores(r, task)) is not None]) for row in rows
@@ -73,7 +63,7 @@ def _table(task: str, rows: Sequence[Approach]) -> Html:
     metrics = list(dict.fromkeys(m for _, runs in found for scores in runs for m in scores))
     body = [
         [
-            row.setting,
+            row.label,
             row.method,
             len(runs),
             *(

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import adaptlab.report.plots_forgetting as plots_forgetting
 from adaptlab.report.adaptation_records import ProbeForgetting
 from adaptlab.report.markup import Html, figure, section, table, tag
 from adaptlab.report.plots import palette
-from adaptlab.report.records import Run
+from adaptlab.report.records import Run, RunGroup
 from adaptlab.report.spread import mean, mean_std, spread_text
 from adaptlab.report.view import StudyView
 
@@ -34,15 +33,6 @@ SPECTRUM = (
     "modules instead of changing a matrix have none. Intruders: top-10 singular vectors of "
     "W + ΔW whose cosine with every singular vector of W stays below 0.5, summed over matrices."
 )
-
-
-@dataclass(frozen=True)
-class Arm:
-    """A method at one learning rate in one setting, and its runs (seeds)."""
-
-    label: str
-    method: str
-    runs: tuple[Run, ...]
 
 
 def learning_forgetting(view: StudyView) -> Html:
@@ -71,14 +61,14 @@ def learning_forgetting(view: StudyView) -> Html:
     return section("forgetting", "Learning and forgetting", *parts)
 
 
-def _arms(view: StudyView, runs: Sequence[Run]) -> list[Arm]:
+def _arms(view: StudyView, runs: Sequence[Run]) -> list[RunGroup]:
     """The runs that measured forgetting, by method and learning rate (the rate in the label
     only where a method has several)."""
     measured = [r for r in runs if r.forgetting is not None]
     keys = list(dict.fromkeys((r.method, r.learning_rate) for r in measured))
     rates = {m: sum(1 for k in keys if k[0] == m) for m, _ in keys}
     return [
-        Arm(
+        RunGroup(
             method if rates[method] == 1 else f"{method} @ {rate:g}",
             method,
             tuple(r for r in measured if (r.method, r.learning_rate) == (method, rate)),
@@ -91,7 +81,7 @@ def _probes(run: Run) -> Sequence[ProbeForgetting]:
     return run.forgetting.probes if run.forgetting is not None else ()
 
 
-def _point(arm: Arm, probe: str) -> plots_forgetting.Point | None:
+def _point(arm: RunGroup, probe: str) -> plots_forgetting.Point | None:
     """The arm's mean ± std learnt and forgetting on `probe` over its seeds."""
     pairs = [
         (r.forgetting.learnt, p.forgetting)
@@ -107,7 +97,7 @@ def _point(arm: Arm, probe: str) -> plots_forgetting.Point | None:
     return plots_forgetting.Point(arm.label, arm.method, x, x_std, y, y_std)
 
 
-def _table(arms: Sequence[Arm], probes: Sequence[str]) -> Html:
+def _table(arms: Sequence[RunGroup], probes: Sequence[str]) -> Html:
     """A row per arm: seeds, learnt, forgetting per probe, the update's rank and intruders."""
     rows = []
     for arm in arms:

@@ -66,11 +66,9 @@ def efficiency(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -
                 label=plain(c.method),
             )
         ax.set_xscale("log")
-        ax.set_xlabel("trainable parameters (log scale)")
-        ax.set_ylabel(_test_label(cells[0].metric))
-        ax.set_title(plain(title))
-        legend(ax)
-        return encode(fig)
+        return finished(
+            fig, ax, "trainable parameters (log scale)", _test_label(cells[0].metric), title
+        )
 
 
 def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
@@ -101,11 +99,7 @@ def training_size(cells: Sequence[Cell], colors: Mapping[str, Color], title: str
             ax.set_xscale("log")
         ax.set_xticks(sizes, [str(s) for s in sizes])
         ax.minorticks_off()
-        ax.set_xlabel("training examples")
-        ax.set_ylabel(_test_label(cells[0].metric))
-        ax.set_title(plain(title))
-        legend(ax)
-        return encode(fig)
+        return finished(fig, ax, "training examples", _test_label(cells[0].metric), title)
 
 
 def learning_rates(cells: Sequence[Cell], colors: Mapping[str, Color], title: str) -> str:
@@ -175,11 +169,9 @@ def layer_similarity(
             ax.plot(
                 range(len(scores)), scores, "-o", ms=4, color=colors[method], label=plain(method)
             )
-        ax.set_xlabel("layer (0 = embeddings)")
-        ax.set_ylabel(f"{measure.upper()} against the base model")
-        ax.set_title(plain(title))
-        legend(ax)
-        return encode(fig)
+        return finished(
+            fig, ax, "layer (0 = embeddings)", f"{measure.upper()} against the base model", title
+        )
 
 
 def landscapes(
@@ -195,11 +187,7 @@ def landscapes(
             ax.plot(alphas, losses, "-o", ms=3, color=colors[method], label=plain(method))
         for alpha in (0.0, 1.0):
             ax.axvline(alpha, color="grey", lw=0.8, ls=":")
-        ax.set_xlabel("alpha (0 = start of training, 1 = trained)")
-        ax.set_ylabel("dev loss")
-        ax.set_title(plain(title))
-        legend(ax)
-        return encode(fig)
+        return finished(fig, ax, "alpha (0 = start of training, 1 = trained)", "dev loss", title)
 
 
 def fusion_weights(layers: Mapping[str, Sequence[float]], title: str) -> str:
@@ -271,11 +259,7 @@ def _against(
             lw=0.8,
             ls=":",
         )
-        ax.set_xlabel(x_label)
-        ax.set_ylabel(y_label)
-        ax.set_title(plain(title))
-        legend(ax)
-        return encode(fig)
+        return finished(fig, ax, x_label, y_label, title)
 
 
 def epoch_curves(
@@ -302,17 +286,22 @@ def epoch_curves(
             ax.set_yscale("log")
         epochs_seen = sorted({e for (epochs, _), _ in curves.values() for e in epochs})
         ax.set_xticks(epochs_seen, [str(e) for e in epochs_seen])
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(f"dev {plain(fmt.metric(metric))}")
-        ax.set_title(plain(title))
-        legend(ax)
-        return encode(fig)
+        return finished(fig, ax, "epoch", f"dev {plain(fmt.metric(metric))}", title)
 
 
 def _test_label(metric: str) -> str:
     """The y label of a plot of test scores: `test perplexity (lower is better)`."""
     lower = " (lower is better)" if metric in LOWER_IS_BETTER else ""
     return f"test {plain(fmt.metric(metric))}{lower}"
+
+
+def finished(fig: Figure, ax: Any, x_label: str, y_label: str, title: str) -> str:
+    """The figure with its axes labelled, its title and legend, as an SVG data URI."""
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(plain(title))
+    legend(ax)
+    return encode(fig)
 
 
 def legend(ax: Any) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import matplotlib
 from matplotlib.figure import Figure
 
-from adaptlab.report.plots import STYLE, Color, encode, legend, plain
+from adaptlab.report.plots import STYLE, Color, encode, finished, legend, plain
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,4 @@ def ranks(
             ax.plot([b for b, _ in curve], [r for _, r in curve], "o-", ms=3,
                     color=colors[label], label=plain(label))  # fmt: skip
         ax.set_yscale("log")
-        ax.set_xlabel("block")
-        ax.set_ylabel("effective rank of ΔW (90%)")
-        ax.set_title(plain(title))
-        legend(ax)
-        return encode(fig)
+        return finished(fig, ax, "block", "effective rank of ΔW (90%)", title)

@@ -20,7 +20,6 @@ from adaptlab.tasks.preference import (
     REWARD_MARGIN,
     PreferenceTask,
 )
-from adaptlab.tasks.registry import get_task
 
 COLUMNS = {
     REWARD_ACCURACY: "reward accuracy",
@@ -45,9 +44,7 @@ def preference(view: StudyView) -> Html:
     """The section, or nothing when the study has no setting of a preference task."""
     colors = plots.palette(view.methods)
     parts: list[Html] = []
-    for setting in view.settings:
-        if not isinstance(get_task(view.judged[setting.data].task), PreferenceTask):
-            continue
+    for setting in view.settings_of(PreferenceTask):
         chosen = view.chosen_runs(setting)
         label = setting.label(view.with_model)
         shown = [key for key in COLUMNS if any(key in r.test for rs in chosen.values() for r in rs)]

@@ -255,6 +255,16 @@ def _analysis(analysis: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class RunGroup:
+    """A method's runs (seeds) shown under one label: a setting's, or the method's own at one
+    learning rate."""
+
+    label: str
+    method: str
+    runs: tuple[Run, ...]
+
+
 NOT_LAYER_SCORES = ("landscape", "spectrum", "forgetting")
 """The analyses whose results are no per-layer similarity."""
 

@@ -13,6 +13,8 @@ from adaptlab.report.classes import ClassTable, Imbalance
 from adaptlab.report.judging import Judgement, judge
 from adaptlab.report.recommend import Verdict, verdict
 from adaptlab.report.records import Curve, Run, SavedValidation, Setting
+from adaptlab.tasks.registry import get_task
+from adaptlab.tasks.task import Task
 
 T = TypeVar("T")
 
@@ -59,6 +61,10 @@ class StudyView:
     def data_lines(self) -> list[tuple[str, str]]:
         """(model, data) pairs in setting order: the units of the training-size plot."""
         return list(dict.fromkeys((s.model, s.data) for s in self.settings))
+
+    def settings_of(self, kind: type[Task]) -> list[Setting]:
+        """The settings whose data set's task is a `kind` (generative, preference...)."""
+        return [s for s in self.settings if isinstance(get_task(self.judged[s.data].task), kind)]
 
     def sizes_of(self, model: str, data: str) -> list[Setting]:
         return [s for s in self.settings if (s.model, s.data) == (model, data)]

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from adaptlab.data.chat_render import ChatTemplate
-from adaptlab.data.generative import GenerativeCorpus, capped_test, sample_generative
+from adaptlab.data.generative import GenerativeCorpus, capped_test, sample_corpus
 from adaptlab.data.generative_encoding import GenerativeEncoder, Seq2SeqEncoder
 from adaptlab.data.generative_loading import load_generative
 from adaptlab.data.text_windows import windows
-from adaptlab.data.texts import load_texts, sample_texts
+from adaptlab.data.texts import load_texts
 from adaptlab.data.types import SPLIT_NAMES, Origin
 from adaptlab.errors import DataError
 from adaptlab.records.spec import RunSpec
@@ -59,7 +59,7 @@ def encode_data(
     if task.data_shape is None:
         corpus = load_texts(data, LABELLED, text_column=settings.text_column)
         if sample is not None:
-            corpus = sample_texts(corpus, *sample)
+            corpus = sample_corpus(corpus, *sample, unit="documents")
         splits = {
             name: GenerativeSplit(windows(corpus.splits[name], tokenizer, max_length), None)
             for name in SPLIT_NAMES
@@ -75,7 +75,7 @@ def encode_data(
         completion_column=settings.completion_column,
     )
     if sample is not None:
-        texts = sample_generative(texts, *sample)
+        texts = sample_corpus(texts, *sample)
     if test_cap is not None:
         texts = capped_test(texts, *test_cap)
     chosen = settings.chat_template_or(template)

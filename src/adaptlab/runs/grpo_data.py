@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from adaptlab.data.generative import capped_test, sample_generative
+from adaptlab.data.generative import capped_test, sample_corpus
 from adaptlab.data.preference import Question
 from adaptlab.data.preference_encoding import PreferenceEncoder
 from adaptlab.data.preference_loading import load_preferences
@@ -68,7 +68,7 @@ def encode_questions(
     corpus = load_preferences(spec.data, LABELLED, shape=task.data_shape)
     seed = spec.train.seed
     if spec.train_size is not None:
-        corpus = sample_generative(corpus, spec.train_size, seed)
+        corpus = sample_corpus(corpus, spec.train_size, seed)
     if spec.test_size is not None:
         corpus = capped_test(corpus, spec.test_size, seed)
     template = settings.generative.chat_template_or(None)

@@ -11,8 +11,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from adaptlab.data.generative import sample_corpus
 from adaptlab.data.masking import MaskedLmEncoder
-from adaptlab.data.texts import TextCorpus, load_texts, sample_texts
+from adaptlab.data.texts import TextCorpus, load_texts
 from adaptlab.engine.adapters import attach_adapters
 from adaptlab.engine.run_objective import Tested
 from adaptlab.engine.scale_model import prepare_base
@@ -71,7 +72,7 @@ def prepare_masked_lm(
     """Read `spec`'s documents, load its model with a masked-LM head on `device`, adapt it."""
     corpus = load_texts(spec.data, LABELLED, **spec.data_options)
     if spec.train_size is not None:
-        corpus = sample_texts(corpus, spec.train_size, spec.train.seed)
+        corpus = sample_corpus(corpus, spec.train_size, spec.train.seed, unit="documents")
     loaded = load_model(spec.model, "masked_lm", seed=spec.train.seed)
     model: nn.Module = loaded.model
     prepare_base(model, spec.scale, device)

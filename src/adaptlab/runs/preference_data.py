@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from adaptlab.data.chat_render import ChatTemplate
-from adaptlab.data.generative import capped_test, sample_generative
+from adaptlab.data.generative import capped_test, sample_corpus
 from adaptlab.data.generative_encoding import EncodedExample
 from adaptlab.data.preference import Judged, Preference, PreferenceCorpus, Prompt
 from adaptlab.data.preference_encoding import EncodedJudged, EncodedPair, PreferenceEncoder
@@ -179,7 +179,7 @@ def read_corpus(data: str, shape: str, reading: Reading) -> PreferenceCorpus:
     """`data` read as `shape` data, training sampled and the test capped as `reading` says."""
     corpus = load_preferences(data, LABELLED, shape=shape)
     if reading.sample is not None:
-        corpus = sample_generative(corpus, *reading.sample)
+        corpus = sample_corpus(corpus, *reading.sample)
     if reading.test_cap is not None:
         corpus = capped_test(corpus, *reading.test_cap)
     return corpus
