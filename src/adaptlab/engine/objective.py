@@ -11,6 +11,8 @@ from typing import Protocol, TypeVar, runtime_checkable
 import torch
 
 BatchT = TypeVar("BatchT")
+TensorBatch = dict[str, torch.Tensor]
+"""A batch as most objectives make it: tensors by input name."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from adaptlab.runs.seq2seq_targets import (
 from adaptlab.tasks.generation_metrics import GENERATION_METRICS, generation_scores
 from adaptlab.tasks.generative_facts import PERPLEXITY, TOKEN_ACCURACY
 from adaptlab.tasks.generative_settings import GenerativeSettings
+from adaptlab.tasks.task import Task
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,27 @@ class Generation:
     ) -> Generation:
         """`metrics` on answers of at most `settings`' new tokens, cut at its stop strings."""
         return cls(metrics, settings.max_new_tokens, settings.stop)
+
+
+@dataclass(frozen=True)
+class AnswerScoring:
+    """How a preference run scores dev: the metric judging an epoch, how answers are generated
+    and how many examples a scoring batch holds."""
+
+    metric: str
+    generation: Generation
+    batch_size: int
+
+    @classmethod
+    def of(cls, settings: GenerativeSettings, task: Task, batch_size: int) -> AnswerScoring:
+        """The metric `settings` name (else the task's own) on answers `settings` generate."""
+        return cls(settings.metric or task.primary_metric, Generation.of(settings), batch_size)
+
+    def judged(self, scored: Scored) -> float:
+        """The score the best epoch is chosen by (higher is better)."""
+        if self.metric == PERPLEXITY:
+            return -scored.metrics[PERPLEXITY]
+        return scored.metrics[self.metric]
 
 
 @dataclass(frozen=True)

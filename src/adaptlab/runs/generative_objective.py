@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from adaptlab.engine.objective import DevScore
+from adaptlab.engine.objective import DevScore, TensorBatch
 from adaptlab.engine.packing import collate_packed, pack
 from adaptlab.engine.packing_attention import packing_attention
 from adaptlab.runs.generative_evaluation import (
@@ -34,7 +34,6 @@ from adaptlab.tasks.generative_facts import PERPLEXITY
 
 log = logging.getLogger("adaptlab.train")
 
-Batch = dict[str, torch.Tensor]
 THROUGHPUT = "target_tokens_per_second"
 
 
@@ -73,7 +72,7 @@ class GenerativeLm:
         """Training rows an epoch goes through: examples, or packed rows of them."""
         return len(self.train_examples) if self.rows is None else len(self.rows)
 
-    def batch(self, indices: list[int], generator: torch.Generator) -> Batch:
+    def batch(self, indices: list[int], generator: torch.Generator) -> TensorBatch:
         if self._began is None:
             self._began = time.perf_counter()
         if self.rows is None:
@@ -84,10 +83,10 @@ class GenerativeLm:
         self._tokens += self.loss_terms(batch)
         return {k: v.to(self.device) for k, v in batch.items()}
 
-    def loss(self, batch: Batch) -> torch.Tensor:
+    def loss(self, batch: TensorBatch) -> torch.Tensor:
         return target_scores(self.model, batch).mean()
 
-    def loss_terms(self, batch: Batch) -> int:
+    def loss_terms(self, batch: TensorBatch) -> int:
         """The target tokens the loss is the mean over (a decoder's: those after each row's
         first)."""
         return target_terms(self.model, batch)

@@ -36,7 +36,7 @@ from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.generative_encoding import EncodedExample
 from adaptlab.engine.completion_logps import completion_token_log_probs
 from adaptlab.engine.group_sampling import Sampled, sample_groups
-from adaptlab.engine.objective import DevScore
+from adaptlab.engine.objective import DevScore, TensorBatch
 from adaptlab.engine.packing import collate_padded
 from adaptlab.engine.precision import autocast_at
 from adaptlab.engine.preference_loss import GrpoLoss, RewardScale, group_advantages, grpo_loss
@@ -57,7 +57,6 @@ from adaptlab.tasks.grpo_settings import GrpoSettings
 
 log = logging.getLogger("adaptlab.train")
 
-Batch = dict[str, torch.Tensor]
 SEED_RANGE = 2**31 - 1
 """A step's sampling seed is drawn below this from the loop's generator (each completion adds
 its number to it, and seeds stay within what every generator takes)."""
@@ -123,7 +122,7 @@ class GroupRelativeLm:
         """The optimiser steps on each generated batch (`num_iterations`)."""
         return self.settings.num_iterations
 
-    def batch(self, indices: list[int], generator: torch.Generator) -> Batch:
+    def batch(self, indices: list[int], generator: torch.Generator) -> TensorBatch:
         """The prompts `indices` each answered `num_generations` times by the policy as it is,
         the answers scored and their advantages taken within each prompt's group; with
         `num_iterations` > 1, the sampling policy's log-probabilities of them too."""
@@ -156,7 +155,7 @@ class GroupRelativeLm:
         return batch
 
     @torch.no_grad()
-    def _sampling_logps(self, batch: Batch) -> torch.Tensor:
+    def _sampling_logps(self, batch: TensorBatch) -> torch.Tensor:
         """The per-token log-probabilities of `batch`'s completions under the policy that drew
         them (Eq. 3's pi_old), at the precision the loss reads the policy at, so the first
         step's ratio is 1."""
@@ -165,7 +164,7 @@ class GroupRelativeLm:
                 self.model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"]
             )
 
-    def loss(self, batch: Batch) -> torch.Tensor:
+    def loss(self, batch: TensorBatch) -> torch.Tensor:
         """GRPO's loss of the sampled rows (see the module docstring)."""
         ids, attention, completion = (
             batch["input_ids"],
@@ -189,7 +188,7 @@ class GroupRelativeLm:
             epsilon_high=self.settings.epsilon_high,
         )
 
-    def loss_terms(self, batch: Batch) -> int:
+    def loss_terms(self, batch: TensorBatch) -> int:
         """What the loss averages over: completion tokens ("dapo"), or completions."""
         if self.settings.loss == "dapo":
             return int(batch["completion_mask"][:, 1:].sum().item())

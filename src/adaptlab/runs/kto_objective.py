@@ -18,19 +18,16 @@ from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.generative_encoding import EncodedExample
 from adaptlab.data.preference_encoding import EncodedJudged
 from adaptlab.engine.completion_logps import completion_log_probs
-from adaptlab.engine.objective import DevScore
+from adaptlab.engine.objective import DevScore, TensorBatch
 from adaptlab.engine.packing import collate_padded
 from adaptlab.engine.preference_loss import kto_kl, kto_loss
 from adaptlab.engine.reference import reference_model
 from adaptlab.parallel.shared_evaluation import gathered, my_turn
-from adaptlab.runs.generative_evaluation import Generation, Scored, score_split
+from adaptlab.runs.generative_evaluation import AnswerScoring, Scored, score_split
 from adaptlab.runs.preference_data import JudgedSplit
-from adaptlab.tasks.generative_facts import PERPLEXITY
 from adaptlab.tasks.kto import KL_ESTIMATE
 from adaptlab.tasks.preference import REWARD_MARGIN
 from adaptlab.tasks.preference_settings import PreferenceSettings
-
-Batch = dict[str, torch.Tensor]
 
 
 def mismatched(answers: Sequence[EncodedExample]) -> list[EncodedExample]:
@@ -51,7 +48,7 @@ def _at_answer(example: EncodedExample) -> tuple[tuple[int, ...], tuple[int, ...
     return example.input_ids[:start], example.input_ids[start:], example.labels[start:]
 
 
-def answer_logps(model: nn.Module, rows: Batch) -> torch.Tensor:
+def answer_logps(model: nn.Module, rows: TensorBatch) -> torch.Tensor:
     """Each row's summed answer log-probability under `model` as it runs now."""
     mask = rows["labels"].ne(IGNORE_INDEX).long()
     return completion_log_probs(model, rows["input_ids"], rows["attention_mask"], mask).sums
@@ -69,15 +66,11 @@ class KtoLm:
         settings: PreferenceSettings,
         train: Sequence[EncodedJudged],
         dev: JudgedSplit,
-        *,
-        metric: str,
-        generation: Generation,
-        eval_batch_size: int,
+        scoring: AnswerScoring,
     ) -> None:
         self.model, self.tokenizer, self.settings = model, tokenizer, settings
         self.train_answers, self.dev_split = train, dev
-        self.metric, self.generation = metric, generation
-        self.eval_batch_size = eval_batch_size
+        self.scoring = scoring
         self.pad_id: int = tokenizer.pad_token_id
         self.device = next(model.parameters()).device
 
@@ -85,32 +78,34 @@ class KtoLm:
     def examples(self) -> int:
         return len(self.train_answers)
 
-    def batch(self, indices: list[int], generator: torch.Generator) -> Batch:
+    def batch(self, indices: list[int], generator: torch.Generator) -> TensorBatch:
         return self._collated([self.train_answers[i] for i in indices])
 
-    def loss(self, batch: Batch) -> torch.Tensor:
+    def loss(self, batch: TensorBatch) -> torch.Tensor:
         return self._losses(batch)[0].mean()
 
     def dev(self) -> DevScore:
         scored = self.score(self.dev_split)
-        return DevScore(scored.loss, scored.metrics, self.judged(scored))
+        return DevScore(scored.loss, scored.metrics, self.scoring.judged(scored))
 
     def score(self, split: JudgedSplit) -> Scored:
         """`split` scored by the model as it is now: the answers' loss, rewards and KL
         estimate, and the desirable answers' perplexity and generated answers."""
         answers = score_split(
-            self.model, self.tokenizer, split.desirable, self.generation, self.eval_batch_size
+            self.model,
+            self.tokenizer,
+            split.desirable,
+            self.scoring.generation,
+            self.scoring.batch_size,
         )
         loss, metrics = self._judged_scores(split)
         return Scored(loss, {**answers.metrics, **metrics}, answers.generated)
 
-    def judged(self, scored: Scored) -> float:
-        """The score the best epoch is chosen by (higher is better)."""
-        if self.metric == PERPLEXITY:
-            return -scored.metrics[PERPLEXITY]
-        return scored.metrics[self.metric]
+    @property
+    def metric(self) -> str:
+        return self.scoring.metric
 
-    def _collated(self, answers: Sequence[EncodedJudged]) -> Batch:
+    def _collated(self, answers: Sequence[EncodedJudged]) -> TensorBatch:
         """The answers' rows, their mismatched rows (`kl_` keys) and whether each is desirable."""
         encoded = [a.answer for a in answers]
         rows = collate_padded(encoded, self.pad_id)
@@ -119,7 +114,7 @@ class KtoLm:
         batch["desirable"] = torch.tensor([a.desirable for a in answers])
         return {k: v.to(self.device) for k, v in batch.items()}
 
-    def _losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _losses(self, batch: TensorBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-answer KTO losses, implicit rewards (detached) and the batch's KL estimate."""
         rows = {k: batch[k] for k in ("input_ids", "attention_mask", "labels")}
         kl_rows = {k: batch[f"kl_{k}"] for k in ("input_ids", "attention_mask", "labels")}
@@ -151,10 +146,10 @@ class KtoLm:
         self.model.eval()
         mine = []
         try:
-            for number, start in enumerate(range(0, len(split.answers), self.eval_batch_size)):
+            for number, start in enumerate(range(0, len(split.answers), self.scoring.batch_size)):
                 if not my_turn(number):
                     continue
-                batch = self._collated(split.answers[start : start + self.eval_batch_size])
+                batch = self._collated(split.answers[start : start + self.scoring.batch_size])
                 losses, rewards, kl = self._losses(batch)
                 good = batch["desirable"].bool()
                 sums = (

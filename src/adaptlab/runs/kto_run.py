@@ -13,7 +13,7 @@ from adaptlab.engine.trained_run import DecoderCollator, TrainedRun
 from adaptlab.errors import ConfigError
 from adaptlab.methods.handle import AdaptHandle
 from adaptlab.records.spec import RunSpec
-from adaptlab.runs.generative_evaluation import Generation
+from adaptlab.runs.generative_evaluation import AnswerScoring
 from adaptlab.runs.kto_objective import KtoLm
 from adaptlab.runs.preference_data import EncodedJudgements, JudgedSplit, Reading, encode_judged
 from adaptlab.runs.preference_run import adapted_decoder, checked_preference_settings
@@ -36,16 +36,14 @@ class KtoRun(SplitRun, KtoLm):
         data: EncodedJudgements,
         settings: PreferenceSettings,
     ) -> None:
-        generative = settings.generative
+        scoring = AnswerScoring.of(settings.generative, task, spec.train.eval_batch_size)
         super().__init__(
             model,
             tokenizer,
             settings,
             data.splits["train"].answers,
             data.splits["dev"],
-            metric=generative.metric or task.primary_metric,
-            generation=Generation.of(generative),
-            eval_batch_size=spec.train.eval_batch_size,
+            scoring,
         )
         self.spec, self.task, self.handle, self.encoded = spec, task, handle, data
         self.description = data.description

@@ -29,7 +29,7 @@ from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.masking import MaskedLmEncoder
 from adaptlab.engine.lm_head_capture import lm_head_input
 from adaptlab.engine.lm_loss import TokenLoss, linear_cross_entropy
-from adaptlab.engine.objective import DevScore
+from adaptlab.engine.objective import DevScore, TensorBatch
 from adaptlab.errors import ConfigError
 from adaptlab.parallel.shared_evaluation import gathered, my_turn
 
@@ -38,8 +38,6 @@ MLM_METRIC = "masked_accuracy"
 primary metric)."""
 EVAL_MASK_SEED = 12345
 """Dev and test masks are drawn from this seed, the same every epoch and every run."""
-
-Batch = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ def hidden_states_at(model: nn.Module, chosen: torch.Tensor) -> Iterator[None]:
         hook.remove()
 
 
-def masked_lm_scores(model: nn.Module, batch: Batch) -> TokenLoss:
+def masked_lm_scores(model: nn.Module, batch: TensorBatch) -> TokenLoss:
     """Cross-entropy summed over the masked tokens, how many were predicted right, how many
     there are; the head reads the masked positions only and its logits are made in chunks."""
     labels = batch["labels"]
@@ -88,7 +86,7 @@ def masked_lm_scores(model: nn.Module, batch: Batch) -> TokenLoss:
     return linear_cross_entropy(head.hidden[0], head.weight, head.bias, targets)
 
 
-def masked_lm_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
+def masked_lm_loss(model: nn.Module, batch: TensorBatch) -> torch.Tensor:
     """Mean cross-entropy over the masked tokens (`labels` other than IGNORE_INDEX)."""
     return masked_lm_scores(model, batch).mean()
 
@@ -99,7 +97,7 @@ def masked_batch(
     indices: Sequence[int],
     generator: torch.Generator,
     device: torch.device,
-) -> Batch:
+) -> TensorBatch:
     """The examples `indices` of `features`, padded and masked with draws from `generator`."""
     batch = encoder.collate([features[i] for i in indices], generator)
     return {k: v.to(device) for k, v in batch.items()}
@@ -153,13 +151,13 @@ class MaskedLm:
         self.examples = len(train)
         self.device = next(model.parameters()).device
 
-    def batch(self, indices: list[int], generator: torch.Generator) -> Batch:
+    def batch(self, indices: list[int], generator: torch.Generator) -> TensorBatch:
         return masked_batch(self.encoder, self.train_features, indices, generator, self.device)
 
-    def loss(self, batch: Batch) -> torch.Tensor:
+    def loss(self, batch: TensorBatch) -> torch.Tensor:
         return masked_lm_loss(self.model, batch)
 
-    def loss_terms(self, batch: Batch) -> int:
+    def loss_terms(self, batch: TensorBatch) -> int:
         """The masked tokens the loss is the mean over (for data-parallel shares)."""
         return int(batch["labels"].ne(IGNORE_INDEX).sum())
 

@@ -18,7 +18,7 @@ from transformers import PreTrainedTokenizerBase
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.data.preference_encoding import EncodedPair
 from adaptlab.engine.completion_logps import completion_log_probs
-from adaptlab.engine.objective import DevScore
+from adaptlab.engine.objective import DevScore, TensorBatch
 from adaptlab.engine.packing import collate_padded
 from adaptlab.engine.preference_loss import (
     PairLogps,
@@ -29,9 +29,8 @@ from adaptlab.engine.preference_loss import (
 )
 from adaptlab.engine.reference import reference_model
 from adaptlab.parallel.shared_evaluation import gathered, my_turn
-from adaptlab.runs.generative_evaluation import Generation, Scored, score_split
+from adaptlab.runs.generative_evaluation import AnswerScoring, Scored, score_split
 from adaptlab.runs.preference_data import PreferenceSplit
-from adaptlab.tasks.generative_facts import PERPLEXITY
 from adaptlab.tasks.preference import (
     CHOSEN_LOGPS,
     REJECTED_LOGPS,
@@ -41,7 +40,6 @@ from adaptlab.tasks.preference import (
 )
 from adaptlab.tasks.preference_settings import PreferenceSettings
 
-Batch = dict[str, torch.Tensor]
 PairLoss = Callable[[PreferenceSettings, PairLogps, PairLogps | None], torch.Tensor]
 
 
@@ -67,7 +65,7 @@ PAIR_LOSSES: dict[str, PairLoss] = {"dpo": _dpo, "simpo": _simpo, "orpo": _orpo}
 """Each preference task's per-pair loss, by task name."""
 
 
-def collate_pairs(pairs: Sequence[EncodedPair], pad_id: int) -> Batch:
+def collate_pairs(pairs: Sequence[EncodedPair], pad_id: int) -> TensorBatch:
     """The pairs one a row, each holding its chosen and its rejected sequence, right-padded:
     `input_ids`, `attention_mask` and `completion_mask` (1 on the answers' tokens), each
     (pairs, 2, length), so a batch shared between processes is cut between pairs."""
@@ -77,7 +75,7 @@ def collate_pairs(pairs: Sequence[EncodedPair], pad_id: int) -> Batch:
     return {key: value.unflatten(0, (2, len(pairs))).transpose(0, 1) for key, value in rows.items()}
 
 
-def pair_logps(model: nn.Module, batch: Batch) -> PairLogps:
+def pair_logps(model: nn.Module, batch: TensorBatch) -> PairLogps:
     """Each pair's summed answer log-probabilities under `model` as it runs now, its chosen
     and rejected sequences read in one forward pass."""
     chosen_then_rejected = {
@@ -108,15 +106,11 @@ class PreferenceLm:
         settings: PreferenceSettings,
         train: Sequence[EncodedPair],
         dev: PreferenceSplit,
-        *,
-        metric: str,
-        generation: Generation,
-        eval_batch_size: int,
+        scoring: AnswerScoring,
     ) -> None:
         self.model, self.tokenizer, self.task, self.settings = model, tokenizer, task, settings
         self.train_pairs, self.dev_split = train, dev
-        self.metric, self.generation = metric, generation
-        self.eval_batch_size = eval_batch_size
+        self.scoring = scoring
         self.pad_id: int = tokenizer.pad_token_id
         self.device = next(model.parameters()).device
         self.pair_loss = PAIR_LOSSES[task.name]
@@ -127,12 +121,12 @@ class PreferenceLm:
     def examples(self) -> int:
         return len(self.train_pairs)
 
-    def batch(self, indices: list[int], generator: torch.Generator) -> Batch:
+    def batch(self, indices: list[int], generator: torch.Generator) -> TensorBatch:
         batch = collate_pairs([self.train_pairs[i] for i in indices], self.pad_id)
         batch["index"] = torch.tensor(indices)
         return {k: v.to(self.device) for k, v in batch.items()}
 
-    def loss(self, batch: Batch) -> torch.Tensor:
+    def loss(self, batch: TensorBatch) -> torch.Tensor:
         policy = pair_logps(self.model, batch)
         reference = None
         if self.task.uses_reference:
@@ -141,22 +135,24 @@ class PreferenceLm:
 
     def dev(self) -> DevScore:
         scored = self.score(self.dev_split)
-        return DevScore(scored.loss, scored.metrics, self.judged(scored))
+        return DevScore(scored.loss, scored.metrics, self.scoring.judged(scored))
 
     def score(self, split: PreferenceSplit) -> Scored:
         """`split` scored by the model as it is now: the pairs' loss and rewards, and the
         chosen answers' perplexity and generated answers."""
         answers = score_split(
-            self.model, self.tokenizer, split.chosen, self.generation, self.eval_batch_size
+            self.model,
+            self.tokenizer,
+            split.chosen,
+            self.scoring.generation,
+            self.scoring.batch_size,
         )
         loss, pairs = self._pair_scores(split)
         return Scored(loss, {**answers.metrics, **pairs}, answers.generated)
 
-    def judged(self, scored: Scored) -> float:
-        """The score the best epoch is chosen by (higher is better)."""
-        if self.metric == PERPLEXITY:
-            return -scored.metrics[PERPLEXITY]
-        return scored.metrics[self.metric]
+    @property
+    def metric(self) -> str:
+        return self.scoring.metric
 
     @torch.no_grad()
     def _pair_scores(self, split: PreferenceSplit) -> tuple[float, dict[str, float]]:
@@ -166,10 +162,10 @@ class PreferenceLm:
         try:
             reference = self._split_reference(split) if self.task.uses_reference else None
             mine = []
-            for number, start in enumerate(range(0, len(split.pairs), self.eval_batch_size)):
+            for number, start in enumerate(range(0, len(split.pairs), self.scoring.batch_size)):
                 if not my_turn(number):
                     continue
-                end = start + self.eval_batch_size
+                end = start + self.scoring.batch_size
                 batch = self._on_device(collate_pairs(split.pairs[start:end], self.pad_id))
                 policy = pair_logps(self.model, batch)
                 ref = None if reference is None else _rows(reference, start, end, self.device)
@@ -195,7 +191,7 @@ class PreferenceLm:
             REJECTED_LOGPS: rejected_sum,
         }
 
-    def _reference_of(self, batch: Batch) -> PairLogps:
+    def _reference_of(self, batch: TensorBatch) -> PairLogps:
         """The reference's log-probabilities of a training batch: looked up when precomputed,
         else computed now with no gradient."""
         if self.settings.precompute_reference:
@@ -222,15 +218,15 @@ class PreferenceLm:
         parts: list[PairLogps] = []
         try:
             with reference_model(self.model) as reference:
-                for start in range(0, len(pairs), self.eval_batch_size):
-                    chunk = pairs[start : start + self.eval_batch_size]
+                for start in range(0, len(pairs), self.scoring.batch_size):
+                    chunk = pairs[start : start + self.scoring.batch_size]
                     batch = self._on_device(collate_pairs(chunk, self.pad_id))
                     parts.append(_detached(pair_logps(reference, batch), cpu=True))
         finally:
             self.model.train(was_training)
         return PairLogps(*(torch.cat(column) for column in zip(*map(_parts, parts), strict=True)))
 
-    def _on_device(self, batch: Batch) -> Batch:
+    def _on_device(self, batch: TensorBatch) -> TensorBatch:
         return {k: v.to(self.device) for k, v in batch.items()}
 
 

@@ -19,7 +19,7 @@ from adaptlab.methods.handle import AdaptHandle
 from adaptlab.models.decoder import check_causal_lm
 from adaptlab.models.loading import load_model
 from adaptlab.records.spec import RunSpec
-from adaptlab.runs.generative_evaluation import Generation
+from adaptlab.runs.generative_evaluation import AnswerScoring
 from adaptlab.runs.generative_run import check_trains
 from adaptlab.runs.preference_data import (
     EncodedPreferences,
@@ -48,7 +48,7 @@ class PreferenceRun(SplitRun, PreferenceLm):
         data: EncodedPreferences,
         settings: PreferenceSettings,
     ) -> None:
-        generative = settings.generative
+        scoring = AnswerScoring.of(settings.generative, task, spec.train.eval_batch_size)
         super().__init__(
             model,
             tokenizer,
@@ -56,9 +56,7 @@ class PreferenceRun(SplitRun, PreferenceLm):
             settings,
             data.splits["train"].pairs,
             data.splits["dev"],
-            metric=generative.metric or task.primary_metric,
-            generation=Generation.of(generative),
-            eval_batch_size=spec.train.eval_batch_size,
+            scoring,
         )
         self.spec, self.handle, self.encoded = spec, handle, data
         self.description = data.description

@@ -9,7 +9,7 @@ template file is given."""
 
 from __future__ import annotations
 
-from adaptlab.runs.generative_evaluation import Generation, Scored
+from adaptlab.runs.generative_evaluation import AnswerScoring, Generation, Scored
 from adaptlab.runs.generative_trained import SplitRequest, SplitScores
 from adaptlab.runs.kto_objective import KtoLm
 from adaptlab.runs.preference_data import Reading, encode_judged, encode_preferences
@@ -25,24 +25,20 @@ from adaptlab.tasks.reward import RewardModel, RewardSettings
 def score_preferences(task: PreferenceTask, request: SplitRequest) -> SplitScores:
     """The requested split scored by the adapter's model as its task scores dev and test."""
     settings = PreferenceSettings.of(request.options, task)
-    generation = Generation.of(settings.generative)
+    scoring = AnswerScoring(
+        task.primary_metric, Generation.of(settings.generative), request.batch_size
+    )
     reading = Reading(request.max_length, template=request.kept)
-    metric, batch_size, data = task.primary_metric, request.batch_size, request.data
+    data = request.data
     model, tokenizer = request.loaded.model, request.loaded.tokenizer
     if isinstance(task, UnpairedPreference):
         judged = encode_judged(data, task, settings, tokenizer, reading)
         part = judged.splits[request.split]
-        kto = KtoLm(
-            model, tokenizer, settings, (), part,
-            metric=metric, generation=generation, eval_batch_size=batch_size,
-        )  # fmt: skip
+        kto = KtoLm(model, tokenizer, settings, (), part, scoring)
         return SplitScores(judged.name, len(part.answers), kto.score(part))
     pairs = encode_preferences(data, task, settings, tokenizer, reading)
     chosen = pairs.splits[request.split]
-    scorer = PreferenceLm(
-        model, tokenizer, task, settings, (), chosen,
-        metric=metric, generation=generation, eval_batch_size=batch_size,
-    )  # fmt: skip
+    scorer = PreferenceLm(model, tokenizer, task, settings, (), chosen, scoring)
     return SplitScores(pairs.name, len(chosen.pairs), scorer.score(chosen))
 
 

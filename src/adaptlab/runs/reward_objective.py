@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from adaptlab.data.reward_encoding import ScoredPair
-from adaptlab.engine.objective import DevScore
+from adaptlab.engine.objective import DevScore, TensorBatch
 from adaptlab.engine.preference_loss import reward_loss
 from adaptlab.parallel.shared_evaluation import gathered, my_turn
 from adaptlab.runs.generative_evaluation import Scored
@@ -27,8 +27,6 @@ from adaptlab.tasks.reward import (
     REWARD_MARGIN,
 )
 
-Batch = dict[str, torch.Tensor]
-
 
 @dataclass(frozen=True)
 class PairScores:
@@ -38,7 +36,7 @@ class PairScores:
     rejected: torch.Tensor
 
 
-def collate_pairs(pairs: Sequence[ScoredPair], pad_id: int) -> Batch:
+def collate_pairs(pairs: Sequence[ScoredPair], pad_id: int) -> TensorBatch:
     """`input_ids` and `attention_mask` of shape (pairs, 2, width): each pair's chosen text then
     its rejected one, right-padded with `pad_id` to the batch's longest text."""
     width = max(max(len(pair.chosen), len(pair.rejected)) for pair in pairs)
@@ -51,7 +49,7 @@ def collate_pairs(pairs: Sequence[ScoredPair], pad_id: int) -> Batch:
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def pair_scores(model: nn.Module, batch: Batch) -> PairScores:
+def pair_scores(model: nn.Module, batch: TensorBatch) -> PairScores:
     """The model's score of every text of `batch`, read in one forward pass over the chosen
     texts then the rejected ones."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
@@ -86,10 +84,10 @@ class RewardPairs:
     def examples(self) -> int:
         return len(self.train_pairs)
 
-    def batch(self, indices: list[int], generator: torch.Generator) -> Batch:
+    def batch(self, indices: list[int], generator: torch.Generator) -> TensorBatch:
         return self._on_device(collate_pairs([self.train_pairs[i] for i in indices], self.pad_id))
 
-    def loss(self, batch: Batch) -> torch.Tensor:
+    def loss(self, batch: TensorBatch) -> torch.Tensor:
         scores = pair_scores(self.model, batch)
         return self._pair_losses(scores).mean()
 
@@ -138,5 +136,5 @@ class RewardPairs:
             scores.chosen, scores.rejected, center_coefficient=self.center_coefficient
         )
 
-    def _on_device(self, batch: Batch) -> Batch:
+    def _on_device(self, batch: TensorBatch) -> TensorBatch:
         return {k: v.to(self.device) for k, v in batch.items()}

@@ -20,10 +20,9 @@ from torch import nn
 from adaptlab.data.encoding import IGNORE_INDEX
 from adaptlab.engine.lm_head_capture import lm_head_input
 from adaptlab.engine.lm_loss import TokenLoss, linear_cross_entropy
+from adaptlab.engine.objective import TensorBatch
 from adaptlab.engine.packing import Encoded, pad_right
 from adaptlab.errors import ConfigError, DataError
-
-Batch = dict[str, torch.Tensor]
 
 
 def is_encoder_decoder(model: nn.Module) -> bool:
@@ -31,7 +30,7 @@ def is_encoder_decoder(model: nn.Module) -> bool:
     return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
 
 
-def collate_seq2seq(examples: Sequence[Encoded], pad_id: int) -> Batch:
+def collate_seq2seq(examples: Sequence[Encoded], pad_id: int) -> TensorBatch:
     """One example a row: the prompts right-padded with `pad_id` and their `attention_mask`,
     the completions' `labels` right-padded with IGNORE_INDEX."""
     if not examples or not all(e.input_ids and e.labels for e in examples):
@@ -43,7 +42,7 @@ def collate_seq2seq(examples: Sequence[Encoded], pad_id: int) -> Batch:
     }
 
 
-def seq2seq_scores(model: nn.Module, batch: Batch) -> TokenLoss:
+def seq2seq_scores(model: nn.Module, batch: TensorBatch) -> TokenLoss:
     """The cross-entropy of `batch`'s labels (see the module docstring)."""
     prepare = getattr(model, "prepare_decoder_input_ids_from_labels", None)
     if not callable(prepare):
@@ -60,7 +59,7 @@ def seq2seq_scores(model: nn.Module, batch: Batch) -> TokenLoss:
     return linear_cross_entropy(head.hidden[kept], head.weight, bias, labels[kept])
 
 
-def target_count(batch: Batch) -> int:
+def target_count(batch: TensorBatch) -> int:
     """The target tokens `seq2seq_scores` averages over: every label not IGNORE_INDEX."""
     return int(batch["labels"].ne(IGNORE_INDEX).sum())
 
