@@ -4,6 +4,7 @@ sets and multi-task training: the plan, a tiny study end to end, resuming, and t
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,24 @@ def test_a_missing_adapter_folder_trains_again_and_its_combinations_stay_done(
     again = run_study(path, executor=QUIET)
     assert [o.run.run_id for o in again.outcomes] == [gone.name]
     assert not again.failed
+
+
+def test_a_combination_refuses_a_source_whose_manifest_names_an_unknown_task(
+    model: str, tmp_path: Path
+) -> None:
+    """The source's own manifest is named, not the combined folder it would have made."""
+    assert not run_study(study(tmp_path, model, methods=METHODS[:2]), executor=QUIET).failed
+    manifest = sorted(adapter_folders(tmp_path / "tiny.db").glob("*/*/adapter/manifest.json"))[0]
+    edited = json.loads(manifest.read_text())
+    edited["task"] = "poetry"
+    manifest.write_text(json.dumps(edited))
+    before = manifest.read_bytes()
+    summary = run_study(study(tmp_path, model, methods=METHODS[:3]), executor=QUIET)
+    assert len(summary.failed) == 2  # the ties combination on each data set
+    for outcome in summary.failed:
+        assert outcome.error is not None and "\n" not in outcome.error
+        assert f"{manifest}: task names unknown task 'poetry'" in outcome.error
+    assert manifest.read_bytes() == before
 
 
 def test_a_report_without_spanning_runs_has_no_combining_section(
