@@ -62,7 +62,7 @@ Item = TypeVar("Item")
 class SplitCorpus(Generic[Item]):
     """Examples of one kind in fixed train / dev / test splits, and how they were made;
     `origins` holds where each example came from (split by split, in the same order), or None
-    where that was not kept. Generative and preference corpora are its kinds; sampling,
+    where that was not kept. Generative, preference and text corpora are its kinds; sampling,
     capping the test split and splitting files serve them all."""
 
     name: str
