@@ -491,6 +491,7 @@ def fake_setups(pairs: int) -> list[Setup]:
             from adaptlab.engine.scale_model import prepare_base
             from adaptlab.methods.adapt import adapt
             from adaptlab.records.scale import Scale
+            from adaptlab.runs.generative_evaluation import AnswerScoring
             from adaptlab.runs.preference_objective import PreferenceLm
             from adaptlab.runs.preference_run import switch_off_dropout
             from adaptlab.tasks.dpo import DPO
@@ -505,10 +506,16 @@ def fake_setups(pairs: int) -> list[Setup]:
             switch_off_dropout(model)
             settings = PreferenceSettings.of({"task": "dpo", "beta": BETA}, DPO)
             tokenizer: Any = types.SimpleNamespace(pad_token_id=0)
+            scoring = AnswerScoring("", None, 1)  # type: ignore[arg-type]  # no dev scoring
             objective = PreferenceLm(
-                model, tokenizer, DPO, settings, (), None,  # type: ignore[arg-type]
-                metric="", generation=None, eval_batch_size=1,  # type: ignore[arg-type]
-            )  # fmt: skip
+                model,
+                tokenizer,
+                DPO,
+                settings,
+                (),
+                None,
+                scoring,  # type: ignore[arg-type]
+            )
 
             def step(ids: torch.Tensor) -> None:
                 with autocast_at(precision, ids.device):  # as the loop runs the loss

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from adaptlab.data.generative import sample_generative
+from adaptlab.data.generative import sample_corpus
 from adaptlab.data.preference import Preference, Question
 from adaptlab.data.preference_loading import load_preferences
 from adaptlab.data.preference_writing import write_preferences
@@ -191,7 +191,7 @@ def _train_questions(spec: RunSpec) -> list[Question]:
     """The training questions of countries-qa-pairs as the run samples them, with answers."""
     corpus = load_preferences(PAIRS, LABELLED, shape="preference")
     if spec.train_size is not None:
-        corpus = sample_generative(corpus, spec.train_size, spec.train.seed)
+        corpus = sample_corpus(corpus, spec.train_size, spec.train.seed)
     return [
         Question(p.prompt, p.chosen) for p in corpus.splits["train"] if isinstance(p, Preference)
     ]
