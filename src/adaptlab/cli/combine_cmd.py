@@ -69,12 +69,10 @@ def combine(
         adaptlab combine --adapters runs/chat,runs/rude --weights 1,-0.5 --out runs/polite
     """
     from adaptlab.methods.combine import combine_adapters
-    from adaptlab.methods.manifest import adapter_folder
-    from adaptlab.tasks.adapter_manifest import read_adapter_manifest
+    from adaptlab.tasks.adapter_manifest import read_adapter_manifests
 
     sources = _items(adapters, "--adapters")
-    for source in sources:  # a task no reader knows is refused here, not where it is read back
-        read_adapter_manifest(adapter_folder(source))
+    read_adapter_manifests(sources)
     combined = combine_adapters(
         sources,
         out,

@@ -58,7 +58,7 @@ from adaptlab.runs.generative_evaluation import Generation, score_split
 from adaptlab.runs.generative_run import checked_settings
 from adaptlab.runs.labelled_run import run_data
 from adaptlab.runs.seq2seq_targets import check_windows
-from adaptlab.tasks.adapter_manifest import read_adapter_manifest
+from adaptlab.tasks.adapter_manifest import read_adapter_manifests
 from adaptlab.tasks.generative import GenerativeTask
 from adaptlab.tasks.judging import MetricChoice
 from adaptlab.tasks.registry import get_task
@@ -132,8 +132,7 @@ def _scored_adapter(spec: RunSpec, scratch: Path) -> tuple[LoadedModel, dict[str
         assert spec.multi_task_adapter is not None  # a run that trains nothing has one
         return load_trained(spec.multi_task_adapter, spec.device, model=spec.model)
     folders = [source.folder for source in recipe.sources]
-    for folder in folders:  # a task no reader knows is refused in its own manifest
-        read_adapter_manifest(adapter_folder(folder))
+    read_adapter_manifests(folders)
     combined = combine_adapters(folders, scratch / "combined", model=spec.model, **recipe.options)
     keeps_heads = parse_manifest(adapter_folder(combined)).heads is not None
     head = recipe.head if keeps_heads else None

@@ -9,10 +9,12 @@ than where the task is first looked up.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from adaptlab.errors import AdapterFileError
-from adaptlab.methods.manifest import MANIFEST, Manifest, parse_manifest
+from adaptlab.methods.manifest import MANIFEST, Manifest, adapter_folder, parse_manifest
 from adaptlab.tasks.registry import TASKS, known_task
 
 
@@ -27,6 +29,13 @@ def read_adapter_manifest(folder: Path) -> Manifest:
                 f"{', '.join(TASKS.listed())}"
             )
     return manifest
+
+
+def read_adapter_manifests(folders: Sequence[str | os.PathLike[str]]) -> list[Manifest]:
+    """The manifests of adapter or run folders about to be combined, read as
+    `read_adapter_manifest` reads one: a source naming an unknown task is refused in its own
+    manifest, not in the combined folder it would make."""
+    return [read_adapter_manifest(adapter_folder(folder)) for folder in folders]
 
 
 def _named_tasks(manifest: Manifest) -> dict[str, str]:
